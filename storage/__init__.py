@@ -1,1 +1,114 @@
-"""storage"""
+"""Async persistence for trials: local/NFS directories, S3 and GCS behind one contract.
+
+``open_storage(uri)`` picks the driver from the URI; every driver offers the same
+:class:`Storage` interface (bytes, listing, recursive delete, streamed directory
+transfer, and verified checkpoints committed by a manifest written last). Imports no
+Ray, and imports the S3/GCS SDKs only when such a URI is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from .base import Storage
+from .errors import (
+    BucketNotFound,
+    IntegrityError,
+    InvalidKey,
+    NotFound,
+    PermissionDenied,
+    StorageError,
+    TransientError,
+    UnsupportedURI,
+)
+from .local import LocalStorage
+from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from .gcs import GCSStorage
+    from .s3 import S3Storage
+
+__all__ = [
+    "MANIFEST_NAME",
+    "BucketNotFound",
+    "GCSStorage",
+    "IntegrityError",
+    "InvalidKey",
+    "LocalStorage",
+    "Manifest",
+    "ManifestEntry",
+    "NotFound",
+    "PermissionDenied",
+    "RetryPolicy",
+    "S3Storage",
+    "Storage",
+    "StorageError",
+    "TransientError",
+    "UnsupportedURI",
+    "open_storage",
+    "storage_uri",
+]
+
+
+def open_storage(uri: str | os.PathLike[str], **options: Any) -> Storage:
+    """The driver for ``uri``, not yet connected (``async with`` or first use connects
+    and checks that the bucket or root directory exists).
+
+    - ``/abs/path``, ``rel/path`` or ``file:///abs/path``: :class:`LocalStorage`
+      (options ``create``, ``fsync``);
+    - ``s3://bucket/prefix``: :class:`S3Storage` (options ``endpoint_url``, ``region``;
+      otherwise the standard AWS chain and ``AWS_ENDPOINT_URL``);
+    - ``gs://bucket/prefix``: :class:`GCSStorage` (option ``service_file``; otherwise
+      standard Google credentials; honours ``STORAGE_EMULATOR_HOST``).
+
+    Common options: ``part_size``, ``max_concurrency``, ``file_concurrency``,
+    ``multipart_threshold``, ``retry`` (a :class:`RetryPolicy`).
+    """
+    text = os.fspath(uri)
+    if not isinstance(text, str) or not text:
+        raise UnsupportedURI(f"storage URI must be a non-empty str, got {uri!r}")
+    if "\x00" in text:
+        raise UnsupportedURI("storage URI contains NUL")
+    if "://" not in text:
+        return LocalStorage(text, **options)
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise UnsupportedURI(f"file URI must be file:///absolute/path, got {text!r}")
+        return LocalStorage(unquote(parts.path), **options)
+    if scheme in ("s3", "gs"):
+        bucket, prefix = parts.netloc, parts.path.strip("/")
+        if not bucket or parts.query or parts.fragment:
+            raise UnsupportedURI(f"expected {scheme}://bucket[/prefix], got {text!r}")
+        if scheme == "s3":
+            from .s3 import S3Storage
+
+            return S3Storage(bucket, prefix, **options)
+        from .gcs import GCSStorage
+
+        return GCSStorage(bucket, prefix, **options)
+    raise UnsupportedURI(
+        f"unknown storage scheme {scheme!r} in {text!r}; use a path, file://, s3:// or gs://"
+    )
+
+
+def storage_uri(storage: Storage, key: str) -> str:
+    """The full URI of ``key`` in ``storage`` (same as ``storage.uri_for(key)``)."""
+    return storage.uri_for(key)
+
+
+def __getattr__(name: str) -> Any:
+    # The SDK-backed drivers load on demand so that importing storage stays cheap.
+    if name == "S3Storage":
+        from .s3 import S3Storage
+
+        return S3Storage
+    if name == "GCSStorage":
+        from .gcs import GCSStorage
+
+        return GCSStorage
+    raise AttributeError(f"module 'storage' has no attribute {name!r}")

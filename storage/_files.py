@@ -1,0 +1,183 @@
+"""Blocking file helpers, run in worker threads by the drivers.
+
+Everything that touches the local disk lives here so the async code never blocks the
+event loop on a slow disk or an NFS mount, and so the temp-file-then-rename pattern
+that makes local writes atomic is written once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .errors import StorageError
+from .keys import RESERVED_PREFIX, relative_key
+
+__all__ = [
+    "CHUNK",
+    "Digest",
+    "LocalFile",
+    "Sink",
+    "atomic_write_bytes",
+    "copy_hashed",
+    "fsync_dir",
+    "hash_file",
+    "remove_quietly",
+    "scan_dir",
+    "temp_sibling",
+]
+
+#: Read/write granularity: big enough to amortise a thread hop, small enough to be noise
+#: against the memory bound.
+CHUNK = 1 << 20
+
+
+class Digest(NamedTuple):
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    path: str
+    rel: str
+    size: int
+
+
+def temp_sibling(path: str) -> str:
+    """A reserved, unique name next to ``path`` (same directory, hence same filesystem,
+    so a rename from it is atomic). Listings skip reserved names."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f"{RESERVED_PREFIX}{tail[:64]}-{uuid.uuid4().hex[:12]}")
+
+
+def scan_dir(local_dir: str, *, uri: str = "") -> list[LocalFile]:
+    """Every regular file under ``local_dir`` (symlinks to files are followed; a symlink
+    to a directory is refused rather than silently skipped or followed out of the tree)."""
+    if not os.path.isdir(local_dir):
+        raise StorageError(f"local directory {local_dir!r} does not exist", uri=uri)
+    out: list[LocalFile] = []
+    for root, dirs, files in os.walk(local_dir):
+        for d in dirs:
+            if os.path.islink(os.path.join(root, d)):
+                raise StorageError(
+                    f"{os.path.join(root, d)!r} is a symlink to a directory; not supported",
+                    uri=uri,
+                )
+        for name in files:
+            path = os.path.join(root, name)
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise StorageError(f"{path!r} is not a regular file", uri=uri)
+            out.append(LocalFile(path, relative_key(path, local_dir, uri=uri), st.st_size))
+    out.sort(key=lambda f: f.rel)
+    return out
+
+
+def hash_file(path: str) -> Digest:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return Digest(size, h.hexdigest())
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename in ``path`` durable; a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = temp_sibling(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    if fsync:
+        fsync_dir(os.path.dirname(path))
+
+
+def copy_hashed(src: str, dst: str, *, fsync: bool, stop: threading.Event | None = None) -> Digest:
+    """Copy ``src`` to ``dst`` (whose directory must exist) hashing on the way, so the
+    data is read once. ``stop`` lets a cancelled caller end the copy early."""
+    h = hashlib.sha256()
+    size = 0
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while chunk := fin.read(CHUNK):
+            if stop is not None and stop.is_set():
+                raise InterruptedError("copy cancelled")
+            h.update(chunk)
+            fout.write(chunk)
+            size += len(chunk)
+        if fsync:
+            fout.flush()
+            os.fsync(fout.fileno())
+    return Digest(size, h.hexdigest())
+
+
+def remove_quietly(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+class Sink:
+    """A download target: bytes go to a temporary sibling of ``path``, hashed as they are
+    written; :meth:`commit` renames it into place, :meth:`discard` removes it. Callers
+    hand it about :data:`CHUNK` bytes per thread hop."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.tmp = temp_sibling(path)
+        self._f = open(self.tmp, "wb")  # closed in commit/discard
+        self._h = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._h.update(data)
+        self._f.write(data)
+        self.size += len(data)
+
+    def digest(self) -> Digest:
+        return Digest(self.size, self._h.hexdigest())
+
+    def commit(self, *, fsync: bool = False) -> None:
+        self._f.flush()
+        if fsync:
+            os.fsync(self._f.fileno())
+        self._f.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+        remove_quietly(self.tmp)

@@ -1,0 +1,277 @@
+"""Local disk and NFS: keys are files under a root directory.
+
+Every write goes to a reserved temporary sibling and is renamed into place, so readers
+(and other hosts on NFS, which honours rename atomicity within a directory) never see
+a partial file. A checkpoint is staged whole in a sibling directory, manifest included,
+and committed with one rename. All disk I/O runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import functools
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from ._concurrency import map_bounded, run_stoppable
+from ._files import (
+    Digest,
+    LocalFile,
+    atomic_write_bytes,
+    copy_hashed,
+    fsync_dir,
+    remove_quietly,
+    scan_dir,
+    temp_sibling,
+)
+from .base import Storage
+from .errors import BucketNotFound, InvalidKey, NotFound, PermissionDenied, StorageError
+from .keys import RESERVED_PREFIX, validate_key, validate_prefix
+from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
+
+__all__ = ["LocalStorage"]
+
+T = TypeVar("T")
+
+
+class LocalStorage(Storage):
+    """Storage in a local (or NFS-mounted) directory.
+
+    The root must exist unless ``create=True``. ``fsync=True`` (default) makes every
+    committed write durable before it is reported done. :attr:`uri` and
+    :meth:`uri_for` are absolute paths.
+    """
+
+    scheme = "file"
+
+    def __init__(self, root: str, *, create: bool = False, fsync: bool = True, **options: object):
+        root = os.path.abspath(os.path.expanduser(root))
+        super().__init__(root, **options)  # type: ignore[arg-type]
+        self.root = root
+        self.create = create
+        self.fsync = fsync
+
+    def uri_for(self, key: str) -> str:
+        return self._path(validate_prefix(key, uri=self.uri))
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/")) if key else self.root
+
+    async def _run(self, key: str | None, what: str, fn: Callable[..., T], *args: object) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as err:
+            raise self._map_error(err, key, what) from err
+
+    def _map_error(self, err: OSError, key: str | None, what: str) -> StorageError:
+        if isinstance(err, StorageError):
+            return err
+        reason = f"{what} failed: {err.strerror or err}"
+        if isinstance(err, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+            return NotFound(reason, uri=self.uri, key=key)
+        if isinstance(err, PermissionError):
+            return PermissionDenied(reason, uri=self.uri, key=key)
+        return StorageError(reason, uri=self.uri, key=key)
+
+    # -- primitives -------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        if os.path.isdir(self.root):
+            return
+        if self.create:
+            await self._run(None, "creating the root directory", os.makedirs, self.root, 0o777, True)
+            return
+        raise BucketNotFound(
+            "root directory does not exist (create it, or pass create=True)", uri=self.uri
+        )
+
+    async def _close(self) -> None:
+        return None
+
+    async def _write_bytes(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            await asyncio.to_thread(atomic_write_bytes, path, data, fsync=self.fsync)
+        except (IsADirectoryError, NotADirectoryError, FileExistsError) as err:
+            raise StorageError(
+                "cannot write: the key or one of its parents is a directory/file clash",
+                uri=self.uri,
+                key=key,
+            ) from err
+        except OSError as err:
+            raise self._map_error(err, key, "write") from err
+
+    async def _read_bytes(self, key: str) -> bytes:
+        def read() -> bytes:
+            with open(self._path(key), "rb") as f:
+                return f.read()
+
+        return await self._run(key, "read", read)
+
+    async def _exists(self, key: str) -> bool:
+        return await self._run(key, "stat", os.path.isfile, self._path(key))
+
+    async def _list(self, prefix: str) -> list[str]:
+        def walk() -> list[str]:
+            top = self._path(prefix)
+            if os.path.isfile(top):
+                return [prefix]
+            keys: list[str] = []
+            for root, dirs, files in os.walk(top):
+                dirs[:] = [d for d in dirs if not d.startswith(RESERVED_PREFIX)]
+                rel_root = os.path.relpath(root, top)
+                rel_parts = [] if rel_root == "." else rel_root.split(os.sep)
+                for name in files:
+                    if not name.startswith(RESERVED_PREFIX):
+                        keys.append("/".join([*([prefix] if prefix else []), *rel_parts, name]))
+            return keys
+
+        return await self._run(prefix, "list", walk)
+
+    async def _delete(self, prefix: str) -> None:
+        def remove() -> None:
+            path = self._path(prefix)
+            if os.path.isdir(path) and not os.path.islink(path):
+                # Rename first: the tree disappears from listings at once, then goes.
+                trash = temp_sibling(path)
+                os.rename(path, trash)
+                shutil.rmtree(trash)
+            else:
+                try:
+                    os.unlink(path)
+                except (FileNotFoundError, NotADirectoryError):
+                    pass
+
+        await self._run(prefix, "delete", remove)
+
+    async def _upload_file(self, path: str, key: str, size: int) -> Digest:
+        dst = self._path(key)
+
+        def copy(stop: threading.Event) -> Digest:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            tmp = temp_sibling(dst)
+            try:
+                digest = copy_hashed(path, tmp, fsync=self.fsync, stop=stop)
+                os.replace(tmp, dst)
+            except BaseException:
+                remove_quietly(tmp)
+                raise
+            return digest
+
+        try:
+            return await run_stoppable(copy)
+        except OSError as err:
+            raise self._map_error(err, key, "upload") from err
+
+    async def _download_file(self, key: str, path: str, expected: ManifestEntry | None) -> None:
+        src = self._path(key)
+
+        def copy(stop: threading.Event) -> None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = temp_sibling(path)
+            try:
+                if not os.path.isfile(src):
+                    raise NotFound("download failed: no such key", uri=self.uri, key=key)
+                digest = copy_hashed(src, tmp, fsync=False, stop=stop)
+                self._verify(key, digest, expected)
+                os.replace(tmp, path)
+            except BaseException:
+                remove_quietly(tmp)
+                raise
+
+        try:
+            await run_stoppable(copy)
+        except OSError as err:
+            raise self._map_error(err, key, "download") from err
+
+    # -- checkpoints: stage, then one rename ------------------------------------------
+
+    async def put_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest:
+        """Copy ``local_dir`` into a hidden sibling of the checkpoint's directory, write
+        the manifest there, then rename the whole directory into place: the commit is one
+        atomic rename, and an interrupted put leaves only a hidden staging directory
+        (removed on the way out). Falls back to the generic file-by-file protocol if
+        the filesystem refuses the rename."""
+        key = validate_key(key, uri=self.uri)
+        await self._ready()
+        files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri)
+        if any(f.rel == MANIFEST_NAME for f in files):
+            raise InvalidKey(f"{MANIFEST_NAME} is reserved", uri=self.uri, key=key)
+        final = self._path(key)
+        stage = temp_sibling(final)
+
+        def make_tree() -> None:
+            os.makedirs(stage)
+            for d in sorted({os.path.dirname(f.rel) for f in files} - {""}):
+                os.makedirs(os.path.join(stage, *d.split("/")), exist_ok=True)
+
+        async def one(f: LocalFile) -> ManifestEntry:
+            dst = os.path.join(stage, *f.rel.split("/"))
+            digest = await run_stoppable(
+                lambda stop: copy_hashed(f.path, dst, fsync=self.fsync, stop=stop)
+            )
+            return ManifestEntry(f.rel, digest.size, digest.sha256)
+
+        try:
+            await self._run(key, "staging a checkpoint", make_tree)
+            try:
+                entries = await map_bounded(one, files, self.file_concurrency)
+            except OSError as err:
+                raise self._map_error(err, key, "staging a checkpoint") from err
+            manifest = Manifest(key=key, files=tuple(entries), uri=self.uri_for(key))
+            await self._run(
+                key,
+                "writing the manifest",
+                functools.partial(atomic_write_bytes, fsync=self.fsync),
+                os.path.join(stage, MANIFEST_NAME),
+                manifest.to_json(),
+            )
+            if self.fsync:
+                await asyncio.to_thread(fsync_dir, stage)
+            # Commit: no await from here until the rename is done, so a cancellation
+            # lands either before the commit (nothing visible) or after it (success).
+            trash = self._swap_in(stage, final, key)
+        except BaseException:
+            await self._cleanup(asyncio.to_thread(remove_quietly, stage), "removing staging")
+            raise
+        if trash is _RENAME_REFUSED:
+            await self._cleanup(asyncio.to_thread(remove_quietly, stage), "removing staging")
+            return await super().put_checkpoint(local_dir, key)
+        if self.fsync:
+            fsync_dir(os.path.dirname(final))
+        if trash:
+            self._in_background(asyncio.to_thread(remove_quietly, trash), "old checkpoint")
+        return manifest
+
+    def _swap_in(self, stage: str, final: str, key: str) -> str | None:
+        """Rename ``stage`` to ``final``; an existing checkpoint there is un-committed
+        (manifest removed) and moved aside first. Returns the moved-aside path."""
+        trash = None
+        try:
+            if os.path.lexists(final):
+                try:
+                    os.unlink(os.path.join(final, MANIFEST_NAME))
+                except FileNotFoundError:
+                    pass
+                except NotADirectoryError:
+                    pass
+                trash = temp_sibling(final)
+                os.rename(final, trash)
+            os.rename(stage, final)
+        except OSError as err:
+            if trash is not None:
+                try:
+                    os.rename(trash, final)
+                except OSError:
+                    pass
+            if err.errno in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EINVAL):
+                return _RENAME_REFUSED
+            raise self._map_error(err, key, "committing a checkpoint") from err
+        return trash
+
+
+_RENAME_REFUSED = "\x00rename-refused"
