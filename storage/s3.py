@@ -1,0 +1,427 @@
+"""S3 and S3-compatible stores through aiobotocore.
+
+Large files go up as multipart uploads whose parts are read in order (hashed on the
+way) and sent concurrently, each part holding its bytes from the storage-wide budget
+until S3 acknowledges it; a failed or cancelled upload is aborted so no orphan parts
+are billed. Downloads stream to a temporary file and resume from where they broke
+off. botocore's own retries are off: :mod:`storage.retry` is the only retry loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import os
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import IO, Any, TypeVar
+
+import aiohttp
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionError as BotoConnectionError,
+    CredentialRetrievalError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+
+from ._concurrency import map_bounded
+from ._files import CHUNK, Digest, Sink
+from .base import Storage
+from .errors import (
+    BucketNotFound,
+    NotFound,
+    PermissionDenied,
+    StorageError,
+    TransientError,
+)
+from .keys import join_key
+from .manifest import ManifestEntry
+from .retry import retrying
+
+__all__ = ["S3Storage"]
+
+T = TypeVar("T")
+
+_MIN_PART = 5 * (1 << 20)
+_MAX_PARTS = 10_000
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
+_DENIED = {
+    "AccessDenied",
+    "403",
+    "Forbidden",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "AllAccessDisabled",
+    "AccountProblem",
+}
+_TRANSIENT = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "InternalError",
+    "ServiceUnavailable",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+}
+_SDK_ERRORS = (BotoCoreError, ClientError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+
+
+class S3Storage(Storage):
+    """``s3://bucket/prefix``. Credentials and region come from the standard AWS chain;
+    the endpoint from ``endpoint_url`` or ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``.
+    """
+
+    scheme = "s3"
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        **options: Any,
+    ) -> None:
+        prefix = prefix.strip("/")
+        super().__init__(f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}", **options)
+        self.bucket = bucket
+        self.prefix = prefix
+        self.endpoint_url = (
+            endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or None
+        )
+        self.region = region
+        self._stack: AsyncExitStack | None = None
+        self._client: Any = None
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _full(self, key: str) -> str:
+        return join_key(self.prefix, key)
+
+    def _map_error(self, err: BaseException, key: str | None, what: str) -> StorageError:
+        """The one place where SDK exceptions become ours."""
+        if isinstance(err, StorageError):
+            return err
+        kw: dict[str, Any] = {"uri": self.uri, "key": key}
+        if isinstance(err, ClientError):
+            info = err.response.get("Error", {})
+            code = str(info.get("Code", ""))
+            status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            reason = f"{what} failed: {code or status} {info.get('Message', '')}".rstrip()
+            if code == "NoSuchBucket":
+                return BucketNotFound(f"{what} failed: bucket {self.bucket!r} does not exist", **kw)
+            if code in _NOT_FOUND or status == 404:
+                return NotFound(reason, **kw)
+            if code in _DENIED or status in (401, 403):
+                return PermissionDenied(reason, **kw)
+            if code in _TRANSIENT or status >= 500 or status == 429:
+                return TransientError(reason, **kw)
+            return StorageError(reason, **kw)
+        if isinstance(err, (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)):
+            return PermissionDenied(f"{what} failed: no usable AWS credentials", **kw)
+        if isinstance(
+            err,
+            (HTTPClientError, BotoConnectionError, aiohttp.ClientError, asyncio.TimeoutError),
+        ) or isinstance(err, ConnectionError):
+            return TransientError(f"{what} failed: {type(err).__name__}: {err}", **kw)
+        return StorageError(f"{what} failed: {type(err).__name__}: {err}", **kw)
+
+    async def _call(self, key: str | None, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+        async def attempt() -> T:
+            try:
+                return await fn()
+            except StorageError:
+                raise
+            except _SDK_ERRORS as err:
+                raise self._map_error(err, key, what) from err
+
+        return await retrying(attempt, self.retry, what=what)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        config = AioConfig(
+            max_pool_connections=max(self.max_concurrency, self.file_concurrency) + 4,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=10,
+            read_timeout=120,
+            # Our manifest carries SHA-256 of every file; per-request CRCs would only
+            # cost CPU on the upload path.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        stack = AsyncExitStack()
+        try:
+            self._client = await stack.enter_async_context(
+                get_session().create_client(
+                    "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config
+                )
+            )
+            try:
+                await self._call(
+                    None, "checking the bucket", lambda: self._client.head_bucket(Bucket=self.bucket)
+                )
+            except NotFound as err:
+                raise BucketNotFound(
+                    f"bucket {self.bucket!r} does not exist (it is never created implicitly)",
+                    uri=self.uri,
+                ) from err
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+
+    async def _close(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+
+    # -- bytes and keys ---------------------------------------------------------------
+
+    async def _write_bytes(self, key: str, data: bytes) -> None:
+        await self._call(
+            key,
+            "write",
+            lambda: self._client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data),
+        )
+
+    async def _read_bytes(self, key: str) -> bytes:
+        async def get() -> bytes:
+            resp = await self._client.get_object(Bucket=self.bucket, Key=self._full(key))
+            async with resp["Body"] as body:
+                data: bytes = await body.read()
+                return data
+
+        return await self._call(key, "read", get)
+
+    async def _exists(self, key: str) -> bool:
+        try:
+            await self._call(
+                key,
+                "stat",
+                lambda: self._client.head_object(Bucket=self.bucket, Key=self._full(key)),
+            )
+        except NotFound:
+            return False
+        return True
+
+    async def _list_raw(self, full_prefix: str, max_keys: int | None = None) -> list[str]:
+        keys: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            if max_keys:
+                kwargs["MaxKeys"] = max_keys
+            page = await self._call(
+                full_prefix, "list", lambda kw=kwargs: self._client.list_objects_v2(**kw)
+            )
+            keys.extend(obj["Key"] for obj in page.get("Contents", ()))
+            token = page.get("NextContinuationToken")
+            if max_keys or not page.get("IsTruncated") or not token:
+                return keys
+
+    async def _list(self, prefix: str) -> list[str]:
+        full = self._full(prefix)
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        if not full:
+            found = await self._list_raw("")
+        else:
+            # Path-like semantics: "a" means the key "a" and keys under "a/", never "ab".
+            below, exact = await asyncio.gather(
+                self._list_raw(full + "/"), self._list_raw(full, max_keys=1)
+            )
+            found = below + [k for k in exact if k == full]
+        return [k[cut:] for k in found if k[cut:]]
+
+    async def _delete(self, prefix: str) -> None:
+        keys = [self._full(k) for k in await self._list(prefix)]
+        batches = [keys[i : i + 1000] for i in range(0, len(keys), 1000)]
+
+        async def delete_batch(batch: list[str]) -> None:
+            resp = await self._call(
+                prefix,
+                "delete",
+                lambda: self._client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                ),
+            )
+            errors = [e for e in resp.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
+            if errors:
+                e = errors[0]
+                raise self._map_error(
+                    ClientError({"Error": e, "ResponseMetadata": {}}, "DeleteObjects"),
+                    e.get("Key"),
+                    f"delete ({len(errors)} keys failed)",
+                )
+
+        await map_bounded(delete_batch, batches, 4)
+
+    # -- streaming files --------------------------------------------------------------
+
+    async def _upload_file(self, path: str, key: str, size: int) -> Digest:
+        if size < max(self.multipart_threshold, 1):
+            async with self._budget.hold(size):
+                data, digest = await asyncio.to_thread(_read_whole, path)
+                await self._write_bytes(key, data)
+            return digest
+        return await self._multipart(path, key, size)
+
+    async def _multipart(self, path: str, key: str, size: int) -> Digest:
+        full = self._full(key)
+        part_size = max(self.part_size, _MIN_PART, math.ceil(size / _MAX_PARTS))
+        created = await self._call(
+            key,
+            "starting a multipart upload",
+            lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=full),
+        )
+        upload_id: str = created["UploadId"]
+        try:
+            parts, digest = await self._send_parts(path, key, upload_id, part_size)
+            await self._call(
+                key,
+                "completing a multipart upload",
+                lambda: self._client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=full,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                ),
+            )
+        except BaseException:
+            await self._cleanup(self._abort(key, upload_id), f"aborting upload of {key!r}")
+            raise
+        return digest
+
+    async def _send_parts(
+        self, path: str, key: str, upload_id: str, part_size: int
+    ) -> tuple[list[dict[str, Any]], Digest]:
+        """Read parts in order (so one running SHA-256 covers the file) and send them
+        concurrently; reading waits for budget, so memory stays bounded."""
+        full = self._full(key)
+        h = hashlib.sha256()
+        total = 0
+        tasks: list[asyncio.Task[dict[str, Any]]] = []
+
+        async def send(number: int, data: bytes, grant: int) -> dict[str, Any]:
+            try:
+                resp = await self._call(
+                    key,
+                    f"uploading part {number}",
+                    lambda: self._client.upload_part(
+                        Bucket=self.bucket,
+                        Key=full,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=data,
+                    ),
+                )
+                return {"PartNumber": number, "ETag": resp["ETag"]}
+            finally:
+                self._budget.release(grant)
+
+        f = await asyncio.to_thread(open, path, "rb")
+        try:
+            number = 0
+            while True:
+                grant = await self._budget.acquire(part_size)
+                try:
+                    data = await asyncio.to_thread(_read_part, f, part_size, h)
+                except BaseException:
+                    self._budget.release(grant)
+                    raise
+                if not data and number > 0:
+                    self._budget.release(grant)
+                    break
+                number += 1
+                total += len(data)
+                tasks.append(asyncio.ensure_future(send(number, data, grant)))
+                del data
+                for t in tasks:  # fail fast: stop reading once any part has failed
+                    if t.done() and not t.cancelled() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+                if total % part_size:
+                    break
+            parts = list(await asyncio.gather(*tasks))
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            await asyncio.to_thread(f.close)
+        return parts, Digest(total, h.hexdigest())
+
+    async def _abort(self, key: str, upload_id: str) -> None:
+        try:
+            await self._call(
+                key,
+                "aborting a multipart upload",
+                lambda: self._client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=self._full(key), UploadId=upload_id
+                ),
+            )
+        except NotFound:
+            pass
+
+    async def _download_file(self, key: str, path: str, expected: ManifestEntry | None) -> None:
+        full = self._full(key)
+        sink = await asyncio.to_thread(Sink, path)
+        etag: str | None = None
+
+        async def attempt() -> None:
+            nonlocal etag
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
+            if sink.size:
+                # Resume after a broken connection, but only from the same object.
+                kwargs["Range"] = f"bytes={sink.size}-"
+                if etag:
+                    kwargs["IfMatch"] = etag
+            resp = await self._client.get_object(**kwargs)
+            etag = resp.get("ETag")
+            async with resp["Body"] as body:
+                buf = bytearray()
+                while chunk := await body.read(CHUNK):
+                    buf += chunk
+                    if len(buf) >= CHUNK:
+                        await asyncio.to_thread(sink.write, buf)
+                        buf = bytearray()
+                if buf:
+                    await asyncio.to_thread(sink.write, buf)
+
+        try:
+            await self._call(key, "download", attempt)
+            self._verify(key, sink.digest(), expected)
+            await asyncio.to_thread(sink.commit)
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(sink.discard))
+            raise
+
+
+def _read_whole(path: str) -> tuple[bytes, Digest]:
+    with open(path, "rb") as f:
+        data = f.read()
+    return data, Digest(len(data), hashlib.sha256(data).hexdigest())
+
+
+def _read_part(f: IO[bytes], n: int, h: Any) -> bytes:
+    data = f.read(n)
+    h.update(data)
+    return data
