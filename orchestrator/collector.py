@@ -1,0 +1,102 @@
+"""Checkpoint garbage collection, off the loop's critical path.
+
+The state machine decides *which* checkpoints may go (only once a newer one is
+persisted); this worker does the deleting in the background, with bounded
+concurrency. A delete of a checkpoint that some restore still uses is postponed; a
+failed delete is retried later with back-off and never fails a trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .checkpoints import Checkpoint
+
+log = logging.getLogger("orchestrator.gc")
+
+
+@dataclass(frozen=True)
+class CollectorStatistics:
+    deleted: int
+    failed_attempts: int
+    pending: int
+
+
+class CheckpointCollector:
+    def __init__(
+        self,
+        storage: Any,
+        *,
+        is_pinned: Callable[[str], bool] = lambda key: False,
+        concurrency: int = 4,
+        max_attempts: int = 8,
+        retry_delay: float = 0.5,
+    ) -> None:
+        self._storage = storage
+        self._is_pinned = is_pinned
+        self._slots = asyncio.Semaphore(concurrency)
+        self._max_attempts = max_attempts
+        self._retry_delay = retry_delay
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._deleted = 0
+        self._failed = 0
+
+    def submit(self, checkpoints: tuple[Checkpoint, ...]) -> None:
+        for ckpt in checkpoints:
+            task = asyncio.get_running_loop().create_task(self._delete(ckpt))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def statistics(self) -> CollectorStatistics:
+        return CollectorStatistics(self._deleted, self._failed, len(self._tasks))
+
+    async def _delete(self, ckpt: Checkpoint) -> None:
+        delay = self._retry_delay
+        attempt = 0
+        while True:
+            if self._is_pinned(ckpt.key):  # a restore uses it: wait, without counting
+                await asyncio.sleep(self._retry_delay)
+                continue
+            try:
+                async with self._slots:
+                    await self._storage.delete_checkpoint(ckpt.key)
+                self._deleted += 1
+                return
+            except Exception as err:  # never fails a trial: log, back off, retry
+                attempt += 1
+                self._failed += 1
+                log.warning(
+                    "deleting checkpoint %s of trial %s failed (attempt %d/%d): %s",
+                    ckpt.uri,
+                    ckpt.trial_id,
+                    attempt,
+                    self._max_attempts,
+                    err,
+                )
+                if attempt >= self._max_attempts:
+                    log.error(
+                        "gave up deleting checkpoint %s of trial %s; delete it by hand if it "
+                        "is not needed",
+                        ckpt.uri,
+                        ckpt.trial_id,
+                    )
+                    return
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 30.0)

@@ -1,0 +1,44 @@
+"""The orchestrator's own error types.
+
+One shallow hierarchy rooted at :class:`OrchestratorError`, so callers can catch the
+whole family or one precise kind. Messages name the trial and say what to do.
+"""
+
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(OrchestratorError, ValueError):
+    """Bad input to the public API (a wrong argument, a class that is not a Trainable...)."""
+
+
+class InvalidTransition(OrchestratorError):
+    """An event that the trial's state machine does not accept in its current state.
+
+    This is a bug in the orchestrator (or in code driving the machine by hand), never a
+    user error: the machine is left unchanged.
+    """
+
+
+class TrialError(OrchestratorError):
+    """A trial failed: its trainable raised, or its actor or node died.
+
+    ``trial_id`` names the trial; ``__cause__`` (and :attr:`cause`) hold the original
+    exception when there is one.
+    """
+
+    def __init__(self, trial_id: str, message: str, cause: BaseException | None = None):
+        super().__init__(f"trial {trial_id}: {message}")
+        self.trial_id = trial_id
+        self.cause = cause
+
+
+class NoCheckpointError(OrchestratorError, LookupError):
+    """A restore was asked for, but the trial has no persisted checkpoint to restore."""
+
+
+class TrialNotRunning(OrchestratorError):
+    """An operation needs a live orchestrator loop (inside ``run()``), and there is none."""

@@ -1,0 +1,518 @@
+"""The dispatcher: one asyncio loop that drives every trial.
+
+Every piece of work on an actor (start, train, save, restore, stop) is an ``ObjectRef``
+in one table of in-flight work, each entry naming its trial, kind and actor generation.
+Ray resolves the refs on its own threads; a completion is handed to the asyncio loop
+(``call_soon_threadsafe``), queued, and turned into an event for the trial's state
+machine, whose actions the loop then carries out. Nothing here calls ``ray.get`` or
+waits on one trial: a trial whose actor waits minutes for a node simply has a ref that
+has not completed yet. The cost per completion is O(1), whatever the number of trials.
+
+Saves are pipelined: ``save`` writes into node-local scratch, ``persist`` (given the
+save's ref, so Ray starts it exactly when the save is written) uploads it in the actor's
+io concurrency group, and the next train step is submitted at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import (
+    ActorDiedError,
+    ActorUnavailableError,
+    NodeDiedError,
+    ObjectLostError,
+    OwnerDiedError,
+    RayActorError,
+    RayTaskError,
+    WorkerCrashedError,
+)
+
+from .checkpoints import Checkpoint
+from .collector import CheckpointCollector
+from .errors import InvalidTransition, TrialError
+from .hooks import HookRunner
+from .lifecycle import (
+    Action,
+    ActorReady,
+    DeleteCheckpoints,
+    Event,
+    Failure,
+    Launch,
+    Notify,
+    RecordCheckpoint,
+    Report,
+    Restore,
+    RestoreDone,
+    Rollback,
+    Save,
+    SaveDone,
+    StartActor,
+    StopActor,
+    Train,
+    TrainResult,
+)
+from .trainable import RemoteTrialActor
+from .trial import Trial
+
+log = logging.getLogger("orchestrator.loop")
+
+_LOST = (
+    RayActorError,
+    ActorDiedError,
+    ActorUnavailableError,
+    NodeDiedError,
+    ObjectLostError,
+    OwnerDiedError,
+    WorkerCrashedError,
+)
+
+#: Seconds a stopping actor gets to run its cleanup before it is killed.
+STOP_GRACE_S = 10.0
+
+
+class Kind(enum.Enum):
+    READY = "setup"
+    TRAIN = "step"
+    SAVE = "save"
+    RESTORE = "restore"
+    STOP = "stop"
+
+
+@dataclass(eq=False)
+class Pending:
+    """One entry of the in-flight table."""
+
+    trial: Trial
+    kind: Kind
+    generation: int
+    extra: Any = None
+
+
+@dataclass(frozen=True)
+class LoopStatistics:
+    events: int
+    results: int
+    in_flight: int
+    in_flight_by_kind: Mapping[str, int] = field(default_factory=dict)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        storage_uri: str,
+        storage_options: Mapping[str, Any],
+        uri_for: Callable[[str], str],
+        local_path_for: Callable[[str], str | None],
+        hooks: HookRunner,
+        collector: CheckpointCollector,
+    ) -> None:
+        self._storage_uri = storage_uri
+        self._storage_options = dict(storage_options)
+        self._uri_for = uri_for
+        self._local_path_for = local_path_for
+        self._hooks = hooks
+        self._collector = collector
+        self._trials: dict[str, Trial] = {}
+        self._unsettled: set[str] = set()
+        self._settled = asyncio.Event()
+        self._settled.set()
+        self._in_flight: set[Pending] = set()
+        self._inbox: collections.deque[tuple[Trial, Event] | tuple[Pending, Future[Any]]]
+        self._inbox = collections.deque()
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._keys: dict[str, set[str]] = {}
+        self._events = 0
+        self._results = 0
+        self.running = False
+
+    # -- lifetime ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.running = True
+        self._task = self._loop.create_task(self._serve(), name="orchestrator-loop")
+
+    async def aclose(self) -> None:
+        """Stop every live actor and the loop. Trials keep their state and history."""
+        for trial in self._trials.values():
+            if trial._actor is not None:
+                _kill(trial._actor)
+                trial._actor = None
+        self.running = False
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        for trial in self._trials.values():
+            trial._fail_waiters(
+                TrialError(trial.id, "the orchestrator closed before the request completed")
+            )
+
+    @property
+    def failed(self) -> BaseException | None:
+        """The loop's own crash (a bug), if it crashed."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            return self._task.exception()
+        return None
+
+    # -- trials ------------------------------------------------------------------------
+
+    def attach(self, trial: Trial) -> None:
+        self._trials[trial.id] = trial
+        trial._dispatcher = self
+        self._keys.setdefault(trial.id, {c.key for c in trial.checkpoints})
+
+    def launch(self, trial: Trial) -> None:
+        self.request(trial, Launch())
+
+    def request(self, trial: Trial, event: Event) -> None:
+        """Queue ``event`` for ``trial``; the loop handles it in order with all others."""
+        self._unsettled.add(trial.id)
+        self._settled.clear()
+        self._inbox.append((trial, event))
+        self._wake.set()
+
+    async def wait_settled(self) -> None:
+        """Return once every trial is TERMINATED, ERROR or PAUSED with nothing queued."""
+        while True:
+            waiter = asyncio.ensure_future(self._settled.wait())
+            assert self._task is not None
+            done, _ = await asyncio.wait(
+                {waiter, self._task}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if self._task in done:
+                waiter.cancel()
+                self._task.result()  # re-raise the loop's crash
+                raise RuntimeError("the orchestrator loop ended unexpectedly")
+            if self.settled_now():
+                return
+
+    def settled_now(self) -> bool:
+        return not self._inbox and not self._unsettled
+
+    def is_pinned(self, key: str) -> bool:
+        return any(key in t._machine.pinned for t in self._trials.values())
+
+    def statistics(self) -> LoopStatistics:
+        by_kind: dict[str, int] = collections.Counter(p.kind.value for p in self._in_flight)
+        return LoopStatistics(self._events, self._results, len(self._in_flight), dict(by_kind))
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        inbox = self._inbox
+        while True:
+            if not inbox:
+                self._wake.clear()
+                await self._wake.wait()
+            while inbox:
+                item = inbox.popleft()
+                if isinstance(item[0], Pending):
+                    pending, future = item  # type: ignore[misc]
+                    trial, event = pending.trial, self._event_from(pending, future)
+                    if event is None:
+                        continue
+                else:
+                    trial, event = item  # type: ignore[assignment]
+                self._dispatch(trial, event)
+
+    def _dispatch(self, trial: Trial, event: Event) -> None:
+        self._events += 1
+        try:
+            actions = trial._machine.handle(event)
+        except InvalidTransition:
+            log.exception("trial %s: dropped an event the machine refused", trial.id)
+            actions = []
+        for action in actions:
+            try:
+                self._execute(trial, action)
+            except Exception as err:  # submitting to Ray failed: that is a trial failure
+                log.exception("trial %s: could not carry out %s", trial.id, action)
+                gen = trial._machine.generation
+                cause = TrialError(trial.id, f"could not {type(action).__name__}: {err}", err)
+                cause.__cause__ = err
+                self._inbox.append((trial, Failure(gen, cause, actor_died=True)))
+                self._wake.set()
+                break
+        trial._wake_waiters()
+        self._note_settled(trial)
+
+    def _note_settled(self, trial: Trial) -> None:
+        if trial.state.is_settled:
+            self._unsettled.discard(trial.id)
+            if not self._unsettled:
+                self._settled.set()
+        else:
+            self._unsettled.add(trial.id)
+            self._settled.clear()
+
+    # -- completions -------------------------------------------------------------------
+
+    def _track(self, trial: Trial, kind: Kind, ref: Any, extra: Any = None) -> None:
+        pending = Pending(trial, kind, trial._machine.generation, extra)
+        self._in_flight.add(pending)
+        ref.future().add_done_callback(functools.partial(self._from_ray, pending))
+
+    def _from_ray(self, pending: Pending, future: Future[Any]) -> None:
+        # Runs on a Ray thread: hand over to the asyncio loop, nothing else.
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._completed, pending, future)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    def _completed(self, pending: Pending, future: Future[Any]) -> None:
+        self._in_flight.discard(pending)
+        self._inbox.append((pending, future))
+        self._wake.set()
+
+    def _event_from(self, pending: Pending, future: Future[Any]) -> Event | None:
+        trial, gen = pending.trial, pending.generation
+        try:
+            value = future.result()
+        except BaseException as err:  # noqa: BLE001 - every failure becomes an event
+            if pending.kind is Kind.STOP:
+                _kill(pending.extra)
+                return None
+            return Failure(gen, self._trial_error(pending, err), actor_died=_is_lost(err))
+        kind = pending.kind
+        if kind is Kind.TRAIN:
+            results = tuple(value) if isinstance(value, list) else (value,)
+            self._results += len(results)
+            return TrainResult(gen, results)
+        if kind is Kind.READY:
+            trial.node_id = value
+            return ActorReady(gen)
+        if kind is Kind.SAVE:
+            iteration, key, metrics = pending.extra
+            uri = self._uri_for(key)
+            ckpt = Checkpoint(
+                trial_id=trial.id,
+                iteration=iteration,
+                key=key,
+                uri=uri,
+                path=self._local_path_for(key),
+                metrics=metrics,
+                manifest=value,
+            )
+            return SaveDone(gen, ckpt)
+        if kind is Kind.RESTORE:
+            return RestoreDone(gen, pending.extra)
+        # Kind.STOP: the actor cleaned up; make sure it is gone.
+        _kill(pending.extra)
+        return None
+
+    def _trial_error(self, pending: Pending, err: BaseException) -> TrialError:
+        trial = pending.trial
+        what = {
+            Kind.READY: f"{trial.trainable_cls.__name__}.setup() or actor start-up",
+            Kind.TRAIN: f"{trial.trainable_cls.__name__}.step()",
+            Kind.SAVE: f"{trial.trainable_cls.__name__}.save_checkpoint() or its upload",
+            Kind.RESTORE: f"{trial.trainable_cls.__name__}.load_checkpoint() or its download",
+        }.get(pending.kind, pending.kind.value)
+        if _is_lost(err):
+            message = f"its actor or node died during {what}: {_first_line(err)}"
+            cause: BaseException = err
+        else:
+            cause = getattr(err, "cause", None) or err if isinstance(err, RayTaskError) else err
+            message = f"{what} raised {type(cause).__name__}: {_first_line(cause)}"
+        error = TrialError(trial.id, message, cause)
+        error.__cause__ = err
+        return error
+
+    # -- actions -----------------------------------------------------------------------
+
+    def _execute(self, trial: Trial, action: Action) -> None:
+        handler = _EXECUTORS[type(action)]
+        handler(self, trial, action)
+
+    def _next_seq(self, trial: Trial) -> int:
+        seq = trial._seq
+        trial._seq += 1
+        return seq
+
+    def _start_actor(self, trial: Trial, action: StartActor) -> None:
+        if action.delay > 0:
+            assert self._loop is not None
+            self._loop.call_later(action.delay, self._start_actor_now, trial, action.generation)
+        else:
+            self._start_actor_now(trial, action.generation)
+
+    def _start_actor_now(self, trial: Trial, generation: int) -> None:
+        machine = trial._machine
+        if machine.generation != generation or machine.state.value != "STARTING":
+            return  # superseded while backing off
+        try:
+            options = _actor_options(trial.resources)
+            actor = RemoteTrialActor.options(**options).remote(  # type: ignore[attr-defined]
+                trial.trainable_cls,
+                trial.id,
+                generation,
+                self._storage_uri,
+                self._storage_options,
+                trial.stop_condition,
+            )
+        except Exception as err:
+            cause = TrialError(trial.id, f"could not create its actor: {err}", err)
+            self._inbox.append((trial, Failure(generation, cause, actor_died=False)))
+            self._wake.set()
+            return
+        trial._actor = actor
+        trial._seq = 0
+        trial.node_id = None
+        self._track(trial, Kind.READY, actor.setup.remote(self._next_seq(trial), trial.config))
+
+    def _train(self, trial: Trial, action: Train) -> None:
+        actor = trial._actor
+        seq = self._next_seq(trial)
+        if action.steps > 1:
+            ref = actor.train_many.remote(seq, action.steps)
+        else:
+            ref = actor.train.remote(seq)
+        self._track(trial, Kind.TRAIN, ref)
+
+    def _save(self, trial: Trial, action: Save) -> None:
+        actor = trial._actor
+        key = self._allocate_key(trial, action.iteration)
+        saved = actor.save.remote(self._next_seq(trial), action.iteration)
+        persisted = actor.persist.remote(saved, key)
+        metrics = dict(trial._machine.last_metrics or {})
+        self._track(trial, Kind.SAVE, persisted, (action.iteration, key, metrics))
+
+    def _restore(self, trial: Trial, action: Restore) -> None:
+        ckpt = action.checkpoint
+        assert ckpt is not None
+        ref = trial._actor.restore.remote(self._next_seq(trial), ckpt.to_dict())
+        self._track(trial, Kind.RESTORE, ref, ckpt)
+
+    def _stop_actor(self, trial: Trial, action: StopActor) -> None:
+        actor, trial._actor = trial._actor, None
+        if actor is None:
+            return
+        if not action.graceful:
+            _kill(actor)
+            return
+        stopped = actor.stop.remote(self._next_seq(trial))
+        self._track(trial, Kind.STOP, actor.shutdown.remote(stopped), actor)
+        assert self._loop is not None
+        self._loop.call_later(STOP_GRACE_S, _kill, actor)
+
+    def _report(self, trial: Trial, action: Report) -> None:
+        result = dict(action.result)
+        trial.results.append(result)
+        trial.last_result = result
+        if self._hooks.wants("on_trial_result"):
+            self._hooks.emit(trial.id, "on_trial_result", trial, result)
+
+    def _rollback(self, trial: Trial, action: Rollback) -> None:
+        trial._runs_started += 1
+        keep = action.iteration
+        results = trial.results
+        if results and results[-1].get("training_iteration", 0) > keep:
+            cut = len(results)
+            while cut and results[cut - 1].get("training_iteration", 0) > keep:
+                cut -= 1
+            dropped = len(results) - cut
+            del results[cut:]
+            trial.discarded_results += dropped
+            log.info(
+                "trial %s: continuing from iteration %d; discarded %d later result(s) of "
+                "the abandoned run",
+                trial.id,
+                keep,
+                dropped,
+            )
+        trial.last_result = results[-1] if results else None
+
+    def _record_checkpoint(self, trial: Trial, action: RecordCheckpoint) -> None:
+        log.debug("trial %s: checkpoint %s persisted", trial.id, action.checkpoint.uri)
+
+    def _delete_checkpoints(self, trial: Trial, action: DeleteCheckpoints) -> None:
+        self._collector.submit(action.checkpoints)
+
+    def _notify(self, trial: Trial, action: Notify) -> None:
+        if action.hook == "on_trial_error":
+            (error,) = action.args
+            log.warning("%s (failure %d)", error, trial.num_failures)
+        self._hooks.emit(trial.id, action.hook, trial, *action.args)
+
+    def _allocate_key(self, trial: Trial, iteration: int) -> str:
+        """A key never used before by this trial: a rolled-back run may save the same
+        iteration again, and overwriting a committed checkpoint would not be atomic."""
+        used = self._keys.setdefault(trial.id, set())
+        key = f"{trial.id}/checkpoint_{iteration:06d}"
+        n = 1
+        while key in used:
+            key = f"{trial.id}/checkpoint_{iteration:06d}.{n}"
+            n += 1
+        used.add(key)
+        return key
+
+
+_EXECUTORS: dict[type[Action], Callable[[Dispatcher, Trial, Any], None]] = {
+    StartActor: Dispatcher._start_actor,
+    Train: Dispatcher._train,
+    Save: Dispatcher._save,
+    Restore: Dispatcher._restore,
+    StopActor: Dispatcher._stop_actor,
+    Report: Dispatcher._report,
+    Rollback: Dispatcher._rollback,
+    RecordCheckpoint: Dispatcher._record_checkpoint,
+    DeleteCheckpoints: Dispatcher._delete_checkpoints,
+    Notify: Dispatcher._notify,
+}
+
+
+def _actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
+    options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0}
+    custom: dict[str, float] = {}
+    for name, amount in resources.items():
+        lowered = name.lower()
+        if lowered == "cpu":
+            options["num_cpus"] = amount
+        elif lowered == "gpu":
+            options["num_gpus"] = amount
+        elif lowered == "memory":
+            options["memory"] = amount
+        else:
+            custom[name] = amount
+    options.setdefault("num_cpus", 1)
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+def _kill(actor: Any) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # already gone, or Ray is shutting down
+        pass
+
+
+def _is_lost(err: BaseException) -> bool:
+    return isinstance(err, _LOST) and not isinstance(err, RayTaskError)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return type(err).__name__

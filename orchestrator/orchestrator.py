@@ -1,0 +1,379 @@
+"""``Orchestrator``: the async context manager that ties the pieces together.
+
+It owns the Ray connection (joining a running cluster, or starting an embedded local one
+that it shuts down on exit), the experiment's storage, the hook runner, the checkpoint
+collector and the dispatcher loop. The loop runs for the whole ``async with`` block, so
+requests such as ``await trial.restore()`` work before, during and after ``run()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import ray
+
+import storage as storage_pkg
+
+from .checkpoints import RetentionPolicy, ScoreMode
+from .collector import CheckpointCollector, CollectorStatistics
+from .errors import ConfigError, OrchestratorError
+from .hooks import HookRunner, HookStatistics
+from .lifecycle import TrialMachine, TrialPolicy, TrialState
+from .loop import Dispatcher, LoopStatistics
+from .stopping import StopCondition, StopSpec
+from .trainable import Trainable, is_trainable_class
+from .trial import Trial
+
+log = logging.getLogger("orchestrator")
+
+DEFAULT_RESULTS_DIR = os.path.join("~", "trialflow_results")
+
+
+@dataclass(frozen=True)
+class OrchestratorStatistics:
+    trials: Mapping[str, int]
+    loop: LoopStatistics
+    hooks: HookStatistics
+    gc: CollectorStatistics
+
+
+class Orchestrator:
+    """Runs trials on Ray. Use as ``async with Orchestrator(...) as orch:``.
+
+    Parameters
+    ----------
+    storage:
+        Where checkpoints go: ``None`` (``~/trialflow_results``, or
+        ``$TRIALFLOW_RESULTS_DIR``), a path, ``file://...``, ``s3://bucket/prefix`` or
+        ``gs://bucket/prefix``. The experiment lives under ``<storage>/<name>``.
+    name:
+        The experiment's name.
+    max_failures:
+        Failures a trial may recover from (by restoring its newest checkpoint) before it
+        goes to ERROR; ``-1`` means no limit. ``add_trial`` may override it.
+    keep_checkpoints, checkpoint_score:
+        Retention: keep the N newest (or N best by ``(metric, "max" | "min")``), always
+        with the newest; ``None`` keeps all. ``add_trial`` may override both.
+    hooks:
+        Objects with any of the hook methods (see ``orchestrator.hooks``).
+    ray_address:
+        ``None``: use Ray if already initialised, else start a local one (and shut it
+        down on exit). ``"auto"`` or an address: join that running cluster.
+    result_buffer:
+        Steps an actor may run per call (default 1). Above 1 the actor runs ahead while
+        no decision is pending, never past a checkpoint or the stop condition, so stop,
+        pause and restore stay exact; it cuts per-step overhead for very short steps.
+    """
+
+    def __init__(
+        self,
+        storage: str | os.PathLike[str] | None = None,
+        name: str = "exp",
+        max_failures: int = 0,
+        keep_checkpoints: int | None = None,
+        hooks: Iterable[Any] = (),
+        *,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        ray_address: str | None = None,
+        result_buffer: int = 1,
+        failure_backoff: float = 0.0,
+        hook_slow_after: float = 10.0,
+        storage_options: Mapping[str, Any] | None = None,
+        num_cpus: float | None = None,
+        log_to_driver: bool = True,
+    ) -> None:
+        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            raise ConfigError(f"experiment name must be a non-empty str without '/', got {name!r}")
+        _check_failures(max_failures, "Orchestrator")
+        _check_positive_int(result_buffer, "result_buffer", "Orchestrator")
+        self.name = name
+        self.max_failures = max_failures
+        self.retention = RetentionPolicy(keep_checkpoints, checkpoint_score)
+        self.result_buffer = result_buffer
+        self.failure_backoff = float(failure_backoff)
+        self._hooks_list = list(hooks)
+        self._hook_slow_after = hook_slow_after
+        self._ray_address = ray_address
+        self._num_cpus = num_cpus
+        self._log_to_driver = log_to_driver
+        self.storage_uri = _experiment_uri(storage, name)
+        self._storage_options = dict(storage_options or {})
+        try:
+            probe = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
+        except storage_pkg.StorageError as err:
+            raise ConfigError(f"experiment {name!r}: {err}") from err
+        self._is_local = isinstance(probe, storage_pkg.LocalStorage)
+        if self._is_local:
+            self._storage_options.setdefault("create", True)
+        self._storage: storage_pkg.Storage | None = None
+        self._trials: dict[str, Trial] = {}
+        self._token = secrets.token_hex(3)
+        self._owns_ray = False
+        self._dispatcher: Dispatcher | None = None
+        self._hooks: HookRunner | None = None
+        self._collector: CheckpointCollector | None = None
+        self._launching = False
+
+    # -- trials ------------------------------------------------------------------------
+
+    @property
+    def trials(self) -> list[Trial]:
+        return list(self._trials.values())
+
+    def add_trial(
+        self,
+        trainable: type[Trainable],
+        config: Mapping[str, Any] | None = None,
+        stop: StopSpec = None,
+        checkpoint_every: int = 0,
+        resources: Mapping[str, float] | None = None,
+        *,
+        trial_id: str | None = None,
+        max_failures: int | None = None,
+        keep_checkpoints: int | None = None,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        result_buffer: int | None = None,
+    ) -> Trial:
+        """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress."""
+        index = len(self._trials)
+        if not is_trainable_class(trainable):
+            got = trainable.__name__ if isinstance(trainable, type) else repr(trainable)
+            raise ConfigError(
+                f"add_trial (trial #{index}): {got} is not a subclass of orchestrator.Trainable;"
+                " define `class MyTrainable(Trainable)` with setup/step/save_checkpoint/"
+                "load_checkpoint"
+            )
+        if trial_id is None:
+            trial_id = f"{trainable.__name__}_{self._token}_{index:05d}"
+        if not isinstance(trial_id, str) or not trial_id or "/" in trial_id:
+            raise ConfigError(f"trial_id must be a non-empty str without '/', got {trial_id!r}")
+        if trial_id in self._trials:
+            raise ConfigError(f"trial {trial_id} already exists in experiment {self.name!r}")
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(f"trial {trial_id}: config must be a dict, got {type(config).__name__}")
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
+            raise ConfigError(
+                f"trial {trial_id}: checkpoint_every must be an int >= 0, got {checkpoint_every!r}"
+            )
+        if checkpoint_every < 0:
+            raise ConfigError(
+                f"trial {trial_id}: checkpoint_every must be >= 0 (0 disables checkpoints), "
+                f"got {checkpoint_every}"
+            )
+        failures = self.max_failures if max_failures is None else max_failures
+        _check_failures(failures, f"trial {trial_id}")
+        buffer = self.result_buffer if result_buffer is None else result_buffer
+        _check_positive_int(buffer, "result_buffer", f"trial {trial_id}")
+        retention = self.retention
+        if keep_checkpoints is not None or checkpoint_score is not None:
+            retention = RetentionPolicy(
+                keep_checkpoints if keep_checkpoints is not None else self.retention.keep,
+                checkpoint_score if checkpoint_score is not None else self.retention.score,
+            )
+        stop_condition = StopCondition(trial_id, stop)
+        policy = TrialPolicy(
+            checkpoint_every=checkpoint_every,
+            max_failures=failures,
+            retention=retention,
+            should_stop=stop_condition,
+            backoff_base=self.failure_backoff,
+            steps_per_call=buffer,
+            iteration_limit=stop_condition.iteration_limit,
+        )
+        trial = Trial(
+            trial_id,
+            trainable,
+            dict(config or {}),
+            machine=TrialMachine(trial_id, policy),
+            stop=stop_condition,
+            resources=_check_resources(resources, trial_id),
+        )
+        self._trials[trial_id] = trial
+        if self._dispatcher is not None:
+            self._dispatcher.attach(trial)
+            if self._launching:
+                self._dispatcher.launch(trial)
+        return trial
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self) -> list[Trial]:
+        """Start every PENDING trial; return once all trials are settled
+        (TERMINATED, ERROR, or PAUSED with nobody resuming them) and hooks are done."""
+        dispatcher, hooks = self._require_entered()
+        self._launching = True
+        for trial in self._trials.values():
+            if trial.state is TrialState.PENDING:
+                dispatcher.launch(trial)
+        while True:
+            await dispatcher.wait_settled()
+            await hooks.wait_idle()
+            await asyncio.sleep(0)
+            if dispatcher.settled_now() and hooks.statistics().backlog == 0:
+                break
+        trials = self.trials
+        await hooks.call_now("on_experiment_end", trials)
+        return trials
+
+    def run_sync(self) -> list[Trial]:
+        """One call for plain scripts: enter, ``run()``, exit. Not inside a running loop."""
+
+        async def main() -> list[Trial]:
+            async with self:
+                return await self.run()
+
+        return asyncio.run(main())
+
+    def statistics(self) -> OrchestratorStatistics:
+        dispatcher, hooks = self._require_entered()
+        assert self._collector is not None
+        counts: dict[str, int] = {}
+        for trial in self._trials.values():
+            counts[trial.state.value] = counts.get(trial.state.value, 0) + 1
+        return OrchestratorStatistics(
+            counts, dispatcher.statistics(), hooks.statistics(), self._collector.statistics()
+        )
+
+    # -- context manager ---------------------------------------------------------------
+
+    async def __aenter__(self) -> Orchestrator:
+        if self._dispatcher is not None:
+            raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
+        self._owns_ray = _ensure_ray(self._ray_address, self._num_cpus, self._log_to_driver)
+        try:
+            store = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
+            await store.open()
+        except Exception:
+            self._release_ray()
+            raise
+        self._storage = store
+        self._hooks = HookRunner(self._hooks_list, slow_after=self._hook_slow_after)
+        dispatcher = Dispatcher(
+            storage_uri=self.storage_uri,
+            storage_options=self._storage_options,
+            uri_for=self._checkpoint_uri,
+            local_path_for=self._checkpoint_path,
+            hooks=self._hooks,
+            collector=CheckpointCollector(store, is_pinned=lambda key: dispatcher.is_pinned(key)),
+        )
+        self._collector = dispatcher._collector
+        self._dispatcher = dispatcher
+        dispatcher.start()
+        for trial in self._trials.values():
+            dispatcher.attach(trial)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        dispatcher, hooks, collector = self._dispatcher, self._hooks, self._collector
+        self._dispatcher = self._hooks = self._collector = None
+        self._launching = False
+        try:
+            if dispatcher is not None:
+                await dispatcher.aclose()
+            if collector is not None:
+                try:
+                    await asyncio.wait_for(collector.drain(), timeout=30)
+                except asyncio.TimeoutError:
+                    log.warning("checkpoint deletions still pending at exit were abandoned")
+                await collector.aclose()
+            if hooks is not None:
+                await hooks.aclose()
+            if self._storage is not None:
+                await self._storage.aclose()
+                self._storage = None
+        finally:
+            self._release_ray()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
+        if self._dispatcher is None or self._hooks is None:
+            raise OrchestratorError(
+                f"experiment {self.name!r}: use `async with Orchestrator(...) as orch:` "
+                "(or orch.run_sync()) before running"
+            )
+        return self._dispatcher, self._hooks
+
+    def _checkpoint_uri(self, key: str) -> str:
+        assert self._storage is not None
+        where = self._storage.uri_for(key)
+        return "file://" + where if self._is_local else where
+
+    def _checkpoint_path(self, key: str) -> str | None:
+        assert self._storage is not None
+        return self._storage.uri_for(key) if self._is_local else None
+
+    def _release_ray(self) -> None:
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+        self._owns_ray = False
+
+
+def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
+    if storage is None:
+        base = os.environ.get("TRIALFLOW_RESULTS_DIR") or DEFAULT_RESULTS_DIR
+        return os.path.join(os.path.abspath(os.path.expanduser(base)), name)
+    text = os.fspath(storage)
+    if not isinstance(text, str):
+        raise ConfigError(f"storage must be a path or URI string, got {storage!r}")
+    if "://" in text:
+        return text.rstrip("/") + "/" + name
+    return os.path.join(os.path.abspath(os.path.expanduser(text)), name)
+
+
+def _ensure_ray(address: str | None, num_cpus: float | None, log_to_driver: bool) -> bool:
+    """Connect to Ray; returns whether this orchestrator started (and must stop) it."""
+    if ray.is_initialized():
+        return False
+    if address is not None:
+        ray.init(address=address, log_to_driver=log_to_driver, logging_level=logging.WARNING)
+        return True
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, local cluster
+    ray.init(
+        num_cpus=int(num_cpus) if num_cpus is not None else None,
+        include_dashboard=False,
+        log_to_driver=log_to_driver,
+        logging_level=logging.WARNING,
+    )
+    return True
+
+
+def _check_failures(value: Any, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+        raise ConfigError(f"{where}: max_failures must be an int >= -1 (-1: no limit), got {value!r}")
+
+
+def _check_positive_int(value: Any, what: str, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: {what} must be an int >= 1, got {value!r}")
+
+
+def _check_resources(resources: Mapping[str, float] | None, trial_id: str) -> dict[str, float]:
+    if resources is None:
+        return {"cpu": 1.0}
+    if not isinstance(resources, Mapping):
+        raise ConfigError(
+            f"trial {trial_id}: resources must be a dict like {{'cpu': 0.5}}, got {resources!r}"
+        )
+    checked: dict[str, float] = {}
+    for key, amount in resources.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"trial {trial_id}: resource names must be str, got {key!r}")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            raise ConfigError(
+                f"trial {trial_id}: resource {key!r} must be a number >= 0, got {amount!r}"
+            )
+        checked[key] = float(amount)
+    return checked
