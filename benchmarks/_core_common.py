@@ -1,0 +1,107 @@
+"""Shared pieces of the core benchmark: the run spec, timing and the figures of one run.
+
+Every system's trainable stamps each result with ``t`` (``time.time()`` in the actor,
+right after the step), so the three systems are measured by the same clock and the
+same rule, whatever each one records by itself. Times in a run's figures are seconds
+since ``t0``, taken in the child process before Ray starts.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Prefix of the one stdout line a child prints with its figures (the rest is noise).
+RESULT_MARKER = "@@core-result "
+
+#: Every system starts its own Ray with this many CPUs, so all see the same cluster.
+NUM_CPUS = 2
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    system: str  # "ours", "tune" or "raw"
+    trials: int
+    steps: int
+    checkpoint_every: int
+    keep: int
+    cpu: float
+    result_buffer: int = 1
+
+
+def summarize(
+    spec: RunSpec,
+    *,
+    t0: float,
+    t_ray: float,
+    t_end: float,
+    t_exit: float,
+    stamps: Sequence[Sequence[float]],
+    checkpoints_kept: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Turn one run's raw timings into its figures.
+
+    ``stamps`` holds each trial's result timestamps (absolute ``time.time()``). The
+    steady-state window runs from the moment the *last* trial reported its first result
+    (every trial is running) to the moment the *first* trial reported its last one (no
+    trial has finished); the rate is the results stamped inside it per second. When
+    start-up is so slow that some trial ends before another begins, there is no such
+    window and the steady rate is ``None``.
+    """
+    results = sum(len(s) for s in stamps)
+    expected = spec.trials * spec.steps
+    firsts = [min(s) for s in stamps if s]
+    lasts = [max(s) for s in stamps if s]
+    all_running = max(firsts) if firsts else None
+    first_done = min(lasts) if lasts else None
+    steady: float | None = None
+    window = 0.0
+    if all_running is not None and first_done is not None and first_done > all_running:
+        window = first_done - all_running
+        inside = sum(1 for s in stamps for t in s if all_running < t <= first_done)
+        steady = inside / window if window > 0 else None
+    elapsed = t_end - t0
+    figures: dict[str, Any] = {
+        "spec": asdict(spec),
+        "results": results,
+        "expected_results": expected,
+        "ok": results == expected and len(stamps) == spec.trials,
+        "e2e_s": elapsed,
+        "e2e_rate": results / elapsed if elapsed > 0 else None,
+        "steady_rate": steady,
+        "steady_window_s": window,
+        "ray_up_s": t_ray - t0,
+        "first_result_s": (min(firsts) - t0) if firsts else None,
+        "all_running_s": (all_running - t0) if all_running is not None else None,
+        "first_done_s": (first_done - t0) if first_done is not None else None,
+        "last_result_s": (max(lasts) - t0) if lasts else None,
+        "end_s": elapsed,
+        "exit_s": t_exit - t0,
+        "checkpoints_kept": checkpoints_kept,
+    }
+    if extra:
+        figures.update(extra)
+    return figures
+
+
+def emit(figures: dict[str, Any]) -> None:
+    sys.stdout.write(RESULT_MARKER + json.dumps(figures) + "\n")
+    sys.stdout.flush()
+
+
+def parse_child_output(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            parsed: dict[str, Any] = json.loads(line[len(RESULT_MARKER) :])
+            return parsed
+    return None
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None

@@ -1,0 +1,71 @@
+"""The core workload under trialflow's orchestrator (run in a child process)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+from orchestrator import Orchestrator, Trainable
+
+from ._core_common import NUM_CPUS, RunSpec, summarize
+
+
+class TrivialTrainable(Trainable):
+    """One step is one counter increment; a checkpoint is one tiny file."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.i = 0
+
+    def step(self) -> dict[str, Any]:
+        self.i += 1
+        return {"x": self.i, "t": time.time()}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        with open(os.path.join(checkpoint_dir, "state"), "w") as fh:
+            fh.write(str(self.i))
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        with open(os.path.join(checkpoint_dir, "state")) as fh:
+            self.i = int(fh.read())
+
+
+async def run(spec: RunSpec) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp:
+        t0 = time.time()
+        orch = Orchestrator(
+            storage=tmp,
+            name="bench",
+            keep_checkpoints=spec.keep,
+            num_cpus=NUM_CPUS,
+            log_to_driver=False,
+            result_buffer=spec.result_buffer,
+        )
+        async with orch:
+            t_ray = time.time()
+            for _ in range(spec.trials):
+                orch.add_trial(
+                    TrivialTrainable,
+                    config={},
+                    stop={"training_iteration": spec.steps},
+                    checkpoint_every=spec.checkpoint_every,
+                    resources={"cpu": spec.cpu},
+                )
+            trials = await orch.run()
+            t_end = time.time()
+            stats = orch.statistics()
+            states = sorted({t.state.value for t in trials})
+        t_exit = time.time()
+        stamps = [[r["t"] for r in t.results] for t in trials]
+        kept = min(len(t.checkpoints) for t in trials) if trials else None
+        return summarize(
+            spec,
+            t0=t0,
+            t_ray=t_ray,
+            t_end=t_end,
+            t_exit=t_exit,
+            stamps=stamps,
+            checkpoints_kept=kept,
+            extra={"states": states, "loop_events": stats.loop.events},
+        )

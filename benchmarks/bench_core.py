@@ -1,0 +1,297 @@
+"""Core throughput: trialflow's orchestrator against Ray Tune and a bare asyncio loop.
+
+The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keeping 2,
+0.1 CPU per trial) run under
+
+* ``tune``: Ray Tune (class API, ``Tuner``, ``RunConfig`` stop and ``CheckpointConfig``),
+* ``ours``: the orchestrator, one step per actor call,
+* ``ours-buf``: the orchestrator with ``result_buffer`` (default 10) steps per call,
+* ``raw``: one coroutine per trial awaiting ``actor.step.remote()``, no framework,
+
+each run in a fresh subprocess with its own ``ray.init(num_cpus=2)``. Two rates per run:
+
+* end to end: results / wall time from before Ray starts to the end of ``run()`` /
+  ``Tuner.fit()`` / the last raw call (Ray shutdown excluded, reported as ``exit``);
+* steady state: results per second while every trial is running (from the last
+  trial's first result to the first trial's last result), by the actors' own result
+  timestamps. ``-`` when start-up is so slow that no such window exists.
+
+Usage::
+
+    python -m benchmarks.bench_core                 # 20x1000 and 20x200, once each
+    python -m benchmarks.bench_core --repeat 3      # medians of 3
+    python -m benchmarks.bench_core --quick         # 20x100 and 20x60: a sanity run
+
+Figures go to stdout and to ``benchmarks/out/core.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ._core_common import RunSpec, median, parse_child_output
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path(__file__).resolve().parent / "out" / "core.json"
+
+SYSTEMS = ("tune", "ours", "ours-buf", "raw")
+LABELS = {
+    "tune": "Ray Tune",
+    "ours": "ours",
+    "ours-buf": "ours (buffer={buffer})",
+    "raw": "raw asyncio loop",
+}
+
+#: The issue's targets, by steps per trial: ours / Tune end to end.
+E2E_TARGETS = {1000: 4.0, 200: 3.5}
+#: ours / raw loop, steady state.
+STEADY_TARGET = 0.90
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_core", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per system (medians)")
+    parser.add_argument("--quick", action="store_true", help="short workloads: 100 and 60 steps")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument(
+        "--steps", default=None, help="comma-separated steps per trial, one workload each"
+    )
+    parser.add_argument("--checkpoint-every", type=int, default=50)
+    parser.add_argument("--keep", type=int, default=2)
+    parser.add_argument("--cpu", type=float, default=0.1, help="CPUs per trial")
+    parser.add_argument("--buffer", type=int, default=10, help="result_buffer for ours-buf")
+    parser.add_argument(
+        "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
+    )
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = "100,60" if args.quick else "1000,200"
+    args.steps = [int(s) for s in str(args.steps).split(",") if s.strip()]
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = set(args.systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown system(s) {sorted(unknown)}; choose from {SYSTEMS}")
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    return args
+
+
+def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
+    return RunSpec(
+        system="ours" if system == "ours-buf" else system,
+        trials=args.trials,
+        steps=steps,
+        checkpoint_every=args.checkpoint_every,
+        keep=args.keep,
+        cpu=args.cpu,
+        result_buffer=args.buffer if system == "ours-buf" else 1,
+    )
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # A fresh private cluster per run, even if another Ray is running on this machine
+    # (plain ray.init() would join the one named in /tmp/ray/ray_current_cluster).
+    env["RAY_ADDRESS"] = "local"
+    env.setdefault("RAY_AUTH_MODE", "disabled")
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def run_one(spec: RunSpec, timeout: float) -> dict[str, Any]:
+    """Run ``spec`` in a fresh interpreter (and so a fresh Ray); return its figures."""
+    load = os.getloadavg()[0]
+    command = [sys.executable, "-m", "benchmarks._core_child", json.dumps(asdict(spec))]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"spec": asdict(spec), "ok": False, "error": f"timed out after {timeout:.0f} s"}
+    figures = parse_child_output(proc.stdout)
+    if figures is None:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        return {
+            "spec": asdict(spec),
+            "ok": False,
+            "error": f"exit status {proc.returncode}, no figures; stderr tail:\n{tail}",
+        }
+    figures["load_before"] = load
+    figures["process_s"] = time.monotonic() - started
+    return figures
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else format(value, pattern)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per (workload, system), and the ratios the issue sets targets for."""
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    ratios: dict[str, dict[str, Any]] = {}
+    for steps in args.steps:
+        key = f"{args.trials}x{steps}"
+        rows[key] = {}
+        for system in args.systems:
+            mine = [r for r in runs if r["system_label"] == system and r["spec"]["steps"] == steps]
+            fields = ("e2e_rate", "steady_rate", "ray_up_s", "all_running_s", "e2e_s", "exit_s")
+            row = {f: median([r.get(f) for r in mine]) for f in fields}
+            row["runs"] = len(mine)
+            row["ok"] = bool(mine) and all(r.get("ok") for r in mine)
+            rows[key][system] = row
+        tune, raw = rows[key].get("tune"), rows[key].get("raw")
+        ratios[key] = {}
+        for system in ("ours", "ours-buf"):
+            ours = rows[key].get(system)
+            if ours is None:
+                continue
+            entry: dict[str, Any] = {}
+            if tune is not None:
+                entry["e2e_vs_tune"] = _ratio(ours["e2e_rate"], tune["e2e_rate"])
+                entry["e2e_vs_tune_target"] = E2E_TARGETS.get(steps)
+                entry["steady_vs_tune"] = _ratio(ours["steady_rate"], tune["steady_rate"])
+            if raw is not None:
+                entry["steady_vs_raw"] = _ratio(ours["steady_rate"], raw["steady_rate"])
+                entry["steady_vs_raw_target"] = STEADY_TARGET
+                entry["e2e_vs_raw"] = _ratio(ours["e2e_rate"], raw["e2e_rate"])
+            ratios[key][system] = entry
+    return {"rows": rows, "ratios": ratios}
+
+
+def _verdict(value: float | None, target: float | None, shown: str) -> str:
+    if value is None or target is None:
+        return ""
+    return f"  (target >= {shown}: {'met' if value >= target else 'MISSED'})"
+
+
+def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    head = (
+        f"{'workload':<9} {'system':<20} {'e2e res/s':>10} {'steady res/s':>13} "
+        f"{'ray up s':>9} {'all run s':>10} {'e2e s':>8} {'exit s':>7} {'runs':>5}"
+    )
+    print()
+    print(f"medians of {args.repeat} run(s); e2e includes Ray start; steady = all trials running")
+    print(head)
+    print("-" * len(head))
+    for key, systems in summary["rows"].items():
+        for system, row in systems.items():
+            label = LABELS[system].format(buffer=args.buffer)
+            flag = "" if row["ok"] else "  FAILED"
+            print(
+                f"{key:<9} {label:<20} {_fmt(row['e2e_rate'], '10.0f')} "
+                f"{_fmt(row['steady_rate'], '13.0f')} {_fmt(row['ray_up_s'], '9.1f')} "
+                f"{_fmt(row['all_running_s'], '10.1f')} {_fmt(row['e2e_s'], '8.1f')} "
+                f"{_fmt(row['exit_s'], '7.1f')} {row['runs']:>5}{flag}"
+            )
+    print()
+    for key, systems in summary["ratios"].items():
+        for system, entry in systems.items():
+            label = LABELS[system].format(buffer=args.buffer)
+            if "e2e_vs_tune" in entry:
+                value, target = entry["e2e_vs_tune"], entry["e2e_vs_tune_target"]
+                print(
+                    f"{key:<9} {label:<20} end to end / Tune   {_fmt(value, '6.2f')}x"
+                    f"{_verdict(value, target, f'{target:g}x')}"
+                )
+                print(
+                    f"{key:<9} {label:<20} steady / Tune       "
+                    f"{_fmt(entry['steady_vs_tune'], '6.2f')}x"
+                )
+            if "steady_vs_raw" in entry:
+                value = entry["steady_vs_raw"]
+                pct = None if value is None else value * 100
+                target = entry["steady_vs_raw_target"]
+                print(
+                    f"{key:<9} {label:<20} steady / raw loop   {_fmt(pct, '6.0f')}%"
+                    f"{_verdict(value, target, f'{target * 100:.0f}%')}"
+                )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    runs: list[dict[str, Any]] = []
+    total = len(args.steps) * args.repeat * len(args.systems)
+    n = 0
+    for steps in args.steps:
+        for attempt in range(args.repeat):
+            # Interleave the systems so a noisy spell does not hit one system's runs only.
+            order = args.systems if attempt % 2 == 0 else list(reversed(args.systems))
+            for system in order:
+                n += 1
+                spec = _spec(args, system, steps)
+                label = LABELS[system].format(buffer=args.buffer)
+                print(
+                    f"[{n}/{total}] {args.trials}x{steps} {label} (run {attempt + 1})...",
+                    end=" ",
+                    flush=True,
+                )
+                figures = run_one(spec, args.timeout)
+                figures["system_label"] = system
+                runs.append(figures)
+                if figures.get("ok"):
+                    print(
+                        f"e2e {_fmt(figures['e2e_rate'], '.0f')}/s, steady "
+                        f"{_fmt(figures['steady_rate'], '.0f')}/s, all running at "
+                        f"{_fmt(figures['all_running_s'], '.1f')} s, "
+                        f"load {figures['load_before']:.1f}",
+                        flush=True,
+                    )
+                else:
+                    print(f"FAILED: {figures.get('error', figures)}", flush=True)
+    summary = summarize_runs(args, runs)
+    print_report(args, summary)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        "benchmark": "core",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "ray": _ray_version(),
+            "platform": platform.platform(),
+        },
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "summary": summary,
+        "runs": runs,
+    }
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nfigures written to {args.out}")
+    return 0 if all(r.get("ok") for r in runs) else 1
+
+
+def _ray_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("ray")
+    except Exception:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
