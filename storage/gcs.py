@@ -171,6 +171,12 @@ class GCSStorage(Storage):
     # -- bytes and keys ---------------------------------------------------------------
 
     async def _write_bytes(self, key: str, data: bytes) -> None:
+        if not data:
+            # An empty resumable upload (Content-Range: bytes */0) is the one form of an
+            # empty write that both GCS and the emulator accept.
+            session_uri = await self._start_resumable(key)
+            await self._put_chunk(session_uri, key, 0, b"", 0)
+            return
         await self._call(
             key,
             "write",
@@ -250,11 +256,10 @@ class GCSStorage(Storage):
             return Digest(len(data), hashlib.sha256(data).hexdigest())
         return await self._resumable(path, key, size)
 
-    async def _resumable(self, path: str, key: str, size: int) -> Digest:
+    async def _start_resumable(self, key: str) -> str:
         assert self._session is not None
         session = self._session
         full = self._full(key)
-        chunk_size = max(_QUANTUM, self.part_size // _QUANTUM * _QUANTUM)
 
         async def start() -> str:
             url = f"{self._root}/upload/storage/v1/b/{quote(self.bucket, safe='')}/o"
@@ -273,7 +278,12 @@ class GCSStorage(Storage):
                     raise self._status_error(resp.status, await resp.text(), key, "upload")
                 return resp.headers["Location"]
 
-        session_uri = await self._call(key, "starting a resumable upload", start)
+        return await self._call(key, "starting a resumable upload", start)
+
+    async def _resumable(self, path: str, key: str, size: int) -> Digest:
+        chunk_size = max(_QUANTUM, self.part_size // _QUANTUM * _QUANTUM)
+
+        session_uri = await self._start_resumable(key)
         h = hashlib.sha256()
         offset = 0
         try:
@@ -324,6 +334,14 @@ class GCSStorage(Storage):
                 if resp.status in (200, 201) and total is not None:
                     pos = end
                     return
+                if resp.status in (400, 416):
+                    # Offsets out of sync (e.g. the HTTP client replayed the chunk after a
+                    # broken connection the server had partly read): resync and resend.
+                    raise TransientError(
+                        f"resumable upload out of sync (HTTP {resp.status})",
+                        uri=self.uri,
+                        key=key,
+                    )
                 raise self._status_error(
                     resp.status, await resp.text(), key, "uploading a resumable chunk"
                 )

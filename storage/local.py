@@ -232,46 +232,45 @@ class LocalStorage(Storage):
             )
             if self.fsync:
                 await asyncio.to_thread(fsync_dir, stage)
+            await self._run(key, "removing the previous checkpoint", self._remove_old, final)
             # Commit: no await from here until the rename is done, so a cancellation
             # lands either before the commit (nothing visible) or after it (success).
-            trash = self._swap_in(stage, final, key)
+            refused = self._commit(stage, final, key)
         except BaseException:
             await self._cleanup(asyncio.to_thread(remove_quietly, stage), "removing staging")
             raise
-        if trash is _RENAME_REFUSED:
+        if refused:
             await self._cleanup(asyncio.to_thread(remove_quietly, stage), "removing staging")
             return await super().put_checkpoint(local_dir, key)
         if self.fsync:
             fsync_dir(os.path.dirname(final))
-        if trash:
-            self._in_background(asyncio.to_thread(remove_quietly, trash), "old checkpoint")
         return manifest
 
-    def _swap_in(self, stage: str, final: str, key: str) -> str | None:
-        """Rename ``stage`` to ``final``; an existing checkpoint there is un-committed
-        (manifest removed) and moved aside first. Returns the moved-aside path."""
-        trash = None
+    @staticmethod
+    def _remove_old(final: str) -> None:
+        """Un-commit a previous checkpoint at ``final`` (manifest first), then remove it."""
+        if not os.path.lexists(final):
+            return
+        if os.path.isdir(final) and not os.path.islink(final):
+            try:
+                os.unlink(os.path.join(final, MANIFEST_NAME))
+            except FileNotFoundError:
+                pass
+            trash = temp_sibling(final)
+            os.rename(final, trash)
+            shutil.rmtree(trash)
+        else:
+            os.unlink(final)
+
+    def _commit(self, stage: str, final: str, key: str) -> bool:
+        """Rename ``stage`` to ``final``; True if the filesystem refused the rename
+        (the caller then falls back to the file-by-file protocol)."""
         try:
-            if os.path.lexists(final):
-                try:
-                    os.unlink(os.path.join(final, MANIFEST_NAME))
-                except FileNotFoundError:
-                    pass
-                except NotADirectoryError:
-                    pass
-                trash = temp_sibling(final)
-                os.rename(final, trash)
             os.rename(stage, final)
         except OSError as err:
-            if trash is not None:
-                try:
-                    os.rename(trash, final)
-                except OSError:
-                    pass
             if err.errno in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EINVAL):
-                return _RENAME_REFUSED
+                return True
             raise self._map_error(err, key, "committing a checkpoint") from err
-        return trash
+        return False
 
 
-_RENAME_REFUSED = "\x00rename-refused"

@@ -1,0 +1,135 @@
+"""The contract on GCS (gcp-storage-emulator), checked through plain HTTP against the
+emulator, plus GCS specifics: STORAGE_EMULATOR_HOST and a missing bucket."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import requests
+
+from storage import BucketNotFound, GCSStorage, RetryPolicy, Storage, open_storage
+
+from .conftest import BUCKET, FlakyProxy, unique_prefix
+from .contract import NetworkContract, Reopen, StorageContract
+
+KiB = 1 << 10
+OPTIONS: dict[str, Any] = {"part_size": 256 * KiB, "max_concurrency": 4}
+
+
+class GCSRaw:
+    def __init__(self, url: str, prefix: str) -> None:
+        self.url = url
+        self.prefix = prefix
+
+    def _name(self, key: str) -> str:
+        return f"{self.prefix}/{key}"
+
+    def read(self, key: str) -> bytes:
+        r = requests.get(
+            f"{self.url}/storage/v1/b/{BUCKET}/o/{quote(self._name(key), safe='')}",
+            params={"alt": "media"},
+            timeout=30,
+        )
+        r.raise_for_status()
+        return r.content
+
+    def write(self, key: str, data: bytes) -> None:
+        r = requests.post(
+            f"{self.url}/upload/storage/v1/b/{BUCKET}/o",
+            params={"uploadType": "media", "name": self._name(key)},
+            data=data,
+            timeout=30,
+        )
+        r.raise_for_status()
+
+    def list(self) -> list[str]:
+        names: list[str] = []
+        token = None
+        while True:
+            params = {"prefix": f"{self.prefix}/"}
+            if token:
+                params["pageToken"] = token
+            r = requests.get(f"{self.url}/storage/v1/b/{BUCKET}/o", params=params, timeout=30)
+            r.raise_for_status()
+            page = r.json()
+            names += [i["name"][len(self.prefix) + 1 :] for i in page.get("items", ())]
+            token = page.get("nextPageToken")
+            if not token:
+                return sorted(names)
+
+    def orphans(self) -> list[str]:
+        return []  # the emulator does not expose resumable sessions
+
+
+@pytest.fixture
+def prefix() -> str:
+    return unique_prefix()
+
+
+class TestGCS(StorageContract, NetworkContract):
+    big_size = 1024 * KiB + 4321
+    cut_at = 100 * KiB
+
+    @pytest.fixture
+    async def store(self, gcs_url: str, prefix: str) -> AsyncIterator[Storage]:
+        async with open_storage(f"gs://{BUCKET}/{prefix}", api_root=gcs_url, **OPTIONS) as st:
+            yield st
+
+    @pytest.fixture
+    def raw(self, gcs_url: str, prefix: str) -> GCSRaw:
+        return GCSRaw(gcs_url, prefix)
+
+    @pytest.fixture
+    async def reopen(self, gcs_url: str, prefix: str) -> AsyncIterator[Reopen]:
+        opened: list[Storage] = []
+
+        async def make(**options: Any) -> Storage:
+            st = open_storage(f"gs://{BUCKET}/{prefix}", api_root=gcs_url, **{**OPTIONS, **options})
+            await st.open()
+            opened.append(st)
+            return st
+
+        yield make
+        for st in opened:
+            await st.aclose()
+
+    @pytest.fixture
+    async def flaky(self, gcs_url: str, prefix: str) -> AsyncIterator[Any]:
+        made: list[tuple[Storage, FlakyProxy]] = []
+        port = int(gcs_url.rsplit(":", 1)[1])
+
+        async def make(**options: Any) -> tuple[Storage, FlakyProxy]:
+            proxy = FlakyProxy(port)
+            await proxy.start()
+            opts = {**OPTIONS, "retry": RetryPolicy(attempts=6, base_delay=0.01, max_delay=0.05)}
+            st = open_storage(f"gs://{BUCKET}/{prefix}", api_root=proxy.url, **{**opts, **options})
+            await st.open()
+            made.append((st, proxy))
+            return st, proxy
+
+        yield make
+        for st, proxy in made:
+            proxy.reset()
+            await st.aclose()
+            await proxy.stop()
+
+
+async def test_emulator_host_from_environment(
+    gcs_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+    prefix = unique_prefix()
+    async with open_storage(f"gs://{BUCKET}/{prefix}") as st:
+        assert isinstance(st, GCSStorage)
+        await st.write_bytes("k", b"v")
+    assert GCSRaw(gcs_url, prefix).read("k") == b"v"
+
+
+async def test_missing_bucket(gcs_url: str) -> None:
+    st = open_storage("gs://no-such-bucket/p", api_root=gcs_url)
+    with pytest.raises(BucketNotFound) as info:
+        await st.open()
+    assert "gs://no-such-bucket/p" in str(info.value)

@@ -1,0 +1,104 @@
+"""The contract on local directories, plus what only a filesystem has: paths, file://
+URIs, the staged-then-renamed checkpoint, and a missing root."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from storage import BucketNotFound, LocalStorage, Storage, open_storage
+
+from .contract import MiB, Reopen, StorageContract, make_tree
+
+
+class LocalRaw:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+    def write(self, key: str, data: bytes) -> None:
+        p = self.root / key
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+    def list(self) -> list[str]:
+        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+
+    def orphans(self) -> list[str]:
+        return [p.as_posix() for p in self.root.rglob("*") if ".trialflow-tmp-" in p.name]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    r.mkdir()
+    return r
+
+
+class TestLocal(StorageContract):
+    big_size = 12 * MiB + 123
+    uses_budget = False
+
+    @pytest.fixture
+    async def store(self, root: Path) -> AsyncIterator[Storage]:
+        async with open_storage(root, part_size=5 * MiB) as st:
+            yield st
+
+    @pytest.fixture
+    def raw(self, root: Path) -> LocalRaw:
+        return LocalRaw(root)
+
+    @pytest.fixture
+    async def reopen(self, root: Path) -> AsyncIterator[Reopen]:
+        opened: list[Storage] = []
+
+        async def make(**options: object) -> Storage:
+            st = open_storage(root, **{"part_size": 5 * MiB, **options})
+            await st.open()
+            opened.append(st)
+            return st
+
+        yield make
+        for st in opened:
+            await st.aclose()
+
+
+async def test_file_uri_and_paths(root: Path) -> None:
+    async with open_storage(f"file://{root}") as st:
+        assert isinstance(st, LocalStorage)
+        assert st.uri == str(root)
+        assert st.uri_for("a/b") == os.path.join(root, "a", "b")
+        await st.write_bytes("a/b", b"x")
+        assert (root / "a" / "b").read_bytes() == b"x"
+
+
+async def test_missing_root_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(BucketNotFound) as info:
+        async with open_storage(tmp_path / "absent"):
+            pass
+    assert str(tmp_path / "absent") in str(info.value)
+    async with open_storage(tmp_path / "absent", create=True) as st:
+        await st.write_bytes("k", b"v")
+    assert (tmp_path / "absent" / "k").read_bytes() == b"v"
+
+
+async def test_checkpoint_appears_in_one_rename(root: Path, tmp_path: Path) -> None:
+    """While a checkpoint is being written, its directory does not exist at all."""
+    make_tree(tmp_path / "src", 8 * MiB)
+    seen_partial = False
+
+    async with open_storage(root) as st:
+        task = asyncio.ensure_future(st.put_checkpoint(tmp_path / "src", "t/c"))
+        while not task.done():
+            if (root / "t" / "c").exists() and not (root / "t" / "c" / "big.bin").exists():
+                seen_partial = True
+            await asyncio.sleep(0)
+        await task
+        assert not seen_partial
+        assert [p.name for p in (root / "t").iterdir()] == ["c"]
