@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -42,6 +44,7 @@ def summarize(
     t_exit: float,
     stamps: Sequence[Sequence[float]],
     checkpoints_kept: int | None = None,
+    cpu: dict[str, float] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Turn one run's raw timings into its figures.
@@ -83,6 +86,7 @@ def summarize(
         "end_s": elapsed,
         "exit_s": t_exit - t0,
         "checkpoints_kept": checkpoints_kept,
+        "cpu_s": cpu,
     }
     if extra:
         figures.update(extra)
@@ -105,3 +109,69 @@ def parse_child_output(stdout: str) -> dict[str, Any] | None:
 def median(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
+
+
+class CpuSampler:
+    """Where the CPU time of a run goes: this driver, Ray's workers, raylet, GCS, rest.
+
+    A daemon thread polls every process descended from the driver (a local
+    ``ray.init`` spawns the raylet and GCS, and the raylet the workers) and keeps each
+    one's latest cumulative CPU time; a process that exits keeps its last sample, so up
+    to one ``interval`` of its time may be missed. Call :meth:`stop` at the end of the
+    timed region, before Ray shuts down.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._me = psutil.Process()
+        self._interval = interval
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._cpu0 = time.process_time()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        psutil = self._psutil
+        try:
+            children = self._me.children(recursive=True)
+        except psutil.Error:
+            return
+        for proc in children:
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    if proc.pid not in self._seen:
+                        kind = _process_kind(" ".join(proc.cmdline()))
+                    else:
+                        kind = self._seen[proc.pid][0]
+            except psutil.Error:
+                continue
+            self._seen[proc.pid] = (kind, times.user + times.system)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def stop(self) -> dict[str, float]:
+        """Seconds of CPU by kind of process, from start until now."""
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        totals: dict[str, float] = {"driver": time.process_time() - self._cpu0}
+        for kind, seconds in self._seen.values():
+            totals[kind] = totals.get(kind, 0.0) + seconds
+        totals["workers_n"] = float(sum(1 for k, _ in self._seen.values() if k == "workers"))
+        return totals
+
+
+def _process_kind(cmdline: str) -> str:
+    if "default_worker.py" in cmdline:
+        return "workers"
+    if "raylet" in cmdline.split(" ", 1)[0]:
+        return "raylet"
+    if "gcs_server" in cmdline:
+        return "gcs"
+    return "other"

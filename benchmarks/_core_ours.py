@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator import Orchestrator, Trainable
 
-from ._core_common import NUM_CPUS, RunSpec, summarize
+from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
 
 
 class TrivialTrainable(Trainable):
@@ -34,6 +34,7 @@ class TrivialTrainable(Trainable):
 async def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp:
         t0 = time.time()
+        sampler = CpuSampler()
         orch = Orchestrator(
             storage=tmp,
             name="bench",
@@ -54,6 +55,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
                 )
             trials = await orch.run()
             t_end = time.time()
+            cpu = sampler.stop()
             stats = orch.statistics()
             states = sorted({t.state.value for t in trials})
         t_exit = time.time()
@@ -66,6 +68,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             t_end=t_end,
             t_exit=t_exit,
             stamps=stamps,
+            cpu=cpu,
             checkpoints_kept=kept,
             extra={"states": states, "loop_events": stats.loop.events},
         )

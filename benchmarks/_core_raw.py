@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from ._core_common import NUM_CPUS, RunSpec, summarize
+from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
 
 
 @ray.remote
@@ -64,6 +64,7 @@ async def _drive(actor: Any, spec: RunSpec, out: list[float]) -> int:
 async def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-raw-") as tmp:
         t0 = time.time()
+        sampler = CpuSampler()
         ray.init(
             num_cpus=NUM_CPUS,
             include_dashboard=False,
@@ -82,6 +83,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             *(_drive(a, spec, s) for a, s in zip(actors, stamps, strict=True))
         )
         t_end = time.time()
+        cpu = sampler.stop()
         for actor in actors:
             ray.kill(actor)
         ray.shutdown()
@@ -93,5 +95,6 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             t_end=t_end,
             t_exit=t_exit,
             stamps=stamps,
+            cpu=cpu,
             checkpoints_kept=min(kept) if kept else None,
         )

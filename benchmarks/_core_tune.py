@@ -16,7 +16,7 @@ from typing import Any
 import ray
 from ray import tune
 
-from ._core_common import NUM_CPUS, RunSpec, summarize
+from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
 
 
 class TuneTrivial(tune.Trainable):
@@ -39,6 +39,7 @@ class TuneTrivial(tune.Trainable):
 def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-tune-") as tmp:
         t0 = time.time()
+        sampler = CpuSampler()
         ray.init(
             num_cpus=NUM_CPUS,
             include_dashboard=False,
@@ -61,6 +62,7 @@ def run(spec: RunSpec) -> dict[str, Any]:
         )
         grid = tuner.fit()
         t_end = time.time()
+        cpu = sampler.stop()
         # Tune records every result in each trial's progress file; read them back
         # after the clock has stopped.
         results = [grid[i] for i in range(len(grid))]
@@ -77,6 +79,7 @@ def run(spec: RunSpec) -> dict[str, Any]:
             t_end=t_end,
             t_exit=t_exit,
             stamps=stamps,
+            cpu=cpu,
             checkpoints_kept=kept,
             extra={"errors": errors},
         )

@@ -142,6 +142,18 @@ def run_one(spec: RunSpec, timeout: float) -> dict[str, Any]:
     return figures
 
 
+#: CPU time is reported by kind of process (see ``CpuSampler``), per result.
+CPU_KINDS = ("driver", "workers", "raylet", "gcs", "other")
+
+
+def _cpu_per_result(run: dict[str, Any], kind: str) -> float | None:
+    cpu, results = run.get("cpu_s"), run.get("results")
+    if not cpu or not results or kind not in cpu:
+        return None
+    per_result: float = float(cpu[kind]) / float(results) * 1e6
+    return per_result
+
+
 def _fmt(value: float | None, pattern: str) -> str:
     return "-" if value is None else format(value, pattern)
 
@@ -161,6 +173,9 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
             mine = [r for r in runs if r["system_label"] == system and r["spec"]["steps"] == steps]
             fields = ("e2e_rate", "steady_rate", "ray_up_s", "all_running_s", "e2e_s", "exit_s")
             row = {f: median([r.get(f) for r in mine]) for f in fields}
+            for kind in CPU_KINDS:
+                row[f"cpu_us_{kind}"] = median([_cpu_per_result(r, kind) for r in mine])
+            row["workers_started"] = median([(r.get("cpu_s") or {}).get("workers_n") for r in mine])
             row["runs"] = len(mine)
             row["ok"] = bool(mine) and all(r.get("ok") for r in mine)
             rows[key][system] = row
@@ -207,6 +222,25 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                 f"{_fmt(row['steady_rate'], '13.0f')} {_fmt(row['ray_up_s'], '9.1f')} "
                 f"{_fmt(row['all_running_s'], '10.1f')} {_fmt(row['e2e_s'], '8.1f')} "
                 f"{_fmt(row['exit_s'], '7.1f')} {row['runs']:>5}{flag}"
+            )
+    print()
+    print("CPU time per result (us, whole run incl. start-up), by process")
+    head = (
+        f"{'workload':<9} {'system':<20} "
+        + " ".join(f"{k:>8}" for k in CPU_KINDS)
+        + f" {'total':>8} {'workers':>8}"
+    )
+    print(head)
+    print("-" * len(head))
+    for key, systems in summary["rows"].items():
+        for system, row in systems.items():
+            label = LABELS[system].format(buffer=args.buffer)
+            values = [row[f"cpu_us_{k}"] for k in CPU_KINDS]
+            total = sum(v for v in values if v is not None) if any(values) else None
+            print(
+                f"{key:<9} {label:<20} "
+                + " ".join(_fmt(v, "8.0f") for v in values)
+                + f" {_fmt(total, '8.0f')} {_fmt(row['workers_started'], '8.0f')}"
             )
     print()
     for key, systems in summary["ratios"].items():
