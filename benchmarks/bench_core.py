@@ -76,6 +76,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="only print the tables for the runs in this core.json (give the same "
+        "--steps/--systems/--buffer it was run with)",
+    )
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = "100,60" if args.quick else "1000,200"
@@ -154,8 +162,15 @@ def _cpu_per_result(run: dict[str, Any], kind: str) -> float | None:
     return per_result
 
 
+def _unit(value: float | None, unit: str) -> str:
+    return unit if value is not None else " "
+
+
 def _fmt(value: float | None, pattern: str) -> str:
-    return "-" if value is None else format(value, pattern)
+    if value is None:
+        width = pattern.split(".")[0]
+        return "-".rjust(int(width) if width.isdigit() else 0)
+    return format(value, pattern)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -224,11 +239,14 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                 f"{_fmt(row['exit_s'], '7.1f')} {row['runs']:>5}{flag}"
             )
     print()
-    print("CPU time per result (us, whole run incl. start-up), by process")
+    print(
+        "CPU time per result (us; whole run incl. start-up), by process; "
+        "procs = worker processes seen"
+    )
     head = (
         f"{'workload':<9} {'system':<20} "
         + " ".join(f"{k:>8}" for k in CPU_KINDS)
-        + f" {'total':>8} {'workers':>8}"
+        + f" {'total':>8} {'procs':>6}"
     )
     print(head)
     print("-" * len(head))
@@ -240,7 +258,7 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
             print(
                 f"{key:<9} {label:<20} "
                 + " ".join(_fmt(v, "8.0f") for v in values)
-                + f" {_fmt(total, '8.0f')} {_fmt(row['workers_started'], '8.0f')}"
+                + f" {_fmt(total, '8.0f')} {_fmt(row['workers_started'], '6.0f')}"
             )
     print()
     for key, systems in summary["ratios"].items():
@@ -249,26 +267,30 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
             if "e2e_vs_tune" in entry:
                 value, target = entry["e2e_vs_tune"], entry["e2e_vs_tune_target"]
                 print(
-                    f"{key:<9} {label:<20} end to end / Tune   {_fmt(value, '6.2f')}x"
+                    f"{key:<9} {label:<20} end to end / Tune   {_fmt(value, '6.2f')}{_unit(value, 'x')}"
                     f"{_verdict(value, target, f'{target:g}x')}"
                 )
                 print(
                     f"{key:<9} {label:<20} steady / Tune       "
-                    f"{_fmt(entry['steady_vs_tune'], '6.2f')}x"
+                    f"{_fmt(entry['steady_vs_tune'], '6.2f')}{_unit(entry['steady_vs_tune'], 'x')}"
                 )
             if "steady_vs_raw" in entry:
                 value = entry["steady_vs_raw"]
                 pct = None if value is None else value * 100
                 target = entry["steady_vs_raw_target"]
                 print(
-                    f"{key:<9} {label:<20} steady / raw loop   {_fmt(pct, '6.0f')}%"
+                    f"{key:<9} {label:<20} steady / raw loop   {_fmt(pct, '6.0f')}{_unit(pct, '%')}"
                     f"{_verdict(value, target, f'{target * 100:.0f}%')}"
                 )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    runs: list[dict[str, Any]] = []
+    if args.report is not None:
+        runs = json.loads(args.report.read_text())["runs"]
+        print_report(args, summarize_runs(args, runs))
+        return 0
+    runs = []
     total = len(args.steps) * args.repeat * len(args.systems)
     n = 0
     for steps in args.steps:
@@ -297,9 +319,13 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 else:
                     print(f"FAILED: {figures.get('error', figures)}", flush=True)
-    summary = summarize_runs(args, runs)
-    print_report(args, summary)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+                _write(args, runs)  # after every run: a crash keeps what was measured
+    print_report(args, summarize_runs(args, runs))
+    print(f"\nfigures written to {args.out}")
+    return 0 if all(r.get("ok") for r in runs) else 1
+
+
+def _write(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
     document = {
         "benchmark": "core",
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -310,12 +336,11 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
         },
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "summary": summary,
+        "summary": summarize_runs(args, runs),
         "runs": runs,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nfigures written to {args.out}")
-    return 0 if all(r.get("ok") for r in runs) else 1
 
 
 def _ray_version() -> str | None:
