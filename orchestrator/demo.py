@@ -386,8 +386,11 @@ async def run_demo(
         for trial in trials:
             board.add(trial)
         if live:
-            with Live(board, console=console, refresh_per_second=4, transient=False):
+            # Transient: the final table replaces the live one; the messages are kept.
+            with Live(board, console=console, refresh_per_second=4, transient=True):
                 await orch.run()
+            for message in board.messages:
+                console.print(message, style="yellow", highlight=False)
         else:
             await orch.run()
     elapsed = time.monotonic() - started

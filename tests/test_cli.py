@@ -1,0 +1,265 @@
+"""``python -m orchestrator demo`` and ``run``, end to end, each in its own process.
+
+The end-to-end tests start their own private Ray in a subprocess (as a user would), so
+they never touch the session cluster of ``conftest.py``. Argument errors are checked
+in-process: they must be reported before Ray starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from orchestrator.cli import expand_grid, main
+from orchestrator.demo import DemoOptions
+from orchestrator.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_split
+from orchestrator.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_TRAINABLE = """
+import json
+import os
+
+from orchestrator import Trainable
+
+
+class Counter(Trainable):
+    def setup(self, config):
+        self.value = 0.0
+        self.rate = float(config["rate"])
+
+    def step(self):
+        self.value += self.rate
+        return {"score": self.value}
+
+    def save_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "state.json"), "w") as fh:
+            json.dump({"value": self.value}, fh)
+
+    def load_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "state.json")) as fh:
+            self.value = json.load(fh)["value"]
+"""
+
+
+def _run_cli(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(
+        RAY_AUTH_MODE="disabled",
+        RAY_USAGE_STATS_ENABLED="0",
+        PYTHONIOENCODING="utf-8",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+    )
+    env.pop("RAY_ADDRESS", None)  # a private local Ray, whatever else runs here
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _table(stdout: str, title: str) -> list[dict[str, str]]:
+    """The rows, as ``{column: cell}`` in printed order, of the table titled ``title``."""
+    _, sep, tail = stdout.partition(title)
+    assert sep, f"no table {title!r} in the output:\n{stdout}"
+    header: list[str] = []
+    rows: list[dict[str, str]] = []
+    for line in tail.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃|]", line)[1:-1]]
+        if not header and "trial" in cells:
+            header = cells
+        elif header and len(cells) == len(header):
+            rows.append(dict(zip(header, cells, strict=True)))
+        elif header and rows and not line.startswith(("└", "+", "-")):
+            break
+    return rows
+
+
+@pytest.mark.slow
+def test_demo_sweep_recovers_a_killed_actor(tmp_path: Path) -> None:
+    iterations = 12
+    proc = _run_cli(
+        "demo",
+        "--trials",
+        "8",
+        "--iterations",
+        str(iterations),
+        "--no-live",
+        "--storage",
+        str(tmp_path),
+        "--name",
+        "sweep",
+        cwd=tmp_path,
+        timeout=170,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{proc.stderr}"
+
+    rows = {row["trial"]: row for row in _table(out, "final:")}
+    assert sorted(rows) == [f"trial_{i:02d}" for i in range(8)], out
+    for row in rows.values():
+        assert row["state"] == "TERMINATED", out
+        assert row["iter"] == f"{iterations}/{iterations}", out
+
+    # One failure, shown as it happened, then the recovery, and counted in the table.
+    failure = re.search(r"(trial_\d\d): failure 1: .*died", out)
+    assert failure is not None, out
+    victim = failure.group(1)
+    recovery = re.search(
+        rf"{victim}: actor killed at iteration (\d+) -> restored from checkpoint at "
+        r"iteration (\d+)",
+        out,
+    )
+    assert recovery is not None, out
+    killed_at, restored_at = map(int, recovery.groups())
+    assert 0 < restored_at < killed_at
+    assert {t: row["failures"] for t, row in rows.items()} == {
+        t: "1" if t == victim else "0" for t in rows
+    }, out
+    assert "8/8 trials TERMINATED; 1 failure(s), 1 recovered" in out
+
+    # Best first: the accuracies in the final table never increase going down.
+    accuracies = [float(row["val acc"]) for row in rows.values()]
+    assert accuracies == sorted(accuracies, reverse=True), out
+
+    # The checkpoints are real .npz files in the experiment's storage.
+    saved = list((tmp_path / "sweep").rglob(CHECKPOINT_FILE))
+    assert saved, f"no {CHECKPOINT_FILE} under {tmp_path / 'sweep'}"
+    with np.load(saved[0]) as npz:
+        assert "param_0" in npz.files
+
+
+@pytest.mark.slow
+def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
+    (tmp_path / "tinytrain.py").write_text(textwrap.dedent(TINY_TRAINABLE))
+    proc = _run_cli(
+        "run",
+        "tinytrain:Counter",
+        "--config",
+        '{"rate": 1}',
+        "--grid",
+        '{"rate": [1, 2]}',
+        "--stop",
+        "training_iteration=3",
+        "--checkpoint-every",
+        "1",
+        "--cpu",
+        "0.25",
+        "--storage",
+        str(tmp_path / "results"),
+        "--name",
+        "tiny",
+        "--metric",
+        "score",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{proc.stderr}"
+    assert "2/2 trials TERMINATED" in out
+    rows = _table(out, "final results")
+    assert [(r["config"], r["state"], r["iter"], r["score"]) for r in rows] == [
+        ('{"rate": 2}', "TERMINATED", "3", "6"),  # best score first
+        ('{"rate": 1}', "TERMINATED", "3", "3"),
+    ], out
+    assert list((tmp_path / "results" / "tiny").rglob("state.json"))
+
+
+def test_run_bad_import_path_exits_non_zero_with_a_clear_error(tmp_path: Path) -> None:
+    proc = _run_cli(
+        "run", "no_such_module:Thing", "--stop", "training_iteration=1", cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "trialflow run: error: trainable 'no_such_module:Thing': cannot import module" in (
+        proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["json:loads", "--stop", "a=1"], "is not a subclass of orchestrator.Trainable"),
+        (["orchestrator.demo_model:Nope", "--stop", "a=1"], "has no 'Nope'"),
+        (["orchestrator.demo_model:DigitsMLP"], "give at least one --stop"),
+        (["orchestrator.demo_model:DigitsMLP", "--stop", "iters"], "expected METRIC=NUMBER"),
+        (
+            ["orchestrator.demo_model:DigitsMLP", "--config", "{bad", "--stop", "a=1"],
+            "--config is not valid JSON",
+        ),
+        (
+            ["orchestrator.demo_model:DigitsMLP", "--grid", '{"lr": 0.1}', "--stop", "a=1"],
+            "'lr' must map to a non-empty list",
+        ),
+        (
+            ["orchestrator.demo_model:DigitsMLP", "--stop", "a=1", "--max-failures", "-5"],
+            "max_failures must be an int >= -1",
+        ),
+    ],
+)
+def test_run_argument_errors_before_ray_starts(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ray
+
+    assert main(["run", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trialflow run: error: ")
+    assert message in err
+    assert not ray.is_initialized() or os.environ.get("RAY_ADDRESS")
+
+
+def test_expand_grid() -> None:
+    assert expand_grid({"a": 1}, None) == [{"a": 1}]
+    assert expand_grid({"a": 1}, {"b": [1, 2], "c": ["x"]}) == [
+        {"a": 1, "b": 1, "c": "x"},
+        {"a": 1, "b": 2, "c": "x"},
+    ]
+    assert expand_grid({"a": 1}, [{"a": 2}, {"b": 3}]) == [{"a": 2}, {"a": 1, "b": 3}]
+    with pytest.raises(ConfigError, match="JSON object of lists"):
+        expand_grid({}, 3)
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 4, 8, 12, 30, 100])
+def test_demo_kills_after_a_checkpoint_and_before_the_end(iterations: int) -> None:
+    options = DemoOptions(iterations=iterations)
+    assert 1 <= options.every
+    if iterations >= 4:
+        assert options.every < options.kill_at < iterations
+        assert options.kill_at % options.every != 0  # the restore rolls back some work
+
+
+async def test_digits_mlp_resumes_exactly_from_its_checkpoint(tmp_path: Path) -> None:
+    split = load_digits_split()
+    config = {"lr": 0.1, "hidden": 16, "epochs_per_iter": 1, "data": split}
+
+    def fresh() -> DigitsMLP:
+        model = DigitsMLP()
+        model.trial_id = "t"
+        return model
+
+    model = fresh()
+    await model.setup(config)
+    for _ in range(2):
+        model.step()
+    model.save_checkpoint(str(tmp_path))
+    expected = [model.step() for _ in range(2)]
+
+    resumed = fresh()
+    await resumed.setup({**config, "seed": 7})  # other weights and RNG until the load
+    resumed.load_checkpoint(str(tmp_path))
+    assert [resumed.step() for _ in range(2)] == expected
+    assert expected[-1]["val_accuracy"] > 0.8
