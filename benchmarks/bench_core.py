@@ -266,9 +266,10 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
             label = LABELS[system].format(buffer=args.buffer)
             if "e2e_vs_tune" in entry:
                 value, target = entry["e2e_vs_tune"], entry["e2e_vs_tune_target"]
+                shown = f"{_fmt(value, '6.2f')}{_unit(value, 'x')}"
                 print(
-                    f"{key:<9} {label:<20} end to end / Tune   {_fmt(value, '6.2f')}{_unit(value, 'x')}"
-                    f"{_verdict(value, target, f'{target:g}x')}"
+                    f"{key:<9} {label:<20} end to end / Tune   {shown}"
+                    f"{_verdict(value, target, f'{target or 0:g}x')}"
                 )
                 print(
                     f"{key:<9} {label:<20} steady / Tune       "
