@@ -219,7 +219,8 @@ class _EventPrinter:
         self._line(f"{trial.id} started  {json.dumps(trial.config, default=str)}")
 
     async def on_trial_error(self, trial: Trial, error: BaseException) -> None:
-        self._line(f"{trial.id} failure {trial.num_failures}: {error}")
+        text = str(error).removeprefix(f"trial {trial.id}: ")
+        self._line(f"{trial.id} failure {trial.num_failures}: {text}")
 
     async def on_trial_restore(self, trial: Trial, checkpoint: Any) -> None:
         self._line(f"{trial.id} restored from checkpoint at iteration {checkpoint.iteration}")

@@ -131,7 +131,8 @@ class Board:
     started: float = field(default_factory=time.monotonic)
     rows: dict[str, Row] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
-    killed_at: dict[str, int] = field(default_factory=dict)
+    failed_at: dict[str, int] = field(default_factory=dict)  # the last failure's iteration
+    killed: set[str] = field(default_factory=set)  # trials whose actor the demo killed
 
     def add(self, trial: Trial) -> None:
         """Show ``trial`` (before the display starts: the renderer reads ``rows``)."""
@@ -176,7 +177,7 @@ class Board:
         row.awaiting_recovery = True
         row.checkpoint = None
         # Hooks of one trial run in order, so row.iteration is the last reported one.
-        self.killed_at.setdefault(trial.id, row.iteration)
+        self.failed_at[trial.id] = row.iteration
         text = _first_line(error).removeprefix(f"trial {trial.id}: ")
         self._message(f"{trial.id}: failure {row.failures}: {text}")
 
@@ -205,13 +206,13 @@ class Board:
     # -- what the kill hook tells us ------------------------------------------------
 
     def note_kill(self, trial: Trial, iteration: int) -> None:
-        self.killed_at[trial.id] = iteration
+        self.killed.add(trial.id)
         self._message(f"{trial.id}: killing its actor at iteration {iteration} (demo)")
 
     def _failure_text(self, trial_id: str) -> str:
-        at = self.killed_at.pop(trial_id, None)
-        what = "actor killed" if at is not None else "failed"
-        return f"{what} at iteration {at}" if at is not None else what
+        what = "actor killed" if trial_id in self.killed else "failed"
+        self.killed.discard(trial_id)
+        return f"{what} at iteration {self.failed_at.get(trial_id, '?')}"
 
     # -- output ----------------------------------------------------------------------
 

@@ -500,6 +500,8 @@ class TrialMachine:
             self._want(Intent.STOP)
             if self.state is TrialState.RESTORING:
                 return []
+            if self.train_in_flight:
+                return []  # the step's result will save (a save now would run after it)
             if self._needs_final_save():
                 return self._save()
             return self._settle_if_idle()
@@ -510,6 +512,8 @@ class TrialMachine:
             self._want(Intent.PAUSE)
             if self.state is TrialState.RESTORING:
                 return []
+            if self.train_in_flight:
+                return []  # the step's result will save (a save now would run after it)
             if self._needs_final_save():
                 return self._save()
             return self._settle_if_idle()

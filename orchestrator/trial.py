@@ -125,8 +125,10 @@ class Trial:
             lambda: self._runs_started > before or self._gave_up(),
         )
         if self._runs_started == before:
+            why = f"; last error: {self.error}" if self.error is not None else ""
             raise TrialError(
-                self.id, f"could not restore {checkpoint.uri}: trial is {self.state.value}",
+                self.id,
+                f"could not restore {checkpoint.uri}: the trial is {self.state.value}{why}",
                 self.error,
             )
         return checkpoint

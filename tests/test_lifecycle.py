@@ -1,0 +1,430 @@
+"""The trial state machine, driven by hand: no Ray, no asyncio."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.checkpoints import Checkpoint, RetentionPolicy
+from orchestrator.errors import InvalidTransition
+from orchestrator.lifecycle import (
+    ALL_EVENT_TYPES,
+    ActorEvent,
+    ActorReady,
+    DeleteCheckpoints,
+    Event,
+    Failure,
+    Launch,
+    Notify,
+    PauseRequested,
+    Report,
+    Restore,
+    RestoreDone,
+    RestoreRequested,
+    ResumeRequested,
+    Rollback,
+    Save,
+    SaveDone,
+    StartActor,
+    StopActor,
+    StopRequested,
+    Train,
+    TrainResult,
+    TrialMachine,
+    TrialPolicy,
+    TrialState,
+)
+from orchestrator.stopping import StopCondition
+
+
+def ckpt(iteration: int, trial: str = "t", **metrics: Any) -> Checkpoint:
+    key = f"{trial}/checkpoint_{iteration:06d}"
+    return Checkpoint(trial, iteration, key, "file:///x/" + key, metrics=metrics)
+
+
+def machine(**policy: Any) -> TrialMachine:
+    stop = policy.pop("stop", None)
+    if stop is not None:
+        policy["should_stop"] = StopCondition("t", stop)
+    return TrialMachine("t", TrialPolicy(**policy))
+
+
+def running(**policy: Any) -> TrialMachine:
+    m = machine(**policy)
+    m.handle(Launch())
+    m.handle(ActorReady(m.generation))
+    assert m.state is TrialState.RUNNING
+    return m
+
+
+def kinds(actions: list[Any]) -> list[str]:
+    return [type(a).__name__ for a in actions]
+
+
+def result(m: TrialMachine, **metrics: Any) -> list[Any]:
+    return m.handle(TrainResult(m.generation, (metrics,)))
+
+
+# -- the happy path ---------------------------------------------------------------------
+
+
+def test_launch_starts_actor_then_trains() -> None:
+    m = machine()
+    assert kinds(m.handle(Launch())) == ["StartActor", "Notify"]
+    assert m.state is TrialState.STARTING
+    actions = m.handle(ActorReady(1))
+    assert m.state is TrialState.RUNNING
+    assert kinds(actions) == ["Rollback", "Train"]
+
+
+def test_results_are_numbered_and_stop_at_threshold() -> None:
+    m = running(stop={"training_iteration": 3})
+    for i in (1, 2):
+        actions = result(m, loss=1.0)
+        assert isinstance(actions[0], Report)
+        assert actions[0].result["training_iteration"] == i
+        assert actions[0].result["trial_id"] == "t"
+        assert isinstance(actions[-1], Train)
+    actions = result(m, loss=0.5)
+    assert kinds(actions) == ["Report", "StopActor", "Notify"]
+    assert m.state is TrialState.TERMINATED
+
+
+def test_save_is_pipelined_with_the_next_step() -> None:
+    m = running(checkpoint_every=2)
+    result(m)
+    actions = result(m)
+    assert kinds(actions) == ["Report", "Save", "Train"]
+    assert m.saves_in_flight == 1 and m.train_in_flight
+
+
+def test_final_save_before_terminating_and_waits_for_it() -> None:
+    m = running(checkpoint_every=10, stop={"training_iteration": 3})
+    result(m)
+    result(m)
+    actions = result(m)
+    assert kinds(actions) == ["Report", "Save"]
+    assert m.state is TrialState.RUNNING  # waits for the save to persist
+    actions = m.handle(SaveDone(m.generation, ckpt(3)))
+    assert "StopActor" in kinds(actions)
+    assert m.state is TrialState.TERMINATED
+    assert [c.iteration for c in m.checkpoints] == [3]
+
+
+def test_retention_keeps_newest_and_deletes_older() -> None:
+    m = running(checkpoint_every=1, retention=RetentionPolicy(keep=2))
+    deleted: list[int] = []
+    for i in range(1, 6):
+        result(m)
+        for a in m.handle(SaveDone(m.generation, ckpt(i))):
+            if isinstance(a, DeleteCheckpoints):
+                deleted += [c.iteration for c in a.checkpoints]
+    assert [c.iteration for c in m.checkpoints] == [4, 5]
+    assert deleted == [1, 2, 3]
+
+
+def test_retention_by_score_always_keeps_newest() -> None:
+    policy = RetentionPolicy(keep=1, score=("acc", "max"))
+    ckpts = [ckpt(1, acc=0.9), ckpt(2, acc=0.5), ckpt(3, acc=0.1)]
+    doomed = policy.plan_deletions(ckpts)
+    assert [c.iteration for c in doomed] == [2]  # keeps the best (1) and the newest (3)
+
+
+def test_retention_never_deletes_pinned() -> None:
+    policy = RetentionPolicy(keep=1)
+    ckpts = [ckpt(1), ckpt(2), ckpt(3)]
+    doomed = policy.plan_deletions(ckpts, pinned=frozenset({ckpts[0].key}))
+    assert [c.iteration for c in doomed] == [2]
+
+
+# -- failures --------------------------------------------------------------------------
+
+
+def test_failure_restores_newest_checkpoint_within_budget() -> None:
+    m = running(checkpoint_every=2, max_failures=1)
+    result(m)
+    result(m)
+    m.handle(SaveDone(m.generation, ckpt(2)))
+    result(m)
+    actions = m.handle(Failure(m.generation, RuntimeError("boom"), actor_died=True))
+    assert kinds(actions) == ["StopActor", "Notify", "StartActor"]
+    assert m.state is TrialState.STARTING and m.generation == 2
+    actions = m.handle(ActorReady(2))
+    assert kinds(actions) == ["Restore"] and actions[0].checkpoint.iteration == 2
+    actions = m.handle(RestoreDone(2, ckpt(2)))
+    assert isinstance(actions[0], Rollback) and actions[0].iteration == 2
+    assert m.iteration == 2
+    assert m.num_failures == 1
+
+
+def test_failure_past_budget_is_error_with_cause() -> None:
+    m = running(max_failures=0)
+    err = ValueError("bad")
+    actions = m.handle(Failure(m.generation, err))
+    assert m.state is TrialState.ERROR
+    assert m.error is err
+    assert kinds(actions) == ["StopActor", "Notify"]
+
+
+def test_unlimited_failures() -> None:
+    m = running(max_failures=-1)
+    for _ in range(20):
+        m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
+        m.handle(ActorReady(m.generation))
+    assert m.state is TrialState.RUNNING and m.num_failures == 20
+
+
+def test_stale_events_from_replaced_actor_are_dropped() -> None:
+    m = running(max_failures=2)
+    old = m.generation
+    m.handle(Failure(old, RuntimeError("x"), actor_died=True))
+    assert m.handle(TrainResult(old, ({"a": 1},))) == []
+    assert m.handle(SaveDone(old, ckpt(5))) == []
+    assert m.checkpoints == []
+
+
+def test_failed_load_falls_back_to_previous_checkpoint() -> None:
+    m = running(checkpoint_every=1, max_failures=3)
+    for i in (1, 2):
+        result(m)
+        m.handle(SaveDone(m.generation, ckpt(i)))
+    m.handle(Failure(m.generation, RuntimeError("died"), actor_died=True))
+    m.handle(ActorReady(m.generation))
+    assert m.state is TrialState.RESTORING and m.restore_target is not None
+    assert m.restore_target.iteration == 2
+    m.handle(Failure(m.generation, OSError("corrupt"), actor_died=False))
+    actions = m.handle(ActorReady(m.generation))
+    assert isinstance(actions[0], Restore) and actions[0].checkpoint is not None
+    assert actions[0].checkpoint.iteration == 1
+
+
+def test_backoff_grows_between_consecutive_failures() -> None:
+    m = running(max_failures=-1, backoff_base=1.0, backoff_max=5.0)
+    delays = []
+    for _ in range(5):
+        actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
+        delays.append(next(a.delay for a in actions if isinstance(a, StartActor)))
+        m.handle(ActorReady(m.generation))
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
+    result(m)  # a result resets the back-off
+    actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
+    assert next(a.delay for a in actions if isinstance(a, StartActor)) == 1.0
+
+
+# -- requests --------------------------------------------------------------------------
+
+
+def test_pause_saves_then_releases() -> None:
+    m = running(checkpoint_every=0)
+    result(m)
+    assert m.handle(PauseRequested()) == []  # a step is in flight: wait for it
+    actions = result(m)
+    assert kinds(actions) == ["Report", "Save"]
+    actions = m.handle(SaveDone(m.generation, ckpt(2)))
+    assert m.state is TrialState.PAUSED
+    assert "StopActor" in kinds(actions)
+    actions = m.handle(ResumeRequested())
+    assert kinds(actions) == ["StartActor"]
+    m.handle(ActorReady(m.generation))
+    m.handle(RestoreDone(m.generation, ckpt(2)))
+    assert m.state is TrialState.RUNNING and m.iteration == 2
+
+
+def test_resume_cancels_a_pending_pause() -> None:
+    m = running()
+    result(m)
+    m.handle(PauseRequested())
+    m.handle(ResumeRequested())
+    actions = result(m)
+    assert kinds(actions) == ["Report", "Train"]
+
+
+def test_restore_mid_run_rolls_back() -> None:
+    m = running(checkpoint_every=2)
+    for i in range(1, 5):
+        result(m)
+        if i % 2 == 0:
+            m.handle(SaveDone(m.generation, ckpt(i)))
+    target = m.checkpoints[0]
+    assert m.handle(RestoreRequested(target)) == []  # waits for the step in flight
+    actions = result(m)
+    assert kinds(actions) == ["Report", "Restore"]
+    assert m.state is TrialState.RESTORING and target.key in m.pinned
+    actions = m.handle(RestoreDone(m.generation, target))
+    assert isinstance(actions[0], Rollback) and actions[0].iteration == 2
+    assert kinds(actions)[-1] == "Train"
+    assert m.iteration == 2 and not m.pinned
+
+
+def test_restore_brings_terminated_trial_back() -> None:
+    m = running(stop={"training_iteration": 1}, checkpoint_every=1)
+    result(m)
+    m.handle(SaveDone(m.generation, ckpt(1)))
+    assert m.state is TrialState.TERMINATED
+    actions = m.handle(RestoreRequested(m.checkpoints[0]))
+    assert kinds(actions) == ["StartActor"]
+
+
+def test_stop_while_starting_releases_actor() -> None:
+    m = machine()
+    m.handle(Launch())
+    actions = m.handle(StopRequested())
+    assert kinds(actions) == ["StopActor", "Notify"]
+    assert m.state is TrialState.TERMINATED
+
+
+def test_stop_beats_restore_request() -> None:
+    m = running()
+    m.handle(StopRequested())
+    m.handle(RestoreRequested(ckpt(0)))
+    result(m)
+    assert m.state is TrialState.TERMINATED
+
+
+def test_invalid_transition_is_a_clear_error_and_changes_nothing() -> None:
+    m = machine()
+    with pytest.raises(InvalidTransition, match="trial t: event Launch"):
+        m.handle(Launch()) and m.handle(Launch())
+    before = (m.state, m.generation)
+    with pytest.raises(InvalidTransition):
+        m.handle(Launch())
+    assert (m.state, m.generation) == before
+
+
+def test_buffered_train_never_runs_past_checkpoint_or_limit() -> None:
+    m = running(steps_per_call=10, checkpoint_every=4, iteration_limit=6)
+    assert m.handle  # first Train asked in running()
+    # iteration 0: next checkpoint at 4
+    actions = m.handle(TrainResult(m.generation, tuple({"i": i} for i in range(4))))
+    trains = [a for a in actions if isinstance(a, Train)]
+    saves = [a for a in actions if isinstance(a, Save)]
+    assert saves and saves[0].iteration == 4
+    assert trains[0].steps == 2  # limit 6 comes before the next checkpoint at 8
+
+
+# -- every (state, event) pair -----------------------------------------------------------
+
+
+def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
+    gen = m.generation
+    samples: dict[type[Event], Event] = {
+        Launch: Launch(),
+        ActorReady: ActorReady(gen),
+        TrainResult: TrainResult(gen, ({"x": 1},)),
+        SaveDone: SaveDone(gen, ckpt(m.iteration)),
+        RestoreDone: RestoreDone(gen, ckpt(m.iteration)),
+        Failure: Failure(gen, RuntimeError("x")),
+        StopRequested: StopRequested(),
+        PauseRequested: PauseRequested(),
+        ResumeRequested: ResumeRequested(),
+        RestoreRequested: RestoreRequested(ckpt(1)),
+    }
+    return samples[event_type]
+
+
+def drive_to(state: TrialState) -> TrialMachine:
+    m = machine(checkpoint_every=1, max_failures=0)
+    if state is TrialState.PENDING:
+        return m
+    m.handle(Launch())
+    if state is TrialState.STARTING:
+        return m
+    if state is TrialState.RESTORING:
+        m.handle(RestoreRequested(ckpt(1)))
+        m.handle(ActorReady(m.generation))
+        return m
+    m.handle(ActorReady(m.generation))
+    if state is TrialState.RUNNING:
+        return m
+    if state is TrialState.ERROR:
+        m.handle(Failure(m.generation, RuntimeError("x")))
+        return m
+    if state is TrialState.PAUSED:
+        m.handle(PauseRequested())
+        result(m)
+        m.handle(SaveDone(m.generation, ckpt(1)))
+        return m
+    m.handle(StopRequested())
+    result(m)
+    m.handle(SaveDone(m.generation, ckpt(1)))
+    return m
+
+
+@pytest.mark.parametrize("state", list(TrialState))
+def test_drive_to_reaches_every_state(state: TrialState) -> None:
+    assert drive_to(state).state is state
+
+
+@pytest.mark.parametrize("event_type", ALL_EVENT_TYPES)
+@pytest.mark.parametrize("state", list(TrialState))
+def test_every_state_event_pair_transitions_or_raises(
+    state: TrialState, event_type: type[Event]
+) -> None:
+    m = drive_to(state)
+    event = sample_event(event_type, m)
+    snapshot = (m.state, m.generation, m.iteration, len(m.checkpoints))
+    stale_actor_event = isinstance(event, ActorEvent) and not state.has_actor
+    if m.accepts(event_type) or stale_actor_event:
+        actions = m.handle(event)
+        assert isinstance(actions, list)
+        assert m.state in TrialState
+    else:
+        with pytest.raises(InvalidTransition):
+            m.handle(event)
+        assert (m.state, m.generation, m.iteration, len(m.checkpoints)) == snapshot
+
+
+def _events() -> st.SearchStrategy[tuple[str, int]]:
+    return st.tuples(
+        st.sampled_from([t.__name__ for t in ALL_EVENT_TYPES]), st.integers(-1, 1)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_events(), max_size=60))
+def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> None:
+    """Whatever arrives, in any order: each event transitions or raises, and the
+    machine's invariants hold after every step."""
+    m = machine(checkpoint_every=2, max_failures=2, retention=RetentionPolicy(keep=2))
+    by_name = {t.__name__: t for t in ALL_EVENT_TYPES}
+    for name, gen_offset in seq:
+        event_type = by_name[name]
+        event = sample_event(event_type, m)
+        if isinstance(event, ActorEvent):
+            event = type(event)(**{**event.__dict__, "generation": m.generation + gen_offset})
+        try:
+            m.handle(event)
+        except InvalidTransition:
+            pass
+        assert m.saves_in_flight >= 0
+        assert not (m.state.is_settled and (m.train_in_flight or m.saves_in_flight))
+        if m.state is TrialState.RUNNING:
+            assert m.train_in_flight or m.saves_in_flight or m.intent is not None
+        assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
+        assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
+
+
+def test_notify_hooks_named_correctly() -> None:
+    from orchestrator.hooks import HOOK_NAMES
+
+    m = running(max_failures=1, stop={"training_iteration": 1})
+    names = set()
+    for a in m.handle(Failure(m.generation, RuntimeError("x"))):
+        if isinstance(a, Notify):
+            names.add(a.hook)
+    m.handle(ActorReady(m.generation))
+    for a in result(m):
+        if isinstance(a, Notify):
+            names.add(a.hook)
+    assert names <= set(HOOK_NAMES)
+    assert {"on_trial_error", "on_trial_complete"} <= names
+
+
+def test_stop_actor_after_failure_is_not_graceful() -> None:
+    m = running(max_failures=1)
+    actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
+    stop = next(a for a in actions if isinstance(a, StopActor))
+    assert stop.graceful is False

@@ -1,0 +1,69 @@
+"""Small trainables shared by the integration tests (importable by Ray workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+from orchestrator import Trainable
+
+
+class Counter(Trainable):
+    """Counts steps; its state is the count, so a restore is easy to check."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.count = 0
+        self.delay = float(config.get("delay", 0.0))
+        self.fail_at = config.get("fail_at")
+
+    def step(self) -> dict[str, Any]:
+        if self.delay:
+            time.sleep(self.delay)
+        self.count += 1
+        if self.fail_at is not None and self.count == self.fail_at:
+            raise RuntimeError(f"planned failure at {self.count}")
+        return {"count": self.count, "score": float(self.count % 7)}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        with open(os.path.join(checkpoint_dir, "state.json"), "w") as fh:
+            json.dump({"count": self.count}, fh)
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        with open(os.path.join(checkpoint_dir, "state.json")) as fh:
+            self.count = json.load(fh)["count"]
+
+
+class AsyncCounter(Counter):
+    """The same, with async methods."""
+
+    async def setup(self, config: dict[str, Any]) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        super().setup(config)
+
+    async def step(self) -> dict[str, Any]:  # type: ignore[override]
+        await asyncio.sleep(self.delay)
+        self.count += 1
+        return {"count": self.count, "score": 0.0}
+
+
+class BadStep(Counter):
+    def step(self) -> Any:
+        return 42
+
+
+class BadSetup(Counter):
+    def setup(self, config: dict[str, Any]) -> None:
+        raise ValueError("setup refuses this config")
+
+
+class BadLoad(Counter):
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        raise OSError("cannot read checkpoint")
+
+
+class NotATrainable:
+    def step(self) -> dict[str, Any]:
+        return {}
