@@ -93,7 +93,6 @@ class ActorReady(ActorEvent):
     """The actor exists and the trainable's ``setup`` returned."""
 
 
-
 @dataclass(frozen=True)
 class TrainResult(ActorEvent):
     """A train call returned the metrics of one or more steps, oldest first.

@@ -193,9 +193,7 @@ class Dispatcher:
         while True:
             waiter = asyncio.ensure_future(self._settled.wait())
             assert self._task is not None
-            done, _ = await asyncio.wait(
-                {waiter, self._task}, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
             if self._task in done:
                 waiter.cancel()
                 self._task.result()  # re-raise the loop's crash
@@ -223,14 +221,13 @@ class Dispatcher:
                 await self._wake.wait()
             while inbox:
                 item = inbox.popleft()
-                if isinstance(item[0], Pending):
-                    pending, future = item  # type: ignore[misc]
-                    trial, event = pending.trial, self._event_from(pending, future)
-                    if event is None:
-                        continue
+                head, tail = item
+                if isinstance(head, Pending):
+                    event = self._event_from(head, tail)  # type: ignore[arg-type]
+                    if event is not None:
+                        self._dispatch(head.trial, event)
                 else:
-                    trial, event = item  # type: ignore[assignment]
-                self._dispatch(trial, event)
+                    self._dispatch(head, tail)  # type: ignore[arg-type]
 
     def _dispatch(self, trial: Trial, event: Event) -> None:
         self._events += 1
@@ -361,7 +358,7 @@ class Dispatcher:
             return  # superseded while backing off
         try:
             options = _actor_options(trial.resources)
-            actor = RemoteTrialActor.options(**options).remote(  # type: ignore[attr-defined]
+            actor = RemoteTrialActor.options(**options).remote(
                 trial.trainable_cls,
                 trial.id,
                 generation,

@@ -157,7 +157,9 @@ class Orchestrator:
         if trial_id in self._trials:
             raise ConfigError(f"trial {trial_id} already exists in experiment {self.name!r}")
         if config is not None and not isinstance(config, Mapping):
-            raise ConfigError(f"trial {trial_id}: config must be a dict, got {type(config).__name__}")
+            raise ConfigError(
+                f"trial {trial_id}: config must be a dict, got {type(config).__name__}"
+            )
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
             raise ConfigError(
                 f"trial {trial_id}: checkpoint_every must be an int >= 0, got {checkpoint_every!r}"
@@ -352,7 +354,9 @@ def _ensure_ray(address: str | None, num_cpus: float | None, log_to_driver: bool
 
 def _check_failures(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < -1:
-        raise ConfigError(f"{where}: max_failures must be an int >= -1 (-1: no limit), got {value!r}")
+        raise ConfigError(
+            f"{where}: max_failures must be an int >= -1 (-1: no limit), got {value!r}"
+        )
 
 
 def _check_positive_int(value: Any, what: str, where: str) -> None:

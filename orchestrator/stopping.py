@@ -36,7 +36,7 @@ class StopCondition:
                 f"trial {trial_id}: stop must be a dict of metric: threshold or a callable "
                 f"(trial_id, result) -> bool, got {type(spec).__name__}"
             )
-        pairs = []
+        pairs: list[tuple[str, float]] = []
         for key, value in spec.items():
             if not isinstance(key, str):
                 raise ConfigError(
@@ -45,8 +45,7 @@ class StopCondition:
                 )
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ConfigError(
-                    f"trial {trial_id}: stop threshold for {key!r} must be a number, "
-                    f"got {value!r}"
+                    f"trial {trial_id}: stop threshold for {key!r} must be a number, got {value!r}"
                 )
             pairs.append((key, float(value)))
         self.thresholds = tuple(pairs)
@@ -62,7 +61,7 @@ class StopCondition:
     def __call__(self, result: Mapping[str, Any]) -> bool:
         for key, threshold in self.thresholds:
             value = result.get(key)
-            if isinstance(value, numbers.Real) and value >= threshold:
+            if isinstance(value, numbers.Real) and float(value) >= threshold:
                 return True
         if self.predicate is not None:
             return bool(self.predicate(self.trial_id, result))

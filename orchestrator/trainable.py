@@ -174,13 +174,8 @@ class TrialActor:
         await self._wait_turn(seq)
         try:
             trainable = self._require()
-            local_dir = os.path.join(self._scratch, f"checkpoint_{iteration:06d}-{seq}")
-            if os.path.exists(local_dir):
-                shutil.rmtree(local_dir)
-            os.makedirs(local_dir)
+            local_dir = _fresh_dir(os.path.join(self._scratch, f"checkpoint_{iteration:06d}-{seq}"))
             await _call(trainable.save_checkpoint, local_dir)
-            with open(os.path.join(local_dir, ".trialflow_iteration"), "w") as fh:
-                fh.write(str(iteration))
             return local_dir
         finally:
             await self._done_turn()
@@ -254,18 +249,25 @@ class TrialActor:
 
     async def _fetch(self, checkpoint: Mapping[str, Any]) -> str:
         local_dir = os.path.join(self._scratch, f"restore_{checkpoint['iteration']:06d}")
-        if os.path.exists(local_dir):
-            shutil.rmtree(local_dir)
+        shutil.rmtree(local_dir, ignore_errors=True)
         storage = await self._open_storage()
         await storage.get_checkpoint(str(checkpoint["key"]), local_dir)
         return local_dir
 
 
-
 #: How many storage operations (uploads) one actor runs at once beside its training.
 IO_CONCURRENCY = 2
 
-RemoteTrialActor = ray.remote(concurrency_groups={"io": IO_CONCURRENCY})(TrialActor)
+RemoteTrialActor: Any = ray.remote(concurrency_groups={"io": IO_CONCURRENCY})(  # type: ignore[call-overload]
+    TrialActor
+)
+
+
+def _fresh_dir(path: str) -> str:
+    """An empty directory at ``path`` (a leftover from a failed attempt is removed)."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
 
 
 def is_trainable_class(obj: object) -> bool:

@@ -378,9 +378,7 @@ def test_every_state_event_pair_transitions_or_raises(
 
 
 def _events() -> st.SearchStrategy[tuple[str, int]]:
-    return st.tuples(
-        st.sampled_from([t.__name__ for t in ALL_EVENT_TYPES]), st.integers(-1, 1)
-    )
+    return st.tuples(st.sampled_from([t.__name__ for t in ALL_EVENT_TYPES]), st.integers(-1, 1))
 
 
 @settings(max_examples=300, deadline=None)

@@ -57,7 +57,10 @@ async def test_trials_run_to_stop_with_checkpoints_and_retention(tmp_path: Path)
     async with Orchestrator(storage=tmp_path, name="basic", keep_checkpoints=2) as orch:
         trials = [
             orch.add_trial(
-                Counter, {"i": i}, stop={"training_iteration": 20}, checkpoint_every=5,
+                Counter,
+                {"i": i},
+                stop={"training_iteration": 20},
+                checkpoint_every=5,
                 resources=CPU,
             )
             for i in range(3)
@@ -103,8 +106,9 @@ async def test_callable_stop_and_async_trainable(tmp_path: Path) -> None:
 
 async def test_result_buffer_is_exact_on_stop_and_checkpoints(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="buf", result_buffer=8) as orch:
-        a = orch.add_trial(Counter, stop={"training_iteration": 23}, checkpoint_every=5,
-                           resources=CPU)
+        a = orch.add_trial(
+            Counter, stop={"training_iteration": 23}, checkpoint_every=5, resources=CPU
+        )
         b = orch.add_trial(Counter, stop={"count": 11}, resources=CPU)
         await orch.run()
     assert iterations(a) == list(range(1, 24))
@@ -126,7 +130,10 @@ async def test_restore_mid_run_from_a_hook_rolls_back(tmp_path: Path) -> None:
 
     async with Orchestrator(storage=tmp_path, name="rb", hooks=[RollBackOnce()]) as orch:
         trial = orch.add_trial(
-            Counter, {"delay": 0.01}, stop={"training_iteration": 30}, checkpoint_every=5,
+            Counter,
+            {"delay": 0.01},
+            stop={"training_iteration": 30},
+            checkpoint_every=5,
             resources=CPU,
         )
         await orch.run()
@@ -182,11 +189,12 @@ async def test_killed_actor_recovers_from_newest_checkpoint(tmp_path: Path) -> N
                 ray.kill(trial.actor)
 
     killer = Killer()
-    async with Orchestrator(
-        storage=tmp_path, name="kill", max_failures=1, hooks=[killer]
-    ) as orch:
+    async with Orchestrator(storage=tmp_path, name="kill", max_failures=1, hooks=[killer]) as orch:
         trial = orch.add_trial(
-            Counter, {"delay": 0.01}, stop={"training_iteration": 25}, checkpoint_every=3,
+            Counter,
+            {"delay": 0.01},
+            stop={"training_iteration": 25},
+            checkpoint_every=3,
             resources=CPU,
         )
         killer.target = trial.id
@@ -206,8 +214,9 @@ async def test_failures_past_the_budget_end_in_error_and_spare_others(tmp_path: 
             errors.append((trial.id, error))
 
     async with Orchestrator(storage=tmp_path, name="err", hooks=[Errors()]) as orch:
-        bad = orch.add_trial(Counter, {"fail_at": 3}, stop={"training_iteration": 10},
-                             resources=CPU)
+        bad = orch.add_trial(
+            Counter, {"fail_at": 3}, stop={"training_iteration": 10}, resources=CPU
+        )
         good = orch.add_trial(Counter, stop={"training_iteration": 10}, resources=CPU)
         await orch.run()
     assert bad.state is TrialState.ERROR
@@ -221,7 +230,10 @@ async def test_failures_past_the_budget_end_in_error_and_spare_others(tmp_path: 
 async def test_step_error_is_retried_from_checkpoint_within_budget(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="retry", max_failures=2) as orch:
         trial = orch.add_trial(
-            Counter, {"fail_at": 7}, stop={"training_iteration": 12}, checkpoint_every=5,
+            Counter,
+            {"fail_at": 7},
+            stop={"training_iteration": 12},
+            checkpoint_every=5,
             resources=CPU,
         )
         await orch.run()
@@ -251,8 +263,9 @@ async def test_bad_trainables_error_with_trial_and_cause(
 
 async def test_failing_load_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="badload") as orch:
-        trial = orch.add_trial(BadLoad, stop={"training_iteration": 4}, checkpoint_every=2,
-                               resources=CPU)
+        trial = orch.add_trial(
+            BadLoad, stop={"training_iteration": 4}, checkpoint_every=2, resources=CPU
+        )
         await orch.run()
         assert trial.state is TrialState.TERMINATED
         with pytest.raises(TrialError, match="cannot read checkpoint"):
@@ -305,8 +318,9 @@ async def test_hooks_see_each_trials_events_in_order(tmp_path: Path) -> None:
 
     async with Orchestrator(storage=tmp_path, name="hooks", hooks=[Recorder()]) as orch:
         trials = [
-            orch.add_trial(Counter, stop={"training_iteration": 6}, checkpoint_every=3,
-                           resources=CPU)
+            orch.add_trial(
+                Counter, stop={"training_iteration": 6}, checkpoint_every=3, resources=CPU
+            )
             for _ in range(3)
         ]
         await orch.run()
@@ -349,8 +363,9 @@ async def test_failing_and_slow_hooks_never_stall_or_kill(
     async with Orchestrator(
         storage=tmp_path, name="slow", hooks=[Bad(), Slow()], hook_slow_after=0.2
     ) as orch:
-        trials = [orch.add_trial(Counter, stop={"training_iteration": 5}, resources=CPU)
-                  for _ in range(2)]
+        trials = [
+            orch.add_trial(Counter, stop={"training_iteration": 5}, resources=CPU) for _ in range(2)
+        ]
         await orch.run()
     assert all(t.state is TrialState.TERMINATED for t in trials)
     assert other_done.is_set()
@@ -361,8 +376,9 @@ async def test_failing_and_slow_hooks_never_stall_or_kill(
 
 async def test_add_trial_during_run_from_a_task(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="add2") as orch:
-        first = orch.add_trial(Counter, {"delay": 0.01}, stop={"training_iteration": 20},
-                               resources=CPU)
+        first = orch.add_trial(
+            Counter, {"delay": 0.01}, stop={"training_iteration": 20}, resources=CPU
+        )
         runner = asyncio.create_task(orch.run())
         while first.iteration < 3:
             await asyncio.sleep(0.01)
@@ -374,8 +390,9 @@ async def test_add_trial_during_run_from_a_task(tmp_path: Path) -> None:
 
 async def test_restore_a_checkpoint_of_another_trial(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="clone") as orch:
-        donor = orch.add_trial(Counter, stop={"training_iteration": 10}, checkpoint_every=10,
-                               resources=CPU)
+        donor = orch.add_trial(
+            Counter, stop={"training_iteration": 10}, checkpoint_every=10, resources=CPU
+        )
         await orch.run()
         clone = orch.add_trial(Counter, stop={"training_iteration": 15}, resources=CPU)
         await clone.restore(donor.checkpoints[-1])
@@ -398,8 +415,9 @@ async def test_default_storage_is_a_local_results_dir(
 ) -> None:
     monkeypatch.setenv("TRIALFLOW_RESULTS_DIR", str(tmp_path / "results"))
     async with Orchestrator(name="dflt") as orch:
-        trial = orch.add_trial(Counter, stop={"training_iteration": 2}, checkpoint_every=2,
-                               resources=CPU)
+        trial = orch.add_trial(
+            Counter, stop={"training_iteration": 2}, checkpoint_every=2, resources=CPU
+        )
         await orch.run()
     ckpt = trial.checkpoints[-1]
     assert ckpt.path is not None
@@ -407,9 +425,7 @@ async def test_default_storage_is_a_local_results_dir(
 
 
 @pytest.mark.cluster
-async def test_unschedulable_trial_never_delays_the_others(
-    tmp_path: Path, add_node: Any
-) -> None:
+async def test_unschedulable_trial_never_delays_the_others(tmp_path: Path, add_node: Any) -> None:
     """A trial waiting for a resource no node has yet: the others keep reporting; once
     a node with it joins, the waiting trial runs too."""
     async with Orchestrator(storage=tmp_path, name="wait") as orch:
@@ -417,8 +433,9 @@ async def test_unschedulable_trial_never_delays_the_others(
             Counter, stop={"training_iteration": 5}, resources={"cpu": 0.25, "special": 1}
         )
         others = [
-            orch.add_trial(Counter, {"delay": 0.005}, stop={"training_iteration": 100},
-                           resources=CPU)
+            orch.add_trial(
+                Counter, {"delay": 0.005}, stop={"training_iteration": 100}, resources=CPU
+            )
             for _ in range(2)
         ]
         runner = asyncio.create_task(orch.run())
