@@ -29,7 +29,7 @@ from typing import Any
 
 import ray
 
-from ._core_common import NUM_CPUS, RESULT_MARKER, median, parse_child_output
+from ._core_common import NUM_CPUS, RESULT_MARKER, CpuSampler, median, parse_child_output
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("sync", "async", "async+io", "ours")
@@ -91,6 +91,7 @@ async def _probe(kind: str, n: int, cpu: float, concurrency: int) -> dict[str, A
     if concurrency:
         system_config["worker_maximum_startup_concurrency"] = concurrency
     t0 = time.time()
+    sampler = CpuSampler(interval=0.2)
     ray.init(
         num_cpus=NUM_CPUS,
         include_dashboard=False,
@@ -109,6 +110,7 @@ async def _probe(kind: str, n: int, cpu: float, concurrency: int) -> dict[str, A
 
     await asyncio.gather(*(one(ref) for _, ref in pairs))
     t_all = time.time()
+    cpu_s = sampler.stop()
     # The steady per-call round trip once up, for one actor, sequentially.
     # (ours: the train call, with its sequence numbers, as the loop issues it).
     actor = pairs[0][0]
@@ -128,6 +130,11 @@ async def _probe(kind: str, n: int, cpu: float, concurrency: int) -> dict[str, A
         "half_ready_s": ready[len(ready) // 2] - t_ray,
         "all_ready_s": t_all - t_ray,
         "round_trip_ms": round_trip * 1e3,
+        # CPU seconds until every actor answered, per actor, by process kind.
+        "worker_cpu_s": cpu_s.get("workers", 0.0) / n,
+        "driver_cpu_s": cpu_s["driver"] / n,
+        "raylet_gcs_cpu_s": (cpu_s.get("raylet", 0.0) + cpu_s.get("gcs", 0.0)) / n,
+        "worker_procs": cpu_s.get("workers_n", 0.0),
     }
 
 
@@ -182,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.actors} actors at {args.cpu} CPU on ray.init(num_cpus={NUM_CPUS}); medians")
     head = (
         f"{'kind':<9} {'conc':>4} {'ray up s':>9} {'first s':>8} {'half s':>7} "
-        f"{'all s':>7} {'call ms':>8}"
+        f"{'all s':>7} {'call ms':>8} {'wkr cpu/actor':>13} {'drv cpu/actor':>13} "
+        f"{'raylet+gcs cpu/actor':>20} {'procs':>5}"
     )
     print(head)
     print("-" * len(head))
@@ -194,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print(
             f"{kind:<9} {level or 'dflt':>4} {m('ray_up_s'):9.2f} {m('first_ready_s'):8.2f} "
-            f"{m('half_ready_s'):7.2f} {m('all_ready_s'):7.2f} {m('round_trip_ms'):8.2f}"
+            f"{m('half_ready_s'):7.2f} {m('all_ready_s'):7.2f} {m('round_trip_ms'):8.2f} "
+            f"{m('worker_cpu_s'):13.3f} {m('driver_cpu_s'):13.3f} "
+            f"{m('raylet_gcs_cpu_s'):20.3f} {m('worker_procs'):5.0f}"
         )
     return 0
 
