@@ -167,8 +167,14 @@ class CpuSampler:
         return totals
 
 
+_RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
 def _process_kind(cmdline: str) -> str:
+    # A worker renames itself "ray::IDLE", "ray::<ActorClass>"... once it runs.
     if "default_worker.py" in cmdline:
+        return "workers"
+    if cmdline.startswith("ray::") and not cmdline.startswith(_RAY_AGENTS):
         return "workers"
     if "raylet" in cmdline.split(" ", 1)[0]:
         return "raylet"
