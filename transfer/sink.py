@@ -23,7 +23,8 @@ from .errors import IntegrityError, TransferError
 from .manifest import Entry, scan
 from .paths import check_relpath
 from .plan import Plan
-from .staging import StagedTree
+from .staging import WRITE_FLAGS, StagedTree
+from .writer import FileWriter
 
 __all__ = ["CommitResult", "SinkWriter"]
 
@@ -47,6 +48,7 @@ class SinkWriter:
         self._hasher = new_hasher()
         self._bytes = 0
         self._failed: BaseException | None = None
+        self._writer: FileWriter | None = None
 
     def ready(self) -> None:
         """Resolves once the actor is up; lets the caller overlap actor start-ups."""
@@ -101,15 +103,19 @@ class SinkWriter:
                     f"chunk piece for {entry.path!r} at [{piece.offset}, {end}) does not "
                     f"continue the file at {self._off} of {entry.size} bytes"
                 )
+            if self._writer is None:
+                self._writer = FileWriter()
             if self._fd < 0:
-                self._fd = self._staged.create_file(entry.path)
+                path = self._staged.path(entry.path)
+                self._fd = self._writer.open(path, WRITE_FLAGS, entry.size)
                 self._hasher = new_hasher()
             data = view[piece.start : piece.start + piece.length]
             self._hasher.update(data)
-            self._write_all(data)
+            self._writer.write(data)
             self._off = end
             nbytes += piece.length
             if piece.last:
+                self._writer.finish()
                 if self._hasher.digest() != piece.digest:
                     raise IntegrityError(
                         f"checksum mismatch for {entry.path!r}: the bytes received differ "
@@ -121,11 +127,6 @@ class SinkWriter:
                 done += 1
         self._bytes += nbytes
         return nbytes, done
-
-    def _write_all(self, data: memoryview) -> None:
-        while data.nbytes:
-            n = os.write(self._fd, data)
-            data = data[n:]
 
     def commit(self) -> CommitResult:
         if self._plan is None or self._staged is None:
@@ -145,13 +146,22 @@ class SinkWriter:
             self.abort()
             raise
         self._staged = None
+        self._release_writer()
         return CommitResult(len(plan.send), len(plan.keep), self._bytes)
 
     def abort(self) -> None:
         """Drop everything staged; the target stays as it was. Safe to call twice."""
+        if self._writer is not None:
+            self._writer.abandon()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        self._release_writer()
         if self._staged is not None:
             self._staged.abort()
             self._staged = None
+
+    def _release_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None

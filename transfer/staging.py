@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from .errors import TransferError
 from .manifest import Entry, is_excluded
 
-__all__ = ["StagedTree", "clean_stale"]
+__all__ = ["WRITE_FLAGS", "StagedTree", "clean_stale"]
 
 _STAGE = ".tf-stage-"
 _OLD = ".tf-old-"
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 try:
     _renameat2: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).renameat2
@@ -150,7 +150,7 @@ class StagedTree:
 
     def create_file(self, rel: str) -> int:
         """Open a new file for writing; never follows or overwrites anything."""
-        return os.open(self.path(rel), _WRITE_FLAGS, 0o600)
+        return os.open(self.path(rel), WRITE_FLAGS, 0o600)
 
     def finish_file(self, fd: int, entry: Entry) -> None:
         os.fchmod(fd, entry.mode)
