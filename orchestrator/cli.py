@@ -12,7 +12,8 @@ Commands
 Every command is a ``(configure, handler)`` pair in :data:`COMMANDS`; a new one (such as
 ``resume``) adds a pair. Bad arguments are reported before Ray starts, as
 ``trialflow <command>: error: ...`` with exit status 2. Otherwise the exit status is 0
-when every trial ended TERMINATED, 1 when one did not, 130 on Ctrl-C.
+when every trial ended TERMINATED, 1 when one did not (or Ray could not start), 130 on
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .errors import ConfigError
+from .errors import ConfigError, OrchestratorError
 from .lifecycle import TrialState
 from .orchestrator import Orchestrator
 from .trainable import Trainable, is_trainable_class
@@ -44,7 +45,9 @@ from .trial import Trial
 
 __all__ = ["COMMANDS", "build_parser", "load_trainable", "main", "ray_session"]
 
-EXIT_OK, EXIT_TRIALS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+log = logging.getLogger("orchestrator.cli")
 
 #: Result keys the orchestrator adds; not worth a column.
 _BOOKKEEPING = {"training_iteration", "trial_id", "time_this_iter_s"}
@@ -201,7 +204,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     for trial in trials:
         if trial.state is TrialState.ERROR:
             console.print(f"{trial.id}: ERROR: {trial.error}", style="red", highlight=False)
-    return EXIT_OK if done == len(trials) else EXIT_TRIALS_FAILED
+    return EXIT_OK if done == len(trials) else EXIT_FAILED
 
 
 class _EventPrinter:
@@ -321,6 +324,14 @@ def results_table(trials: Sequence[Trial], metric: str | None, mode: str) -> Tab
 # ------------------------------------------------------------------------------- ray
 
 
+#: Starting a local Ray on an overloaded machine can time out (Ray waits 30 s, fixed).
+LOCAL_RAY_ATTEMPTS = 2
+
+
+class RayStartError(OrchestratorError):
+    """Ray could not be started or joined (not a usage error: exit status 1)."""
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None, env: Mapping[str, str] | None = None) -> Iterator[None]:
     """Connect to Ray for one command; shut it down afterwards if we started it.
@@ -341,14 +352,23 @@ def ray_session(address: str | None, env: Mapping[str, str] | None = None) -> It
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         address = "local"
-    try:
-        ray.init(
-            address=address,
-            include_dashboard=False if address == "local" else None,
-            logging_level=logging.WARNING,
-        )
-    except (ConnectionError, ValueError) as err:
-        raise ConfigError(f"cannot connect to Ray at {address!r}: {err}") from err
+    for attempt in range(1, LOCAL_RAY_ATTEMPTS + 1):
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False if address == "local" else None,
+                logging_level=logging.WARNING,
+            )
+            break
+        except (ConnectionError, ValueError) as err:
+            raise ConfigError(f"cannot connect to Ray at {address!r}: {err}") from err
+        except Exception as err:  # Ray raises a bare Exception when its start times out
+            ray.shutdown()
+            if address != "local" or attempt == LOCAL_RAY_ATTEMPTS:
+                raise RayStartError(
+                    f"could not start Ray ({address}) after {attempt} attempt(s): {err}"
+                ) from err
+            log.warning("a local Ray did not start (%s); trying again", err)
     try:
         yield
     finally:
@@ -395,6 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except RayStartError as err:
+        print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"trialflow {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoints import Checkpoint, RetentionPolicy
-from .errors import InvalidTransition
+from .errors import InvalidTransition, TrialError
 
 
 class TrialState(enum.Enum):
@@ -109,6 +109,18 @@ class SaveDone(ActorEvent):
     """A checkpoint was written *and persisted* (its manifest is committed)."""
 
     checkpoint: Checkpoint
+
+
+@dataclass(frozen=True)
+class SaveFailed(ActorEvent):
+    """Storage stayed unreachable past the retry limit: the checkpoint was not persisted.
+
+    Not a trial failure (the trainable is fine), but training on without a way to
+    persist would risk losing ever more work, so the trial pauses with this error.
+    """
+
+    iteration: int
+    error: BaseException
 
 
 @dataclass(frozen=True)
@@ -246,6 +258,7 @@ class TrialPolicy:
     should_stop: Callable[[Mapping[str, Any]], bool] = lambda result: False
     backoff_base: float = 0.0
     backoff_max: float = 30.0
+    fallback_to_scratch: bool = False  # when no checkpoint can be loaded, start over
     steps_per_call: int = 1  # > 1: the actor may run ahead, never past a save or a stop
     iteration_limit: int | None = None  # a training_iteration stop threshold, if any
 
@@ -281,6 +294,7 @@ class TrialMachine:
         # What a starting actor restores once it is ready (None: a fresh start).
         self.restore_target: Checkpoint | None = None
         self.bad_checkpoints: set[str] = set()
+        self.storage_down = False  # a save could not be persisted: no final save either
 
     # -- public ------------------------------------------------------------------
 
@@ -358,7 +372,7 @@ class TrialMachine:
         return [Save(self.generation, self.iteration)]
 
     def _needs_final_save(self) -> bool:
-        if self.saved_iteration == self.iteration or self.iteration == 0:
+        if self.saved_iteration == self.iteration or self.iteration == 0 or self.storage_down:
             return False
         if self.intent is Intent.PAUSE:
             return True
@@ -385,6 +399,7 @@ class TrialMachine:
         self.error = None
         self.failures_counted = 0
         self.consecutive_failures = 0
+        self.storage_down = False
 
     def _train(self) -> list[Action]:
         self.train_in_flight = True
@@ -406,7 +421,8 @@ class TrialMachine:
     # -- handlers ------------------------------------------------------------------
 
     def _on_launch(self, event: Launch) -> list[Action]:
-        return self._start_actor(None) + [Notify("on_trial_start")]
+        # A new trial has no checkpoint; one resumed after a driver restart has.
+        return self._start_actor(self.latest_checkpoint) + [Notify("on_trial_start")]
 
     def _on_actor_ready(self, event: ActorReady) -> list[Action]:
         if self.restore_target is not None:
@@ -469,13 +485,15 @@ class TrialMachine:
         return actions
 
     def _on_failure(self, event: Failure) -> list[Action]:
-        if self.state is TrialState.RESTORING and not event.actor_died:
-            # The trainable could not load this checkpoint: try an older one next time.
-            if self.restore_target is not None:
-                self.bad_checkpoints.add(self.restore_target.key)
+        load_failed = self.state is TrialState.RESTORING and not event.actor_died
+        if load_failed and self.restore_target is not None:
+            # The trainable could not load this checkpoint: fall back to an older one.
+            self.bad_checkpoints.add(self.restore_target.key)
         self.num_failures += 1
-        self.failures_counted += 1
         self.consecutive_failures += 1
+        fallback = self.latest_checkpoint
+        if not (load_failed and fallback is not None):
+            self.failures_counted += 1  # a usable older checkpoint costs no budget
         self.error = event.error
         intent, wanted = self.intent, self.intent_checkpoint
         actions: list[Action] = [
@@ -487,12 +505,36 @@ class TrialMachine:
             return actions + self._release(TrialState.TERMINATED)
         if intent is Intent.PAUSE:
             return actions + self._release(TrialState.PAUSED)
+        if (
+            intent is Intent.RESTORE
+            and wanted is not None
+            and wanted.key not in self.bad_checkpoints
+        ):
+            target: Checkpoint | None = wanted
+        else:
+            target = fallback
+        if target is None and self.bad_checkpoints and not self.policy.fallback_to_scratch:
+            self.error = TrialError(
+                self.trial_id,
+                f"none of its checkpoints could be loaded ({len(self.bad_checkpoints)} "
+                f"tried; last error: {event.error}); pass fallback_to_scratch=True to let "
+                "it start over from scratch",
+                event.error,
+            )
+            self.state = TrialState.ERROR
+            return actions
         budget = self.policy.max_failures
         if budget >= 0 and self.failures_counted > budget:
             self.state = TrialState.ERROR
             return actions
-        target = wanted if intent is Intent.RESTORE else self.latest_checkpoint
         return actions + self._start_actor(target, self._backoff())
+
+    def _on_save_failed(self, event: SaveFailed) -> list[Action]:
+        self.saves_in_flight -= 1
+        self.storage_down = True
+        self.error = event.error
+        self._want(Intent.PAUSE)
+        return [Notify("on_trial_error", (event.error,))] + self._settle_if_idle()
 
     def _on_stop(self, event: StopRequested) -> list[Action]:
         if self.state is TrialState.RUNNING or self.state is TrialState.RESTORING:
@@ -578,6 +620,7 @@ _TRANSITIONS: dict[TrialState, dict[type[Event], Handler]] = {
     TrialState.RUNNING: {
         TrainResult: TrialMachine._on_train_result,
         SaveDone: TrialMachine._on_save_done,
+        SaveFailed: TrialMachine._on_save_failed,
         ResumeRequested: TrialMachine._on_resume_active,
         **_ACTOR_EVENTS,
         **_REQUESTS,
@@ -607,6 +650,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     ActorReady,
     TrainResult,
     SaveDone,
+    SaveFailed,
     RestoreDone,
     Failure,
     StopRequested,

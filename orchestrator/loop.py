@@ -37,10 +37,13 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
+from storage import StorageError
+
 from .checkpoints import Checkpoint
 from .collector import CheckpointCollector
 from .errors import InvalidTransition, TrialError
 from .hooks import HookRunner
+from .journal import Journal
 from .lifecycle import (
     Action,
     ActorReady,
@@ -56,6 +59,7 @@ from .lifecycle import (
     Rollback,
     Save,
     SaveDone,
+    SaveFailed,
     StartActor,
     StopActor,
     Train,
@@ -116,7 +120,11 @@ class Dispatcher:
         local_path_for: Callable[[str], str | None],
         hooks: HookRunner,
         collector: CheckpointCollector,
+        save_retry_for: float = 300.0,
+        journal: Journal | None = None,
     ) -> None:
+        self._save_retry_for = save_retry_for
+        self._journal = journal
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
         self._uri_for = uri_for
@@ -177,6 +185,8 @@ class Dispatcher:
         self._trials[trial.id] = trial
         trial._dispatcher = self
         self._keys.setdefault(trial.id, {c.key for c in trial.checkpoints})
+        if self._journal is not None:
+            self._journal.track(trial, trial._spec)
 
     def launch(self, trial: Trial) -> None:
         self.request(trial, Launch())
@@ -249,6 +259,8 @@ class Dispatcher:
                 break
         trial._wake_waiters()
         self._note_settled(trial)
+        if self._journal is not None:
+            self._journal.touch()
 
     def _note_settled(self, trial: Trial) -> None:
         if trial.state.is_settled:
@@ -288,7 +300,11 @@ class Dispatcher:
             if pending.kind is Kind.STOP:
                 _kill(pending.extra)
                 return None
-            return Failure(gen, self._trial_error(pending, err), actor_died=_is_lost(err))
+            error = self._trial_error(pending, err)
+            if pending.kind is Kind.SAVE and isinstance(error.cause, StorageError):
+                iteration = pending.extra[0]
+                return SaveFailed(gen, iteration, error)
+            return Failure(gen, error, actor_died=_is_lost(err))
         kind = pending.kind
         if kind is Kind.TRAIN:
             results = tuple(value) if isinstance(value, list) else (value,)
@@ -389,7 +405,7 @@ class Dispatcher:
         actor = trial._actor
         key = self._allocate_key(trial, action.iteration)
         saved = actor.save.remote(self._next_seq(trial), action.iteration)
-        persisted = actor.persist.remote(saved, key)
+        persisted = actor.persist.remote(saved, key, self._save_retry_for)
         metrics = dict(trial._machine.last_metrics or {})
         self._track(trial, Kind.SAVE, persisted, (action.iteration, key, metrics))
 
@@ -415,6 +431,8 @@ class Dispatcher:
         result = dict(action.result)
         trial.results.append(result)
         trial.last_result = result
+        if self._journal is not None:
+            self._journal.record_result(trial, result)
         if self._hooks.wants("on_trial_result"):
             self._hooks.emit(trial.id, "on_trial_result", trial, result)
 
@@ -428,6 +446,8 @@ class Dispatcher:
                 cut -= 1
             dropped = len(results) - cut
             del results[cut:]
+            if self._journal is not None:
+                self._journal.truncate(trial, cut)
             trial.discarded_results += dropped
             log.info(
                 "trial %s: continuing from iteration %d; discarded %d later result(s) of "

@@ -23,8 +23,10 @@ import storage as storage_pkg
 
 from .checkpoints import RetentionPolicy, ScoreMode
 from .collector import CheckpointCollector, CollectorStatistics
-from .errors import ConfigError, OrchestratorError
+from .errors import ConfigError, OrchestratorError, TrialError
 from .hooks import HookRunner, HookStatistics
+from .journal import Journal, JournaledTrial, spec_of
+from .journal import load as load_journal
 from .lifecycle import TrialMachine, TrialPolicy, TrialState
 from .loop import Dispatcher, LoopStatistics
 from .stopping import StopCondition, StopSpec
@@ -66,6 +68,20 @@ class Orchestrator:
     ray_address:
         ``None``: use Ray if already initialised, else start a local one (and shut it
         down on exit). ``"auto"`` or an address: join that running cluster.
+    failure_backoff:
+        Seconds before the first restart after a failure; doubles with each
+        consecutive failure (up to 30 s), reset by the next result.
+    fallback_to_scratch:
+        When none of a trial's checkpoints can be loaded (corrupted, say), start it
+        over from scratch instead of failing it.
+    save_retry_for:
+        Seconds a checkpoint upload is retried while storage is unreachable (training
+        goes on meanwhile); past that the trial pauses with the storage error.
+    resume, resume_errored:
+        Continue the experiment ``name`` in ``storage`` from its journal (after the
+        driver died or exited): TERMINATED trials keep their results and are not re-run,
+        PAUSED ones stay paused, the others restart from their newest committed
+        checkpoint; ERROR ones are retried only with ``resume_errored=True``.
     result_buffer:
         Steps an actor may run per call (default 1). Above 1 the actor runs ahead while
         no decision is pending, never past a checkpoint or the stop condition, so stop,
@@ -83,9 +99,14 @@ class Orchestrator:
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         ray_address: str | None = None,
         result_buffer: int = 1,
-        failure_backoff: float = 0.0,
+        failure_backoff: float = 0.2,
+        fallback_to_scratch: bool = False,
+        save_retry_for: float = 300.0,
         hook_slow_after: float = 10.0,
         storage_options: Mapping[str, Any] | None = None,
+        resume: bool = False,
+        resume_errored: bool = False,
+        journal_interval: float = 1.0,
         num_cpus: float | None = None,
         log_to_driver: bool = True,
     ) -> None:
@@ -98,6 +119,12 @@ class Orchestrator:
         self.retention = RetentionPolicy(keep_checkpoints, checkpoint_score)
         self.result_buffer = result_buffer
         self.failure_backoff = float(failure_backoff)
+        self.fallback_to_scratch = bool(fallback_to_scratch)
+        self.save_retry_for = float(save_retry_for)
+        self.resume = bool(resume)
+        self.resume_errored = bool(resume_errored)
+        self._journal_interval = float(journal_interval)
+        self._journal: Journal | None = None
         self._hooks_list = list(hooks)
         self._hook_slow_after = hook_slow_after
         self._ray_address = ray_address
@@ -186,6 +213,7 @@ class Orchestrator:
             retention=retention,
             should_stop=stop_condition,
             backoff_base=self.failure_backoff,
+            fallback_to_scratch=self.fallback_to_scratch,
             steps_per_call=buffer,
             iteration_limit=stop_condition.iteration_limit,
         )
@@ -196,6 +224,14 @@ class Orchestrator:
             machine=TrialMachine(trial_id, policy),
             stop=stop_condition,
             resources=_check_resources(resources, trial_id),
+        )
+        trial._spec = spec_of(
+            trial,
+            checkpoint_every=checkpoint_every,
+            max_failures=failures,
+            keep_checkpoints=retention.keep,
+            checkpoint_score=retention.score,
+            result_buffer=buffer,
         )
         self._trials[trial_id] = trial
         if self._dispatcher is not None:
@@ -256,6 +292,23 @@ class Orchestrator:
             self._release_ray()
             raise
         self._storage = store
+        if self.resume:
+            try:
+                journaled = await load_journal(store)
+            except Exception:
+                await store.aclose()
+                self._release_ray()
+                raise
+            if journaled is None:
+                log.info(
+                    "experiment %r has no journal in %s yet: starting it afresh",
+                    self.name,
+                    self.storage_uri,
+                )
+            for entry in journaled or []:
+                if entry.id not in self._trials:
+                    self._adopt(entry)
+        self._journal = Journal(store, name=self.name, interval=self._journal_interval)
         self._hooks = HookRunner(self._hooks_list, slow_after=self._hook_slow_after)
         dispatcher = Dispatcher(
             storage_uri=self.storage_uri,
@@ -264,12 +317,15 @@ class Orchestrator:
             local_path_for=self._checkpoint_path,
             hooks=self._hooks,
             collector=CheckpointCollector(store, is_pinned=lambda key: dispatcher.is_pinned(key)),
+            save_retry_for=self.save_retry_for,
+            journal=self._journal,
         )
         self._collector = dispatcher._collector
         self._dispatcher = dispatcher
         dispatcher.start()
         for trial in self._trials.values():
             dispatcher.attach(trial)
+        self._journal.start()
         return self
 
     async def __aexit__(
@@ -284,6 +340,9 @@ class Orchestrator:
         try:
             if dispatcher is not None:
                 await dispatcher.aclose()
+            if self._journal is not None:
+                await self._journal.aclose()
+                self._journal = None
             if collector is not None:
                 try:
                     await asyncio.wait_for(collector.drain(), timeout=30)
@@ -299,6 +358,61 @@ class Orchestrator:
             self._release_ray()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _adopt(self, entry: JournaledTrial) -> Trial:
+        """Rebuild a journaled trial as it should continue after a driver restart."""
+        retention = RetentionPolicy(entry.keep_checkpoints, entry.checkpoint_score)  # type: ignore[arg-type]
+        stop: StopCondition = entry.stop
+        policy = TrialPolicy(
+            checkpoint_every=entry.checkpoint_every,
+            max_failures=entry.max_failures,
+            retention=retention,
+            should_stop=stop,
+            backoff_base=self.failure_backoff,
+            fallback_to_scratch=self.fallback_to_scratch,
+            steps_per_call=entry.result_buffer,
+            iteration_limit=stop.iteration_limit,
+        )
+        machine = TrialMachine(entry.id, policy)
+        machine.checkpoints = list(entry.checkpoints)
+        machine.num_failures = entry.num_failures
+        trial = Trial(
+            entry.id,
+            entry.trainable,
+            entry.config,
+            machine=machine,
+            stop=stop,
+            resources=entry.resources,
+        )
+        results = entry.results
+        state = TrialState(entry.state)
+        if state is TrialState.ERROR and self.resume_errored:
+            state = TrialState.PENDING
+        if state is TrialState.TERMINATED or state is TrialState.ERROR:
+            machine.iteration = results[-1]["training_iteration"] if results else 0
+            if state is TrialState.ERROR:
+                machine.error = TrialError(entry.id, f"(before the driver restarted) {entry.error}")
+        else:
+            # Continue from the newest checkpoint that survived; later results are gone.
+            latest = machine.latest_checkpoint
+            machine.iteration = latest.iteration if latest is not None else 0
+            results = [r for r in results if r["training_iteration"] <= machine.iteration]
+            if state is not TrialState.PAUSED:
+                state = TrialState.PENDING
+        machine.state = state
+        trial.results = list(results)
+        trial.last_result = results[-1] if results else None
+        trial._spec = spec_of(
+            trial,
+            checkpoint_every=entry.checkpoint_every,
+            max_failures=entry.max_failures,
+            keep_checkpoints=entry.keep_checkpoints,
+            checkpoint_score=entry.checkpoint_score,
+            result_buffer=entry.result_buffer,
+        )
+        self._trials[entry.id] = trial
+        log.info("resumed trial %s (%s, iteration %d)", entry.id, state.value, machine.iteration)
+        return trial
 
     def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
         if self._dispatcher is None or self._hooks is None:

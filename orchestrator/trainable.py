@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -24,6 +26,8 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import ray
+
+log = logging.getLogger("orchestrator.actor")
 
 
 class Trainable:
@@ -203,15 +207,36 @@ class TrialActor:
     # -- storage (io group, concurrent with training) --------------------------------
 
     @ray.method(concurrency_group="io")
-    async def persist(self, local_dir: str, key: str) -> dict[str, Any]:
+    async def persist(self, local_dir: str, key: str, retry_for: float = 300.0) -> dict[str, Any]:
         """Upload a saved checkpoint and commit its manifest; returns the manifest.
 
         ``local_dir`` arrives as the result of :meth:`save` (the driver passes that
         call's ObjectRef), so this starts exactly when the save is written, and runs
-        while the next step trains.
+        while the next step trains. While storage is unreachable the upload is retried
+        for up to ``retry_for`` seconds (training goes on meanwhile); an uncommitted
+        attempt is never visible as a checkpoint.
         """
+        from storage import StorageError
+
         storage = await self._open_storage()
-        manifest = await storage.put_checkpoint(local_dir, key)
+        deadline = time.monotonic() + retry_for
+        delay = 0.2
+        while True:
+            try:
+                manifest = await storage.put_checkpoint(local_dir, key)
+                break
+            except StorageError as err:
+                if _is_permanent(err) or time.monotonic() + delay > deadline:
+                    raise
+                log.warning(
+                    "trial %s: persisting %s failed, retrying in %.1f s: %s",
+                    self._trial_id,
+                    key,
+                    delay,
+                    err,
+                )
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 5.0)
         shutil.rmtree(local_dir, ignore_errors=True)
         return dict(manifest.to_dict())
 
@@ -261,6 +286,13 @@ IO_CONCURRENCY = 2
 RemoteTrialActor: Any = ray.remote(concurrency_groups={"io": IO_CONCURRENCY})(  # type: ignore[call-overload]
     TrialActor
 )
+
+
+def _is_permanent(err: BaseException) -> bool:
+    """Storage errors that waiting will not fix (retrying them only delays the news)."""
+    from storage import BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI
+
+    return isinstance(err, (BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI))
 
 
 def _fresh_dir(path: str) -> str:

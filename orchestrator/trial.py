@@ -60,6 +60,7 @@ class Trial:
         self._actor: Any = None
         self._seq = 0
         self._runs_started = 0
+        self._spec: dict[str, Any] = {}  # what the journal records of the trial's set-up
 
     # -- state ---------------------------------------------------------------------
 

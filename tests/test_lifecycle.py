@@ -28,6 +28,7 @@ from orchestrator.lifecycle import (
     Rollback,
     Save,
     SaveDone,
+    SaveFailed,
     StartActor,
     StopActor,
     StopRequested,
@@ -201,6 +202,52 @@ def test_failed_load_falls_back_to_previous_checkpoint() -> None:
     assert actions[0].checkpoint.iteration == 1
 
 
+def test_unloadable_checkpoints_fall_back_then_error_unless_scratch_allowed() -> None:
+    for scratch in (False, True):
+        m = running(checkpoint_every=1, max_failures=2, fallback_to_scratch=scratch)
+        result(m)
+        m.handle(SaveDone(m.generation, ckpt(1)))
+        m.handle(Failure(m.generation, RuntimeError("died"), actor_died=True))
+        m.handle(ActorReady(m.generation))
+        actions = m.handle(Failure(m.generation, OSError("corrupt"), actor_died=False))
+        if scratch:
+            assert kinds(actions)[-1] == "StartActor"
+            m.handle(ActorReady(m.generation))
+            assert m.state is TrialState.RUNNING and m.iteration == 0
+        else:
+            assert m.state is TrialState.ERROR
+            assert "fallback_to_scratch=True" in str(m.error)
+
+
+def test_load_failure_with_an_older_checkpoint_costs_no_budget() -> None:
+    m = running(checkpoint_every=1, max_failures=1)
+    for i in (1, 2):
+        result(m)
+        m.handle(SaveDone(m.generation, ckpt(i)))
+    m.handle(Failure(m.generation, RuntimeError("died"), actor_died=True))  # budget used
+    m.handle(ActorReady(m.generation))
+    m.handle(Failure(m.generation, OSError("corrupt"), actor_died=False))  # falls back
+    assert m.state is TrialState.STARTING
+    m.handle(ActorReady(m.generation))
+    m.handle(RestoreDone(m.generation, ckpt(1)))
+    assert m.state is TrialState.RUNNING and m.iteration == 1 and m.num_failures == 2
+
+
+def test_save_that_cannot_be_persisted_pauses_with_the_error() -> None:
+    m = running(checkpoint_every=2)
+    result(m)
+    result(m)  # asks for a save, and trains on
+    err = OSError("storage unreachable for 300 s")
+    actions = m.handle(SaveFailed(m.generation, 2, err))
+    assert kinds(actions) == ["Notify"]  # waits for the step in flight
+    assert m.state is TrialState.RUNNING
+    actions = result(m)
+    assert "Save" not in kinds(actions)  # storage is down: no final save
+    assert m.state is TrialState.PAUSED and m.error is err
+    m.handle(ResumeRequested())
+    assert m.error is None and m.state is TrialState.STARTING
+
+
 def test_backoff_grows_between_consecutive_failures() -> None:
     m = running(max_failures=-1, backoff_base=1.0, backoff_max=5.0)
     delays = []
@@ -315,6 +362,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         ActorReady: ActorReady(gen),
         TrainResult: TrainResult(gen, ({"x": 1},)),
         SaveDone: SaveDone(gen, ckpt(m.iteration)),
+        SaveFailed: SaveFailed(gen, m.iteration, OSError("storage down")),
         RestoreDone: RestoreDone(gen, ckpt(m.iteration)),
         Failure: Failure(gen, RuntimeError("x")),
         StopRequested: StopRequested(),
