@@ -334,21 +334,18 @@ def demo_main(options: DemoOptions, console: Console) -> int:
 
     started = time.monotonic()
     console.print(options.banner(), highlight=False)
-    # Importing scikit-learn takes a while: do it while Ray starts.
+    # Load (and cache, for the actors) the digits while Ray starts: importing
+    # scikit-learn takes a while.
     with ThreadPoolExecutor(1, thread_name_prefix="digits") as pool:
-        split = pool.submit(load_digits_split)
+        loading = pool.submit(load_digits_split)
         with ray_session(options.address, env={var: "1" for var in THREAD_ENV_VARS}):
             console.print(f"Ray is up ({time.monotonic() - started:.1f} s)", highlight=False)
-            return asyncio.run(run_demo(options, console, split.result(), started))
+            loading.result()
+            return asyncio.run(run_demo(options, console, started))
 
 
-async def run_demo(
-    options: DemoOptions, console: Console, split: Any, started: float | None = None
-) -> int:
-    """Run the sweep on the Ray this process is connected to; returns the exit status.
-
-    ``split`` is what :func:`~orchestrator.demo_model.load_digits_split` returns.
-    """
+async def run_demo(options: DemoOptions, console: Console, started: float | None = None) -> int:
+    """Run the sweep on the Ray this process is connected to; returns the exit status."""
     from .demo_model import DigitsMLP
 
     # The board reports failures itself; the loop's warning would say it twice.
@@ -372,11 +369,10 @@ async def run_demo(
     console.print(f"checkpoints: {orch.storage_uri}", highlight=False, soft_wrap=True)
 
     async with orch:
-        data = ray.put(split)  # one copy in the object store, read zero-copy by every actor
         trials = [
             orch.add_trial(
                 DigitsMLP,
-                {**config, "data": data},
+                config,
                 stop={"training_iteration": options.iterations},
                 checkpoint_every=every,
                 resources={"cpu": options.cpu_per_trial},

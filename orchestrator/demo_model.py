@@ -7,20 +7,23 @@ weights, the momentum buffers and the shuffling RNG's state, so a trial restored
 checkpoint continues exactly as it would have without the interruption.
 
 ``hidden=0`` gives softmax regression. Nothing is downloaded: the digits (1,797 8x8
-images) ship with scikit-learn. The driver may load and split them once and pass the
-arrays as a Ray object reference in ``config["data"]``, which saves each actor the cost
-of importing scikit-learn.
+images) ship with scikit-learn. :func:`load_digits_split` caches its split as an
+``.npz`` in the temp directory, so once the driver has loaded it, actors on the same
+machine read that file instead of each paying a second or two to import scikit-learn.
+(The config stays small and plain: the experiment journal records it.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import ray
 
 from .trainable import Trainable
 
@@ -40,10 +43,40 @@ DEFAULTS: Mapping[str, Any] = {
 }
 
 Split = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_SPLIT_NAMES = ("x_train", "y_train", "x_val", "y_val")
 
 
-def load_digits_split(val_fraction: float = 0.2, seed: int = 0) -> Split:
-    """``(x_train, y_train, x_val, y_val)``: the digits scaled to [0, 1], split at random."""
+def load_digits_split(
+    val_fraction: float = 0.2, seed: int = 0, *, cache_dir: str | None = None
+) -> Split:
+    """``(x_train, y_train, x_val, y_val)``: the digits scaled to [0, 1], split at random.
+
+    Cached in ``cache_dir`` (default: the temp directory); a missing or unreadable
+    cache is rebuilt from scikit-learn, and a cache that cannot be written is skipped.
+    """
+    try:
+        version = importlib.metadata.version("scikit-learn")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    name = f"trialflow-digits-{version}-{val_fraction:g}-{seed}.npz"
+    path = os.path.join(cache_dir or tempfile.gettempdir(), name)
+    with contextlib.suppress(OSError, KeyError, ValueError):
+        with np.load(path) as cached:
+            x_train, y_train, x_val, y_val = (cached[k] for k in _SPLIT_NAMES)
+            return x_train, y_train, x_val, y_val
+    split = _split_digits(val_fraction, seed)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, allow_pickle=False, **dict(zip(_SPLIT_NAMES, split, strict=True)))
+        os.replace(tmp, path)  # readers see the whole file or none
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+    return split
+
+
+def _split_digits(val_fraction: float, seed: int) -> Split:
     from sklearn.datasets import load_digits  # imported here: it takes a second or two
 
     digits = load_digits()
@@ -59,12 +92,11 @@ class DigitsMLP(Trainable):
     """A one-hidden-layer ReLU MLP (or softmax regression with ``hidden=0``).
 
     Config keys (see :data:`DEFAULTS`): ``lr``, ``hidden``, ``weight_decay``,
-    ``batch_size``, ``momentum``, ``epochs_per_iter``, ``seed``, and optionally
-    ``data``: an ``ObjectRef`` to the tuple :func:`load_digits_split` returns.
+    ``batch_size``, ``momentum``, ``epochs_per_iter``, ``seed``.
     """
 
-    async def setup(self, config: dict[str, Any]) -> None:
-        unknown = set(config) - set(DEFAULTS) - {"data"}
+    def setup(self, config: dict[str, Any]) -> None:
+        unknown = set(config) - set(DEFAULTS)
         if unknown:
             raise ValueError(
                 f"DigitsMLP: unknown config key(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}"
@@ -76,14 +108,7 @@ class DigitsMLP(Trainable):
         self.momentum = float(cfg["momentum"])
         self.epochs_per_iter = int(cfg["epochs_per_iter"])
         hidden = int(cfg["hidden"])
-        data = cfg.get("data")
-        if data is None:
-            split = load_digits_split()
-        elif isinstance(data, ray.ObjectRef):
-            split = await data
-        else:
-            split = data
-        self.x_train, self.y_train, self.x_val, self.y_val = split
+        self.x_train, self.y_train, self.x_val, self.y_val = load_digits_split()
         n_in, n_out = self.x_train.shape[1], int(self.y_train.max()) + 1
         sizes = [n_in, hidden, n_out] if hidden > 0 else [n_in, n_out]
         self.rng = np.random.default_rng(int(cfg["seed"]))

@@ -242,24 +242,31 @@ def test_demo_kills_after_a_checkpoint_and_before_the_end(iterations: int) -> No
         assert options.kill_at % options.every != 0  # the restore rolls back some work
 
 
-async def test_digits_mlp_resumes_exactly_from_its_checkpoint(tmp_path: Path) -> None:
-    split = load_digits_split()
-    config = {"lr": 0.1, "hidden": 16, "epochs_per_iter": 1, "data": split}
+def test_digits_mlp_resumes_exactly_from_its_checkpoint(tmp_path: Path) -> None:
+    config = {"lr": 0.1, "hidden": 16, "epochs_per_iter": 1}
 
-    def fresh() -> DigitsMLP:
+    def fresh(seed: int) -> DigitsMLP:
         model = DigitsMLP()
         model.trial_id = "t"
+        model.setup({**config, "seed": seed})
         return model
 
-    model = fresh()
-    await model.setup(config)
+    model = fresh(seed=0)
     for _ in range(2):
         model.step()
     model.save_checkpoint(str(tmp_path))
     expected = [model.step() for _ in range(2)]
 
-    resumed = fresh()
-    await resumed.setup({**config, "seed": 7})  # other weights and RNG until the load
+    resumed = fresh(seed=7)  # other weights and RNG until the load
     resumed.load_checkpoint(str(tmp_path))
     assert [resumed.step() for _ in range(2)] == expected
     assert expected[-1]["val_accuracy"] > 0.8
+
+
+def test_digits_split_is_cached_and_identical(tmp_path: Path) -> None:
+    first = load_digits_split(cache_dir=str(tmp_path))
+    assert len(list(tmp_path.glob("trialflow-digits-*.npz"))) == 1
+    again = load_digits_split(cache_dir=str(tmp_path))
+    assert [a.shape for a in first] == [(1438, 64), (1438,), (359, 64), (359,)]
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
