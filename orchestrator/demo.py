@@ -103,7 +103,8 @@ def sweep_configs(n: int, epochs_per_iter: int = 2) -> list[dict[str, Any]]:
 
 @dataclass
 class Row:
-    """What the board knows of one trial, all of it learned from hooks."""
+    """One trial's line in a table: learned from hooks while running (``Board``), read
+    from the trial's records at the end (:func:`final_rows`)."""
 
     trial: Trial
     iteration: int = 0
@@ -348,8 +349,6 @@ async def run_demo(options: DemoOptions, console: Console, started: float | None
     """Run the sweep on the Ray this process is connected to; returns the exit status."""
     from .demo_model import DigitsMLP
 
-    # The board reports failures itself; the loop's warning would say it twice.
-    logging.getLogger("orchestrator.loop").setLevel(logging.ERROR)
     live = console.is_terminal if options.live is None else options.live
     name = options.name or "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S")
     every = options.every
@@ -368,28 +367,35 @@ async def run_demo(options: DemoOptions, console: Console, started: float | None
     configs = sweep_configs(options.trials, options.epochs_per_iter)
     console.print(f"checkpoints: {orch.storage_uri}", highlight=False, soft_wrap=True)
 
-    async with orch:
-        trials = [
-            orch.add_trial(
-                DigitsMLP,
-                config,
-                stop={"training_iteration": options.iterations},
-                checkpoint_every=every,
-                resources={"cpu": options.cpu_per_trial},
-                trial_id=f"trial_{i:02d}",
-            )
-            for i, config in enumerate(configs)
-        ]
-        for trial in trials:
-            board.add(trial)
-        if live:
-            # Transient: the final table replaces the live one; the messages are kept.
-            with Live(board, console=console, refresh_per_second=4, transient=True):
+    # The board reports failures itself; the loop's warning would say it twice.
+    loop_log = logging.getLogger("orchestrator.loop")
+    loop_level = loop_log.level
+    loop_log.setLevel(logging.ERROR)
+    try:
+        async with orch:
+            trials = [
+                orch.add_trial(
+                    DigitsMLP,
+                    config,
+                    stop={"training_iteration": options.iterations},
+                    checkpoint_every=every,
+                    resources={"cpu": options.cpu_per_trial},
+                    trial_id=f"trial_{i:02d}",
+                )
+                for i, config in enumerate(configs)
+            ]
+            for trial in trials:
+                board.add(trial)
+            if live:
+                # Transient: the final table replaces the live one; messages are kept.
+                with Live(board, console=console, refresh_per_second=4, transient=True):
+                    await orch.run()
+                for message in board.messages:
+                    console.print(message, style="yellow", highlight=False)
+            else:
                 await orch.run()
-            for message in board.messages:
-                console.print(message, style="yellow", highlight=False)
-        else:
-            await orch.run()
+    finally:
+        loop_log.setLevel(loop_level)
     elapsed = time.monotonic() - started
 
     rows = final_rows(board)
