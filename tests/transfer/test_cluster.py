@@ -1,0 +1,215 @@
+"""copy_dir on real multi-node ``cluster_utils`` clusters: the session's head node plus
+worker nodes from ``add_node``. Every node shares this machine's disk, so the tests can
+look at both ends directly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+import transfer
+from transfer.chunks import Piece, encode_header, header_size
+from transfer.errors import IntegrityError, UnsafePathError
+from transfer.manifest import Entry, Kind
+from transfer.plan import Plan
+
+from .helpers import make_tree, siblings, snapshot
+
+pytestmark = pytest.mark.cluster
+
+KiB = 1024
+NODE = {"num_cpus": 1, "object_store_memory": 96 * 1024**2}
+
+
+def head_id() -> str:
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def make_many(root: Path, n: int) -> None:
+    many = root / "many" / "deeper"
+    many.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        (many / f"s{i:04d}.bin").write_bytes(rng.bytes(int(rng.integers(0, 3000))))
+
+
+async def test_two_nodes_tree_delta_and_mirror(add_node: Any, tmp_path: Path) -> None:
+    node = add_node(**NODE)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, big_size=700 * KiB)  # 11 chunks of 64 KiB
+    make_many(src, 400)
+    seen: list[transfer.TransferProgress] = []
+
+    stats = await transfer.copy_dir(
+        head_id(), str(src), node.node_id, str(dst), chunk_size=64 * KiB, progress=seen.append
+    )
+    assert snapshot(dst) == snapshot(src)
+    assert (stats.files_sent, stats.files_skipped, stats.same_node) == (406, 0, False)
+    assert stats.bytes_sent == sum(
+        p.stat().st_size for p in src.rglob("*") if p.is_file() and not p.is_symlink()
+    )
+    assert stats.chunks == len(seen) >= 11
+    assert seen[-1].bytes_done == seen[-1].bytes_total == stats.bytes_sent
+    assert [p.chunks_done for p in seen] == list(range(1, stats.chunks + 1))
+
+    (src / "a" / "b" / "small.json").write_text('{"step": 4}')
+    (src / "new.txt").write_text("new")
+    os.utime(src / "big.bin")  # new mtime, same bytes: the checksum says skip
+    (dst / "extra.txt").write_text("only at the target")
+    stats = await transfer.copy_dir(head_id(), str(src), node.node_id, str(dst))
+    assert (stats.files_sent, stats.files_skipped) == (2, 405)
+    assert (dst / "extra.txt").exists()
+    assert os.stat(dst / "big.bin").st_mtime_ns == os.stat(src / "big.bin").st_mtime_ns
+
+    (src / "exec.sh").unlink()
+    stats = await transfer.copy_dir(head_id(), str(src), node.node_id, str(dst), mirror=True)
+    assert (stats.files_sent, stats.files_deleted) == (0, 2)
+    assert snapshot(dst) == snapshot(src) and siblings(dst) == []
+
+
+async def test_three_nodes_exclude_limit_and_same_node(add_node: Any, tmp_path: Path) -> None:
+    one, two = add_node(**NODE), add_node(**NODE)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src)
+    (src / "tmp").mkdir()
+    (src / "tmp" / "scratch.log").write_text("x")
+
+    with pytest.raises(transfer.SizeLimitExceeded):
+        await transfer.copy_dir(one.node_id, str(src), two.node_id, str(dst), max_size=1000)
+    assert not dst.exists()
+
+    stats = await transfer.copy_dir(
+        one.node_id, str(src), two.node_id, str(dst), exclude=["tmp", "*.log"]
+    )
+    assert not (dst / "tmp").exists() and stats.files_sent == 6
+
+    local = tmp_path / "local"
+    stats = await transfer.copy_dir(two.node_id, str(dst), two.node_id, str(local))
+    assert stats.same_node and snapshot(local) == snapshot(dst)
+    assert os.stat(local / "big.bin").st_ino == os.stat(dst / "big.bin").st_ino  # hard link
+
+
+def _frame(pieces: list[Piece], payload: bytes) -> np.ndarray:
+    buf = np.zeros(header_size(len(pieces)) + len(payload), np.uint8)
+    view = memoryview(buf).cast("B")
+    encode_header(view, pieces, [bytes(32)] * len(pieces))
+    view[header_size(len(pieces)) :] = payload
+    return buf
+
+
+async def test_crafted_plan_and_chunk_at_a_real_sink(ray_cluster: Any, tmp_path: Path) -> None:
+    from transfer.api import _actor_options, _SinkActor
+
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "keep.txt").write_text("old")
+    sink = _SinkActor.options(**_actor_options(head_id())).remote(str(dst), "crafted")
+    try:
+        evil = Plan((), (Entry("../../evil", Kind.FILE, 3),), (), (), (), False)
+        with pytest.raises(UnsafePathError):
+            await sink.begin.remote(evil)
+        plan = Plan((), (Entry("f", Kind.FILE, 3),), (), (), (), False)
+        await sink.begin.remote(plan)
+        # A piece that tries to grow the file past its announced size.
+        with pytest.raises(IntegrityError):
+            await sink.write.remote(ray.put(_frame([Piece(0, 0, 9, True)], b"123456789")))
+        await sink.abort.remote()
+    finally:
+        ray.kill(sink)
+    assert sorted(os.listdir(dst)) == ["keep.txt"] and siblings(dst) == []
+    assert not (tmp_path.parent / "evil").exists()
+
+
+async def test_cancellation_midway_leaves_the_target_as_it_was(
+    add_node: Any, tmp_path: Path
+) -> None:
+    node = add_node(**NODE)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "weights.bin").write_bytes(os.urandom(6 * 1024 * KiB))
+    dst.mkdir()
+    (dst / "weights.bin").write_bytes(b"previous checkpoint")
+    before = snapshot(dst)
+    started = asyncio.Event()
+
+    def progress(p: transfer.TransferProgress) -> None:
+        if p.chunks_done == 3:
+            started.set()
+
+    task = asyncio.ensure_future(
+        transfer.copy_dir(
+            head_id(),
+            str(src),
+            node.node_id,
+            str(dst),
+            chunk_size=32 * KiB,
+            max_in_flight=2,
+            progress=progress,
+        )
+    )
+    await asyncio.wait_for(started.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert snapshot(dst) == before
+    assert siblings(dst) == []  # the killed writer's staging was removed
+
+
+@pytest.mark.parametrize("dying", ["source", "target"])
+async def test_node_death_midway_raises_and_leaves_the_target(
+    ray_cluster: Any, add_node: Any, tmp_path: Path, dying: str
+) -> None:
+    node = add_node(**NODE)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "weights.bin").write_bytes(os.urandom(6 * 1024 * KiB))
+    dst.mkdir()
+    (dst / "weights.bin").write_bytes(b"previous checkpoint")
+    before = snapshot(dst)
+    ends = (node.node_id, head_id()) if dying == "source" else (head_id(), node.node_id)
+
+    async def progress(p: transfer.TransferProgress) -> None:
+        if p.chunks_done == 3:
+            await asyncio.to_thread(ray_cluster.remove_node, node, False)
+
+    with pytest.raises(transfer.NodeLostError, match="died"):
+        await transfer.copy_dir(
+            ends[0],
+            str(src),
+            ends[1],
+            str(dst),
+            chunk_size=32 * KiB,
+            max_in_flight=2,
+            progress=progress,
+        )
+    assert snapshot(dst) == before
+    # Whatever a dead writer left beside the target, the next copy clears it.
+    stats = await transfer.copy_dir(head_id(), str(src), head_id(), str(dst))
+    assert stats.files_sent == 1 and siblings(dst) == []
+
+
+async def test_sync_wrapper_refuses_a_running_loop(ray_cluster: Any, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="await copy_dir"):
+        transfer.copy_dir_sync(head_id(), str(tmp_path), head_id(), str(tmp_path / "x"))
+
+
+async def test_unknown_node_is_a_clear_error(ray_cluster: Any, tmp_path: Path) -> None:
+    with pytest.raises(transfer.NodeLostError, match="not alive"):
+        await transfer.copy_dir("ab" * 28, str(tmp_path), head_id(), str(tmp_path / "x"))
+
+
+def test_copy_dir_sync_from_a_script(ray_cluster: Any, tmp_path: Path) -> None:
+    make_tree(tmp_path / "src")
+    pinned = NodeAffinitySchedulingStrategy(head_id(), soft=False)
+    assert pinned.node_id == head_id()
+    stats = transfer.copy_dir_sync(
+        head_id(), str(tmp_path / "src"), head_id(), str(tmp_path / "dst"), hardlink=False
+    )
+    assert stats.files_sent == 6 and snapshot(tmp_path / "dst") == snapshot(tmp_path / "src")
