@@ -143,10 +143,9 @@ class CpuSampler:
             try:
                 with proc.oneshot():
                     times = proc.cpu_times()
-                    if proc.pid not in self._seen:
-                        kind = _process_kind(" ".join(proc.cmdline()))
-                    else:
-                        kind = self._seen[proc.pid][0]
+                    # Classified every time: a process seen between fork and exec still
+                    # shows its parent's command line, and workers rename themselves.
+                    kind = _process_kind(" ".join(proc.cmdline()))
             except psutil.Error:
                 continue
             self._seen[proc.pid] = (kind, times.user + times.system)
