@@ -412,6 +412,17 @@ class Dispatcher:
     def _restore(self, trial: Trial, action: Restore) -> None:
         ckpt = action.checkpoint
         assert ckpt is not None
+        skipped = [
+            c.uri for c in trial._machine.checkpoints if c.key in trial._machine.bad_checkpoints
+        ]
+        if skipped:
+            log.warning(
+                "trial %s: restoring %s instead of the newer checkpoint(s) that could not be "
+                "loaded: %s",
+                trial.id,
+                ckpt.uri,
+                ", ".join(skipped),
+            )
         ref = trial._actor.restore.remote(self._next_seq(trial), ckpt.to_dict())
         self._track(trial, Kind.RESTORE, ref, ckpt)
 

@@ -456,13 +456,25 @@ def _ensure_ray(address: str | None, num_cpus: float | None, log_to_driver: bool
     if address is not None:
         ray.init(address=address, log_to_driver=log_to_driver, logging_level=logging.WARNING)
         return True
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(log_to_driver=log_to_driver, logging_level=logging.WARNING)
+        return True
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, local cluster
-    ray.init(
-        num_cpus=int(num_cpus) if num_cpus is not None else None,
-        include_dashboard=False,
-        log_to_driver=log_to_driver,
-        logging_level=logging.WARNING,
-    )
+    # address="local": a new private cluster. A bare ray.init() would join whichever
+    # local cluster was started last on this machine, maybe somebody else's.
+    options: dict[str, Any] = {
+        "address": "local",
+        "num_cpus": int(num_cpus) if num_cpus is not None else None,
+        "include_dashboard": False,
+        "log_to_driver": log_to_driver,
+        "logging_level": logging.WARNING,
+    }
+    try:
+        ray.init(**options)
+    except Exception as err:  # Ray gives up after a fixed time on a loaded machine
+        log.warning("starting a local Ray failed (%s); trying once more", err)
+        ray.shutdown()
+        ray.init(**options)
     return True
 
 

@@ -67,3 +67,19 @@ class BadLoad(Counter):
 class NotATrainable:
     def step(self) -> dict[str, Any]:
         return {}
+
+
+class Recorder(Counter):
+    """A counter that reports its process id and notes every setup in a directory."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        super().setup(config)
+        marks = config.get("marks")
+        if marks:
+            with open(os.path.join(marks, f"{self.trial_id}.setups"), "a") as fh:
+                fh.write("x")
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        result["pid"] = os.getpid()
+        return result

@@ -1,0 +1,229 @@
+"""Failures of every kind end the same way: nothing lost beyond the newest persisted
+checkpoint, and the history equals a failure-free run's. Real Ray, real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator.journal import JOURNAL_KEY
+from storage import MANIFEST_NAME
+
+from .trainables import Counter, Recorder
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def assert_failure_free_history(trial: Trial, final: int) -> None:
+    its = [r["training_iteration"] for r in trial.results]
+    assert its == list(range(1, final + 1)), (trial.id, its[-10:])
+    assert all(r["count"] == r["training_iteration"] for r in trial.results)
+
+
+async def test_chaos_sigkill_random_actors_every_second(tmp_path: Path) -> None:
+    final = 60
+    async with Orchestrator(
+        storage=tmp_path, name="chaos", max_failures=-1, failure_backoff=0.05
+    ) as orch:
+        trials = [
+            orch.add_trial(
+                Recorder,
+                {"delay": 0.03},
+                stop={"training_iteration": final},
+                checkpoint_every=4,
+                resources={"cpu": 0.25},
+            )
+            for _ in range(8)
+        ]
+        runner = asyncio.create_task(orch.run())
+        rng = random.Random(7)
+        kills = 0
+        while not runner.done() and kills < 8:  # one kill a second, 8 in all
+            await asyncio.sleep(1.0)
+            live = [t for t in trials if t.state is TrialState.RUNNING and t.last_result]
+            if live:
+                victim = rng.choice(live)
+                assert victim.last_result is not None
+                try:
+                    os.kill(victim.last_result["pid"], signal.SIGKILL)
+                    kills += 1
+                except ProcessLookupError:
+                    pass
+        await runner
+    assert kills >= 2
+    assert sum(t.num_failures for t in trials) >= 1
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
+        assert_failure_free_history(trial, final)
+
+
+async def test_gc_keeps_exactly_the_best_and_newest(tmp_path: Path) -> None:
+    async with Orchestrator(
+        storage=tmp_path, name="gc", keep_checkpoints=2, checkpoint_score=("score", "max")
+    ) as orch:
+        trials = [
+            orch.add_trial(
+                Counter,
+                stop={"training_iteration": 20},
+                checkpoint_every=2,
+                resources={"cpu": 0.25},
+            )
+            for _ in range(2)
+        ]
+        await orch.run()
+    # scores (count % 7) at 2,4..20: 2,4,6,1,3,5,0,2,4,6 -> best: 6 (at 20 and 6); newest 20
+    for trial in trials:
+        assert [c.iteration for c in trial.checkpoints] == [6, 20]
+        on_disk = sorted(
+            p.name for p in (tmp_path / "gc" / trial.id).iterdir() if (p / MANIFEST_NAME).exists()
+        )
+        assert on_disk == ["checkpoint_000006", "checkpoint_000020"]
+
+
+async def test_corrupted_checkpoint_falls_back_to_the_previous_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class CorruptThenKill:
+        done = False
+
+        async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
+            if result["training_iteration"] == 12 and not self.done:
+                self.done = True
+                newest = trial.checkpoints[-1]
+                assert newest.path is not None and newest.iteration == 10
+                (Path(newest.path) / "state.json").write_text('{"count": 999}')
+                os.kill(result["pid"], signal.SIGKILL)
+
+    async with Orchestrator(
+        storage=tmp_path, name="corrupt", max_failures=1, hooks=[CorruptThenKill()]
+    ) as orch:
+        trial = orch.add_trial(
+            Recorder,
+            {"delay": 0.02},
+            stop={"training_iteration": 20},
+            checkpoint_every=5,
+            resources={"cpu": 0.25},
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert trial.num_failures == 2  # the kill, then the unloadable checkpoint
+    assert_failure_free_history(trial, 20)
+    assert "checksum" in caplog.text or "IntegrityError" in caplog.text
+
+
+@pytest.mark.cluster
+async def test_node_loss_moves_trials_to_the_surviving_node(
+    tmp_path: Path, ray_cluster: Any, add_node: Any
+) -> None:
+    nodes = [add_node(num_cpus=2, resources={"worker": 100}) for _ in range(2)]
+    async with Orchestrator(storage=tmp_path, name="nodes", max_failures=2) as orch:
+        trials = [
+            orch.add_trial(
+                Counter,
+                {"delay": 0.03},
+                stop={"training_iteration": 80},
+                checkpoint_every=5,
+                resources={"cpu": 0.25, "worker": 1},
+            )
+            for _ in range(6)
+        ]
+        runner = asyncio.create_task(orch.run())
+        while not all(t.iteration >= 10 for t in trials):
+            await asyncio.sleep(0.05)
+        by_node: dict[str, list[Trial]] = {}
+        for trial in trials:
+            assert trial.node_id is not None
+            by_node.setdefault(trial.node_id, []).append(trial)
+        doomed = max(nodes, key=lambda n: len(by_node.get(n.node_id, [])))
+        survivor = next(n for n in nodes if n is not doomed)
+        moved = by_node.get(doomed.node_id, [])
+        assert moved
+        ray_cluster.remove_node(doomed, allow_graceful=False)
+        await asyncio.wait_for(runner, timeout=120)
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert_failure_free_history(trial, 80)
+        assert trial.node_id == survivor.node_id
+    assert all(t.num_failures >= 1 for t in moved)
+
+
+DRIVER = textwrap.dedent(
+    """
+    import asyncio, sys
+    sys.path.insert(0, {root!r})
+    from orchestrator import Orchestrator
+    from tests.trainables import Recorder
+
+    async def main():
+        async with Orchestrator(storage={storage!r}, name="crash", ray_address={address!r},
+                                journal_interval=0.2) as orch:
+            orch.add_trial(Recorder, {{"marks": {marks!r}}}, stop={{"training_iteration": 3}},
+                           checkpoint_every=1, resources={{"cpu": 0.25}}, trial_id="short")
+            for i in range(3):
+                orch.add_trial(Recorder, {{"delay": 0.05, "marks": {marks!r}}},
+                               stop={{"training_iteration": 60}}, checkpoint_every=5,
+                               resources={{"cpu": 0.25}}, trial_id=f"long{{i}}")
+            await orch.run()
+    asyncio.run(main())
+    """
+)
+
+
+async def test_killed_driver_resumes_without_rerunning_finished_trials(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    storage = tmp_path / "store"
+    script = DRIVER.format(
+        root=str(ROOT), storage=str(storage), address=ray_cluster.address, marks=str(marks)
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=str(ROOT))
+    journal = storage / "crash" / JOURNAL_KEY
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            assert proc.poll() is None, "the driver ended before it could be killed"
+            if not journal.exists():
+                continue
+            doc = json.loads(journal.read_text())
+            states = {t["id"]: t for t in doc["trials"]}
+            longs = [states.get(f"long{i}") for i in range(3)]
+            if states.get("short", {}).get("state") == "TERMINATED" and all(
+                t and len(t["checkpoints"]) >= 2 for t in longs
+            ):
+                break
+        else:
+            pytest.fail("the driver made no progress")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    async with Orchestrator(storage=storage, name="crash", resume=True) as orch:
+        by_id = {t.id: t for t in orch.trials}
+        assert set(by_id) == {"short", "long0", "long1", "long2"}
+        assert by_id["short"].state is TrialState.TERMINATED
+        await orch.run()
+    assert (marks / "short.setups").read_text() == "x"  # never re-run
+    assert_failure_free_history(by_id["short"], 3)
+    for i in range(3):
+        trial = by_id[f"long{i}"]
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert_failure_free_history(trial, 60)
+        assert (marks / f"long{i}.setups").read_text() == "xx"  # one restart each
