@@ -151,7 +151,7 @@ def run_one(spec: RunSpec, timeout: float) -> dict[str, Any]:
 
 
 #: CPU time is reported by kind of process (see ``CpuSampler``), per result.
-CPU_KINDS = ("driver", "workers", "raylet", "gcs", "other")
+CPU_KINDS = ("driver", "workers", "raylet", "gcs", "other")  # "sampler" is left out
 
 
 def _cpu_per_result(run: dict[str, Any], kind: str) -> float | None:
