@@ -175,13 +175,15 @@ _RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
 
 
 def _process_kind(cmdline: str) -> str:
-    # A worker renames itself "ray::IDLE", "ray::<ActorClass>"... once it runs.
-    if "default_worker.py" in cmdline:
-        return "workers"
-    if cmdline.startswith("ray::") and not cmdline.startswith(_RAY_AGENTS):
-        return "workers"
-    if "raylet" in cmdline.split(" ", 1)[0]:
+    words = cmdline.split(" ", 2)
+    program = words[0]
+    if program.endswith("/raylet"):  # its flags name default_worker.py: test it first
         return "raylet"
-    if "gcs_server" in cmdline:
+    if program.endswith("/gcs_server"):
         return "gcs"
+    # A worker renames itself "ray::IDLE", "ray::<ActorClass>"... once it runs.
+    if cmdline.startswith("ray::"):
+        return "other" if cmdline.startswith(_RAY_AGENTS) else "workers"
+    if len(words) > 1 and words[1].endswith("default_worker.py"):
+        return "workers"
     return "other"
