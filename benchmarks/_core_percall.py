@@ -7,6 +7,7 @@ time and *CPU time* per step in the driver and in the actors. CPU time is what a
 noisy machine distorts least, and what the orchestrator's design decides:
 
 * ``sync``: a plain actor, ``def step()`` (the raw loop's);
+* ``sync+io``: sync methods plus an ``io`` concurrency group (a threaded actor);
 * ``async``: ``async def step()`` (Ray runs it on the actor's event loop thread);
 * ``async+io``: the same plus one extra concurrency group, like the orchestrator's;
 * ``ours``: the orchestrator's ``RemoteTrialActor.train(seq)`` on a trivial trainable;
@@ -29,7 +30,7 @@ import ray
 
 from ._core_common import NUM_CPUS
 
-KINDS = ("sync", "async", "async+io", "ours", "ours-buf10")
+KINDS = ("sync", "sync+io", "async", "async+io", "ours", "ours-buf10")
 
 
 @ray.remote
@@ -72,9 +73,20 @@ class AsyncIoStepper:
         return time.process_time()
 
 
-@ray.remote
-def _process_time() -> float:
-    return time.process_time()
+@ray.remote(concurrency_groups={"io": 2})  # type: ignore[call-overload]
+class SyncIoStepper:
+    """A *threaded* actor: sync methods, plus an io group (a thread pool) for uploads."""
+
+    def __init__(self) -> None:
+        self.i = 0
+
+    def step(self) -> dict[str, Any]:
+        self.i += 1
+        return {"x": self.i, "t": time.time()}
+
+    @ray.method(concurrency_group="io")
+    def cpu(self) -> float:
+        return time.process_time()
 
 
 class _Driven:
@@ -99,7 +111,12 @@ class _Driven:
                 StopCondition("probe", {"training_iteration": 10**9}),
             )
         else:
-            cls = {"sync": SyncStepper, "async": AsyncStepper, "async+io": AsyncIoStepper}[kind]
+            cls = {
+                "sync": SyncStepper,
+                "sync+io": SyncIoStepper,
+                "async": AsyncStepper,
+                "async+io": AsyncIoStepper,
+            }[kind]
             self.actor = cls.options(num_cpus=cpu).remote()  # type: ignore[attr-defined]
 
     async def ready(self) -> None:
