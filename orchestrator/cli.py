@@ -8,12 +8,15 @@ Commands
 ``run``
     Run any :class:`~orchestrator.Trainable`: an import path, a JSON config or grid,
     stop criteria; prints one line per trial event and a final table.
+``resume``
+    Continue an experiment (``--storage``, ``--name``) from its journal after its
+    driver died: finished trials are kept, the others restart from their newest
+    committed checkpoint.
 
-Every command is a ``(configure, handler)`` pair in :data:`COMMANDS`; a new one (such as
-``resume``) adds a pair. Bad arguments are reported before Ray starts, as
-``trialflow <command>: error: ...`` with exit status 2. Otherwise the exit status is 0
-when every trial ended TERMINATED, 1 when one did not (or Ray could not start), 130 on
-Ctrl-C.
+Every command is a ``(configure, handler)`` pair in :data:`COMMANDS`. Bad arguments are
+reported before Ray starts, as ``trialflow <command>: error: ...`` with exit status 2.
+Otherwise the exit status is 0 when every trial ended TERMINATED, 1 when one did not
+(or Ray could not start), 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -207,6 +210,77 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if done == len(trials) else EXIT_FAILED
 
 
+# ---------------------------------------------------------------------------- resume
+
+
+def _configure_resume(parser: argparse.ArgumentParser) -> None:
+    _add_storage_args(parser, default_name="required")
+    parser.add_argument(
+        "--resume-errored", action="store_true", help="also retry trials that ended in ERROR"
+    )
+    parser.add_argument(
+        "--metric", default=None, help="sort the final table by this metric (last result)"
+    )
+    parser.add_argument(
+        "--mode", choices=("max", "min"), default="max", help="with --metric (default max)"
+    )
+
+
+def _resume(args: argparse.Namespace, console: Console) -> int:
+    if not args.name:
+        raise ConfigError("resume needs --name: the experiment to continue")
+    printer = _EventPrinter(console)
+    _require_journal(args.storage, args.name)
+    orch = Orchestrator(
+        storage=args.storage,
+        name=args.name,
+        hooks=[printer],
+        resume=True,
+        resume_errored=args.resume_errored,
+    )
+
+    async def main() -> list[Trial]:
+        async with orch:
+            if not orch.trials:
+                return []
+            counts: dict[str, int] = {}
+            for trial in orch.trials:
+                counts[trial.state.value] = counts.get(trial.state.value, 0) + 1
+            summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+            console.print(f"resuming {orch.storage_uri}: {summary}", highlight=False)
+            return await orch.run()
+
+    with ray_session(args.address):
+        trials = asyncio.run(main())
+    if not trials:
+        raise ConfigError(
+            f"no experiment journal at {orch.storage_uri}; check --storage and --name"
+        )
+    console.print(results_table(trials, args.metric, args.mode))
+    done = sum(1 for t in trials if t.state is TrialState.TERMINATED)
+    console.print(f"{done}/{len(trials)} trials TERMINATED", highlight=False)
+    return EXIT_OK if done == len(trials) else EXIT_FAILED
+
+
+def _require_journal(storage: str | None, name: str) -> None:
+    """Fail before Ray starts when there is nothing to resume."""
+    import storage as storage_pkg
+
+    from .journal import JOURNAL_KEY
+
+    uri = Orchestrator(storage=storage, name=name).storage_uri
+
+    async def exists() -> bool:
+        try:
+            async with storage_pkg.open_storage(uri) as store:
+                return bool(await store.exists(JOURNAL_KEY))
+        except storage_pkg.StorageError:
+            return False
+
+    if not asyncio.run(exists()):
+        raise ConfigError(f"no experiment journal at {uri}; check --storage and --name")
+
+
 class _EventPrinter:
     """A hook: one line per trial start, failure, restore and end."""
 
@@ -387,6 +461,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         _demo,
     ),
     "run": ("run a Trainable over a config or a grid of configs", _configure_run, _run),
+    "resume": (
+        "continue an experiment after its driver died (from its journal in storage)",
+        _configure_resume,
+        _resume,
+    ),
 }
 
 

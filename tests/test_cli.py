@@ -176,6 +176,29 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
         ('{"rate": 1}', "TERMINATED", "3", "3"),
     ], out
     assert list((tmp_path / "results" / "tiny").rglob("state.json"))
+    # the finished experiment resumes as a no-op: nothing is re-run
+    proc = _run_cli(
+        "resume",
+        "--storage",
+        str(tmp_path / "results"),
+        "--name",
+        "tiny",
+        "--metric",
+        "score",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "resuming" in proc.stdout and "2 TERMINATED" in proc.stdout
+    assert "started" not in proc.stdout
+    assert "2/2 trials TERMINATED" in proc.stdout
+
+
+def test_resume_without_a_journal_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["resume", "--storage", str(tmp_path), "--name", "nothing"]) == 2
+    assert "no experiment journal at" in capsys.readouterr().err
 
 
 def test_run_bad_import_path_exits_non_zero_with_a_clear_error(tmp_path: Path) -> None:
