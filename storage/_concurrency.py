@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-__all__ = ["ByteBudget", "map_bounded", "run_stoppable"]
+__all__ = ["ByteBudget", "in_thread", "map_bounded", "run_stoppable"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -119,5 +119,16 @@ async def run_stoppable(fn: Callable[[threading.Event], R]) -> R:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
         stop.set()
+        await asyncio.gather(fut, return_exceptions=True)
+        raise
+
+
+async def in_thread(fn: Callable[..., R], *args: object) -> R:
+    """``asyncio.to_thread`` that, when cancelled, still waits for the thread to finish
+    before re-raising: the caller's cleanup then never races a write in progress."""
+    fut = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
         await asyncio.gather(fut, return_exceptions=True)
         raise

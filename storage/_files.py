@@ -31,6 +31,7 @@ __all__ = [
     "remove_quietly",
     "scan_dir",
     "temp_sibling",
+    "write_file",
 ]
 
 #: Read/write granularity: big enough to amortise a thread hop, small enough to be noise
@@ -119,6 +120,19 @@ def atomic_write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
         raise
     if fsync:
         fsync_dir(os.path.dirname(path))
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Write a whole file via a temporary sibling, creating its directory."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = temp_sibling(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
 
 
 def copy_hashed(src: str, dst: str, *, fsync: bool, stop: threading.Event | None = None) -> Digest:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import hashlib
 import logging
 import os
 from types import TracebackType
 from typing import Any
 
 from ._concurrency import ByteBudget, map_bounded
-from ._files import Digest, LocalFile, scan_dir
+from ._files import Digest, LocalFile, scan_dir, write_file
 from .errors import IntegrityError, InvalidKey, NotFound, StorageError
 from .keys import join_key, validate_key, validate_prefix
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
@@ -53,7 +54,7 @@ class Storage(abc.ABC):
         uri: str,
         *,
         part_size: int = 8 * MiB,
-        max_concurrency: int = 8,
+        max_concurrency: int = 10,
         file_concurrency: int = 16,
         multipart_threshold: int | None = None,
         retry: RetryPolicy | None = None,
@@ -287,6 +288,12 @@ class Storage(abc.ABC):
             )
         if got.sha256 != expected.sha256:
             raise IntegrityError("SHA-256 does not match the manifest", uri=self.uri, key=key)
+
+    def _write_verified(self, key: str, path: str, data: bytes, expected: ManifestEntry) -> None:
+        """Blocking: verify in-memory ``data`` against ``expected``, then write it to
+        ``path`` via a temporary sibling (for small files fetched whole)."""
+        self._verify(key, Digest(len(data), hashlib.sha256(data).hexdigest()), expected)
+        write_file(path, data)
 
     def _check_stored_key(self, rel: str, base: str) -> None:
         """Keys read back from a store written by someone else may be unsafe as paths."""

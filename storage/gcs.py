@@ -22,7 +22,7 @@ import aiohttp
 from gcloud.aio.storage import Storage as _GStorage
 from gcloud.aio.storage.storage import init_api_root
 
-from ._concurrency import map_bounded
+from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
 from .base import Storage
 from .errors import (
@@ -383,10 +383,17 @@ class GCSStorage(Storage):
             pass
 
     async def _download_file(self, key: str, path: str, expected: ManifestEntry | None) -> None:
+        if expected is not None and expected.size < self.multipart_threshold:
+            # Small and of known size: one request, one thread hop to write it.
+            async with self._budget.hold(expected.size):
+                data = await self._read_bytes(key)
+                await in_thread(self._write_verified, key, path, data, expected)
+            return
         assert self._session is not None
         session = self._session
         url = self._object_url(self._full(key))
-        sink = await asyncio.to_thread(Sink, path)
+        # Created inline (a quick open) so that a cancellation cannot orphan it.
+        sink = Sink(path)
         generation: str | None = None
 
         async def attempt() -> None:
@@ -407,17 +414,17 @@ class GCSStorage(Storage):
                 async for chunk in resp.content.iter_chunked(CHUNK):
                     buf += chunk
                     if len(buf) >= CHUNK:
-                        await asyncio.to_thread(sink.write, buf)
+                        await in_thread(sink.write, buf)
                         buf = bytearray()
                 if buf:
-                    await asyncio.to_thread(sink.write, buf)
+                    await in_thread(sink.write, buf)
 
         try:
             await self._call(key, "download", attempt)
             self._verify(key, sink.digest(), expected)
-            await asyncio.to_thread(sink.commit)
+            await in_thread(sink.commit)
         except BaseException:
-            await asyncio.shield(asyncio.to_thread(sink.discard))
+            await asyncio.shield(in_thread(sink.discard))
             raise
 
 

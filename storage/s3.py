@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import math
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import IO, Any, TypeVar
 
@@ -30,7 +30,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ._concurrency import map_bounded
+from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
 from .base import Storage
 from .errors import (
@@ -106,6 +106,7 @@ class S3Storage(Storage):
         )
         self.region = region
         self._stack: AsyncExitStack | None = None
+        self._buffers: list[bytearray] = []
         self._client: Any = None
 
     # -- plumbing ---------------------------------------------------------------------
@@ -164,6 +165,9 @@ class S3Storage(Storage):
             # cost CPU on the upload path.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            # Parts are streamed from recycled buffers; SigV4 payload hashing would read
+            # every part once more on the event loop (HTTPS leaves payloads unsigned anyway).
+            s3={"payload_signing_enabled": False},
         )
         stack = AsyncExitStack()
         try:
@@ -320,7 +324,8 @@ class S3Storage(Storage):
         total = 0
         tasks: list[asyncio.Task[dict[str, Any]]] = []
 
-        async def send(number: int, data: bytes, grant: int) -> dict[str, Any]:
+        async def send(number: int, buf: bytearray, size: int, grant: int) -> dict[str, Any]:
+            view = memoryview(buf)[:size]
             try:
                 resp = await self._call(
                     key,
@@ -330,11 +335,14 @@ class S3Storage(Storage):
                         Key=full,
                         UploadId=upload_id,
                         PartNumber=number,
-                        Body=data,
+                        ContentLength=len(view),
+                        Body=_Slices(view),
                     ),
                 )
                 return {"PartNumber": number, "ETag": resp["ETag"]}
             finally:
+                view.release()
+                self._give_buffer(buf)
                 self._budget.release(grant)
 
         f = await asyncio.to_thread(open, path, "rb")
@@ -342,22 +350,24 @@ class S3Storage(Storage):
             number = 0
             while True:
                 grant = await self._budget.acquire(part_size)
+                buf = self._take_buffer(part_size)
                 try:
-                    data = await asyncio.to_thread(_read_part, f, part_size, h)
+                    n = await asyncio.to_thread(_read_part_into, f, buf, part_size, h)
                 except BaseException:
+                    self._give_buffer(buf)
                     self._budget.release(grant)
                     raise
-                if not data and number > 0:
+                if n == 0 and number > 0:
+                    self._give_buffer(buf)
                     self._budget.release(grant)
                     break
                 number += 1
-                total += len(data)
-                tasks.append(asyncio.ensure_future(send(number, data, grant)))
-                del data
+                total += n
+                tasks.append(asyncio.ensure_future(send(number, buf, n, grant)))
                 for t in tasks:  # fail fast: stop reading once any part has failed
                     if t.done() and not t.cancelled() and t.exception() is not None:
                         raise t.exception()  # type: ignore[misc]
-                if total % part_size:
+                if n < part_size:
                     break
             parts = list(await asyncio.gather(*tasks))
         except BaseException:
@@ -368,6 +378,18 @@ class S3Storage(Storage):
         finally:
             await asyncio.to_thread(f.close)
         return parts, Digest(total, h.hexdigest())
+
+    def _take_buffer(self, size: int) -> bytearray:
+        """Part buffers are recycled: steady memory, and no allocator churn that would
+        leave freed multi-MiB blocks resident in per-thread malloc arenas."""
+        for i, buf in enumerate(self._buffers):
+            if len(buf) >= size:
+                return self._buffers.pop(i)
+        return bytearray(size)
+
+    def _give_buffer(self, buf: bytearray) -> None:
+        if len(self._buffers) < self.max_concurrency:
+            self._buffers.append(buf)
 
     async def _abort(self, key: str, upload_id: str) -> None:
         try:
@@ -383,7 +405,14 @@ class S3Storage(Storage):
 
     async def _download_file(self, key: str, path: str, expected: ManifestEntry | None) -> None:
         full = self._full(key)
-        sink = await asyncio.to_thread(Sink, path)
+        if expected is not None and expected.size < self.multipart_threshold:
+            # Small and of known size: one request, one thread hop to write it.
+            async with self._budget.hold(expected.size):
+                data = await self._read_bytes(key)
+                await in_thread(self._write_verified, key, path, data, expected)
+            return
+        # Created inline (a quick open) so that a cancellation cannot orphan it.
+        sink = Sink(path)
         etag: str | None = None
 
         async def attempt() -> None:
@@ -401,17 +430,17 @@ class S3Storage(Storage):
                 while chunk := await body.read(CHUNK):
                     buf += chunk
                     if len(buf) >= CHUNK:
-                        await asyncio.to_thread(sink.write, buf)
+                        await in_thread(sink.write, buf)
                         buf = bytearray()
                 if buf:
-                    await asyncio.to_thread(sink.write, buf)
+                    await in_thread(sink.write, buf)
 
         try:
             await self._call(key, "download", attempt)
             self._verify(key, sink.digest(), expected)
-            await asyncio.to_thread(sink.commit)
+            await in_thread(sink.commit)
         except BaseException:
-            await asyncio.shield(asyncio.to_thread(sink.discard))
+            await asyncio.shield(in_thread(sink.discard))
             raise
 
 
@@ -421,7 +450,46 @@ def _read_whole(path: str) -> tuple[bytes, Digest]:
     return data, Digest(len(data), hashlib.sha256(data).hexdigest())
 
 
-def _read_part(f: IO[bytes], n: int, h: Any) -> bytes:
-    data = f.read(n)
-    h.update(data)
-    return data
+def _read_part_into(f: IO[bytes], buf: bytearray, n: int, h: Any) -> int:
+    """Fill ``buf`` with up to ``n`` bytes (short only at end of file) and hash them."""
+    view = memoryview(buf)
+    got = 0
+    try:
+        while got < n:
+            k = f.readinto(view[got:n])  # type: ignore[attr-defined]
+            if not k:
+                break
+            got += k
+        h.update(view[:got])
+    finally:
+        view.release()
+    return got
+
+
+class _Slices:
+    """A part body that aiohttp sends slice by slice with back-pressure, so a part is
+    never copied whole into the socket's buffer; each slice is a small copy so the
+    transport never holds a view of a buffer that we recycle."""
+
+    _STEP = 256 * 1024
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._pos = 0
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def read(self, n: int = -1) -> bytes:
+        """botocore only accepts bytes or "file-like" bodies; this makes us the latter."""
+        end = len(self._view) if n is None or n < 0 else min(len(self._view), self._pos + n)
+        data = bytes(self._view[self._pos : end])
+        self._pos = end
+        return data
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._slices()
+
+    async def _slices(self) -> AsyncIterator[bytes]:
+        for i in range(0, len(self._view), self._STEP):
+            yield bytes(self._view[i : i + self._STEP])
