@@ -177,7 +177,9 @@ def main() -> int:
     status = 0
     print()
     for shape in shapes:
-        ours = next((r for r in results if r["shape"] == shape and r["system"] == "trialflow"), None)
+        ours = next(
+            (r for r in results if r["shape"] == shape and r["system"] == "trialflow"), None
+        )
         peer = next((r for r in results if r["shape"] == shape and r["system"] == "boto3"), None)
         if ours and peer:
             up = ours["up_MBps"] / peer["up_MBps"]

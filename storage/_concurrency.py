@@ -78,9 +78,7 @@ class ByteBudget:
             self.release(n)
 
 
-async def map_bounded(
-    fn: Callable[[T], Awaitable[R]], items: Iterable[T], limit: int
-) -> list[R]:
+async def map_bounded(fn: Callable[[T], Awaitable[R]], items: Iterable[T], limit: int) -> list[R]:
     """``[await fn(x) for x in items]`` with at most ``limit`` running at once, results in
     input order. The first exception cancels the others and is raised once they have
     finished; cancelling the caller cancels them all the same way."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import builtins
 import hashlib
 import logging
 import os
@@ -65,9 +66,7 @@ class Storage(abc.ABC):
         self.part_size = part_size
         self.max_concurrency = max_concurrency
         self.file_concurrency = file_concurrency
-        self.multipart_threshold = (
-            part_size if multipart_threshold is None else multipart_threshold
-        )
+        self.multipart_threshold = part_size if multipart_threshold is None else multipart_threshold
         self.retry = retry or RetryPolicy()
         self._budget = ByteBudget(part_size * max_concurrency)
         self._open_lock = asyncio.Lock()
@@ -154,7 +153,7 @@ class Storage(abc.ABC):
         await self._ready()
         return await self._exists(key)
 
-    async def list(self, prefix: str = "") -> list[str]:
+    async def list(self, prefix: str = "") -> builtins.list[str]:
         """Sorted keys equal to ``prefix`` or below ``prefix/`` (``""``: every key).
         ``prefix`` is path-like: ``"a"`` does not match ``"ab"``."""
         prefix = validate_prefix(prefix, uri=self.uri)
@@ -171,7 +170,9 @@ class Storage(abc.ABC):
 
     # -- directories ------------------------------------------------------------------
 
-    async def upload_dir(self, local_dir: str | os.PathLike[str], key: str) -> list[ManifestEntry]:
+    async def upload_dir(
+        self, local_dir: str | os.PathLike[str], key: str
+    ) -> builtins.list[ManifestEntry]:
         """Upload every file under ``local_dir`` to ``key/<relative path>``, streaming,
         many at once; return what was sent (sizes and SHA-256)."""
         key = validate_prefix(key, uri=self.uri)
@@ -179,7 +180,7 @@ class Storage(abc.ABC):
         files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri)
         return await self._upload_files(files, key)
 
-    async def download_dir(self, key: str, local_dir: str | os.PathLike[str]) -> list[str]:
+    async def download_dir(self, key: str, local_dir: str | os.PathLike[str]) -> builtins.list[str]:
         """Download every key below ``key/`` into ``local_dir`` (created if needed);
         return the relative paths written. Each file appears whole or not at all."""
         key = validate_prefix(key, uri=self.uri)
@@ -250,7 +251,7 @@ class Storage(abc.ABC):
             raise NotFound("no committed checkpoint", uri=self.uri, key=key) from err
         return Manifest.from_json(raw, uri=self.uri_for(key))
 
-    async def list_checkpoints(self, prefix: str = "") -> list[str]:
+    async def list_checkpoints(self, prefix: str = "") -> builtins.list[str]:
         """Keys of every committed checkpoint at or below ``prefix``, at any depth."""
         prefix = validate_prefix(prefix, uri=self.uri)
         await self._ready()
@@ -270,7 +271,9 @@ class Storage(abc.ABC):
 
     # -- helpers for drivers ----------------------------------------------------------
 
-    async def _upload_files(self, files: list[LocalFile], key: str) -> list[ManifestEntry]:
+    async def _upload_files(
+        self, files: builtins.list[LocalFile], key: str
+    ) -> builtins.list[ManifestEntry]:
         async def one(f: LocalFile) -> ManifestEntry:
             digest = await self._upload_file(f.path, join_key(key, f.rel), f.size)
             return ManifestEntry(f.rel, digest.size, digest.sha256)
@@ -342,7 +345,7 @@ class Storage(abc.ABC):
     async def _exists(self, key: str) -> bool: ...
 
     @abc.abstractmethod
-    async def _list(self, prefix: str) -> list[str]:
+    async def _list(self, prefix: str) -> builtins.list[str]:
         """Keys equal to ``prefix`` or below ``prefix/``; every key if ``prefix == ""``."""
 
     @abc.abstractmethod

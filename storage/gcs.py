@@ -135,12 +135,12 @@ class GCSStorage(Storage):
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=120),
             connector=aiohttp.TCPConnector(
                 limit=max(self.max_concurrency, self.file_concurrency) + 4,
-                ssl=None if not self._dev else False,
+                ssl=not self._dev,
             ),
         )
         self._gcs = _GStorage(
             service_file=self._service_file,
-            session=self._session,
+            session=self._session,  # type: ignore[arg-type]
             api_root=self._root,
             api_is_dev=self._dev,
         )
@@ -350,9 +350,7 @@ class GCSStorage(Storage):
             nonlocal pos
             try:
                 headers = {**(await self._auth()), "Content-Range": f"bytes */{total_s}"}
-                async with session.put(
-                    session_uri, headers=headers, allow_redirects=False
-                ) as resp:
+                async with session.put(session_uri, headers=headers, allow_redirects=False) as resp:
                     await resp.read()
                     if resp.status == 308:
                         got = resp.headers.get("Range", "")

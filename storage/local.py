@@ -80,10 +80,13 @@ class LocalStorage(Storage):
     # -- primitives -------------------------------------------------------------------
 
     async def _open(self) -> None:
-        if os.path.isdir(self.root):
+        # A hung NFS mount must not freeze the event loop, even for a stat.
+        if await asyncio.to_thread(os.path.isdir, self.root):
             return
         if self.create:
-            await self._run(None, "creating the root directory", os.makedirs, self.root, 0o777, True)
+            await self._run(
+                None, "creating the root directory", os.makedirs, self.root, 0o777, True
+            )
             return
         raise BucketNotFound(
             "root directory does not exist (create it, or pass create=True)", uri=self.uri
@@ -272,5 +275,3 @@ class LocalStorage(Storage):
                 return True
             raise self._map_error(err, key, "committing a checkpoint") from err
         return False
-
-

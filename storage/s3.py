@@ -23,11 +23,13 @@ from aiobotocore.session import get_session
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    ConnectionError as BotoConnectionError,
     CredentialRetrievalError,
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
 )
 
 from ._concurrency import in_thread, map_bounded
@@ -178,7 +180,9 @@ class S3Storage(Storage):
             )
             try:
                 await self._call(
-                    None, "checking the bucket", lambda: self._client.head_bucket(Bucket=self.bucket)
+                    None,
+                    "checking the bucket",
+                    lambda: self._client.head_bucket(Bucket=self.bucket),
                 )
             except NotFound as err:
                 raise BucketNotFound(
@@ -234,7 +238,7 @@ class S3Storage(Storage):
             if max_keys:
                 kwargs["MaxKeys"] = max_keys
             page = await self._call(
-                full_prefix, "list", lambda kw=kwargs: self._client.list_objects_v2(**kw)
+                full_prefix, "list", _bind(self._client.list_objects_v2, kwargs)
             )
             keys.extend(obj["Key"] for obj in page.get("Contents", ()))
             token = page.get("NextContinuationToken")
@@ -493,3 +497,9 @@ class _Slices:
     async def _slices(self) -> AsyncIterator[bytes]:
         for i in range(0, len(self._view), self._STEP):
             yield bytes(self._view[i : i + self._STEP])
+
+
+def _bind(fn: Callable[..., Awaitable[T]], kwargs: dict[str, Any]) -> Callable[[], Awaitable[T]]:
+    """A zero-argument retryable call with ``kwargs`` frozen now (not at call time)."""
+    frozen = dict(kwargs)
+    return lambda: fn(**frozen)

@@ -64,8 +64,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="session")
 def aws_env() -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                             "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
+    saved = {
+        k: os.environ.get(k)
+        for k in (
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_DEFAULT_REGION",
+            "AWS_ENDPOINT_URL",
+        )
+    }
     os.environ.update(
         AWS_ACCESS_KEY_ID=FAKE_KEY_ID,
         AWS_SECRET_ACCESS_KEY=FAKE_SECRET,

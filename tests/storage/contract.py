@@ -53,6 +53,7 @@ class Raw(Protocol):
     def write(self, key: str, data: bytes) -> None: ...
     def list(self) -> list[str]:
         """Every key under the store's root, reserved temporary names included."""
+
     def orphans(self) -> list[str]:
         """Leftovers of unfinished uploads (multipart uploads, staging directories)."""
 
@@ -138,7 +139,9 @@ class StorageContract:
             await store.delete("")
 
     @pytest.mark.parametrize("key", BAD_KEYS)
-    async def test_bad_keys_rejected(self, store: Storage, raw: Raw, key: str, tmp_path: Path) -> None:
+    async def test_bad_keys_rejected(
+        self, store: Storage, raw: Raw, key: str, tmp_path: Path
+    ) -> None:
         with pytest.raises(InvalidKey):
             await store.write_bytes(key, b"x")
         with pytest.raises(InvalidKey):
@@ -223,7 +226,10 @@ class StorageContract:
             await store.put_checkpoint(tmp_path / "src", key)
         raw.write("exp/t3/uncommitted/w", b"no manifest")
         assert await store.list_checkpoints() == [
-            "exp/t1/c1", "exp/t1/c2", "exp/t2/deep/er/c1", "other/c"
+            "exp/t1/c1",
+            "exp/t1/c2",
+            "exp/t2/deep/er/c1",
+            "other/c",
         ]
         assert await store.list_checkpoints("exp/t1") == ["exp/t1/c1", "exp/t1/c2"]
         assert await store.list_checkpoints("exp/t") == []
@@ -390,9 +396,7 @@ class NetworkContract:
         assert FAKE_SECRET not in text
         proxy.reset()
 
-    async def test_failed_put_leaves_nothing(
-        self, flaky: Flaky, raw: Raw, tmp_path: Path
-    ) -> None:
+    async def test_failed_put_leaves_nothing(self, flaky: Flaky, raw: Raw, tmp_path: Path) -> None:
         st, proxy = await flaky(retry=RetryPolicy(attempts=1))
         make_tree(tmp_path / "src", self.big_size)
         await st.write_bytes("warm", b"x")
@@ -405,4 +409,3 @@ class NetworkContract:
         assert await st.list_checkpoints() == []
         assert [k for k in raw.list() if k.startswith("c/")] == []
         assert raw.orphans() == []
-

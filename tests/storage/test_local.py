@@ -28,7 +28,9 @@ class LocalRaw:
         p.write_bytes(data)
 
     def list(self) -> list[str]:
-        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+        return sorted(
+            p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
+        )
 
     def orphans(self) -> list[str]:
         return [p.as_posix() for p in self.root.rglob("*") if ".trialflow-tmp-" in p.name]

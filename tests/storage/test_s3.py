@@ -115,16 +115,18 @@ async def test_missing_bucket(moto_url: str) -> None:
         await st.open()
     assert "no-such-bucket" in str(info.value)
     assert not isinstance(info.value, NotFound)
-    assert "no-such-bucket" not in [b["Name"] for b in boto3_client(moto_url).list_buckets()["Buckets"]]
+    assert "no-such-bucket" not in [
+        b["Name"] for b in boto3_client(moto_url).list_buckets()["Buckets"]
+    ]
 
 
-async def test_endpoint_from_environment(
-    moto_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_endpoint_from_environment(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
     async with open_storage(f"s3://{BUCKET}/{unique_prefix()}") as st:
         assert isinstance(st, S3Storage)
-        assert st.uri_for("a/b").startswith(f"s3://{BUCKET}/t-") and st.uri_for("a/b").endswith("/a/b")
+        assert st.uri_for("a/b").startswith(f"s3://{BUCKET}/t-") and st.uri_for("a/b").endswith(
+            "/a/b"
+        )
         await st.write_bytes("k", b"v")
         assert await st.read_bytes("k") == b"v"
 
