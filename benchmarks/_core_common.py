@@ -77,6 +77,11 @@ def summarize(
         "e2e_s": elapsed,
         "e2e_rate": results / elapsed if elapsed > 0 else None,
         "steady_rate": steady,
+        # From the first result to the last: start-up of Ray excluded, staggered actor
+        # start-up included. Defined even when the steady window is not.
+        "active_rate": (
+            results / (max(lasts) - min(firsts)) if firsts and max(lasts) > min(firsts) else None
+        ),
         "steady_window_s": window,
         "ray_up_s": t_ray - t0,
         "first_result_s": (min(firsts) - t0) if firsts else None,

@@ -8,13 +8,18 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
 * ``ours-buf``: the orchestrator with ``result_buffer`` (default 10) steps per call,
 * ``raw``: one coroutine per trial awaiting ``actor.step.remote()``, no framework,
 
-each run in a fresh subprocess with its own ``ray.init(num_cpus=2)``. Two rates per run:
+each run in a fresh subprocess with its own ``ray.init(num_cpus=2)``. Three rates per run:
 
 * end to end: results / wall time from before Ray starts to the end of ``run()`` /
   ``Tuner.fit()`` / the last raw call (Ray shutdown excluded, reported as ``exit``);
 * steady state: results per second while every trial is running (from the last
   trial's first result to the first trial's last result), by the actors' own result
   timestamps. ``-`` when start-up is so slow that no such window exists.
+* active: results / (last result - first result), Ray start-up left out; defined even
+  when the steady window is not.
+
+CPU seconds by process (driver, workers, raylet, GCS, other) are sampled during each
+run and shown per result: on a busy machine they move far less than wall-clock rates.
 
 Usage::
 
@@ -186,7 +191,15 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
         rows[key] = {}
         for system in args.systems:
             mine = [r for r in runs if r["system_label"] == system and r["spec"]["steps"] == steps]
-            fields = ("e2e_rate", "steady_rate", "ray_up_s", "all_running_s", "e2e_s", "exit_s")
+            fields = (
+                "e2e_rate",
+                "steady_rate",
+                "active_rate",
+                "ray_up_s",
+                "all_running_s",
+                "e2e_s",
+                "exit_s",
+            )
             row = {f: median([r.get(f) for r in mine]) for f in fields}
             for kind in CPU_KINDS:
                 row[f"cpu_us_{kind}"] = median([_cpu_per_result(r, kind) for r in mine])
@@ -222,10 +235,14 @@ def _verdict(value: float | None, target: float | None, shown: str) -> str:
 def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     head = (
         f"{'workload':<9} {'system':<20} {'e2e res/s':>10} {'steady res/s':>13} "
+        f"{'active res/s':>13} "
         f"{'ray up s':>9} {'all run s':>10} {'e2e s':>8} {'exit s':>7} {'runs':>5}"
     )
     print()
-    print(f"medians of {args.repeat} run(s); e2e includes Ray start; steady = all trials running")
+    print(
+        f"medians of {args.repeat} run(s); e2e includes Ray start; steady = while all trials "
+        "run; active = first result to last"
+    )
     print(head)
     print("-" * len(head))
     for key, systems in summary["rows"].items():
@@ -234,7 +251,8 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
             flag = "" if row["ok"] else "  FAILED"
             print(
                 f"{key:<9} {label:<20} {_fmt(row['e2e_rate'], '10.0f')} "
-                f"{_fmt(row['steady_rate'], '13.0f')} {_fmt(row['ray_up_s'], '9.1f')} "
+                f"{_fmt(row['steady_rate'], '13.0f')} {_fmt(row['active_rate'], '13.0f')} "
+                f"{_fmt(row['ray_up_s'], '9.1f')} "
                 f"{_fmt(row['all_running_s'], '10.1f')} {_fmt(row['e2e_s'], '8.1f')} "
                 f"{_fmt(row['exit_s'], '7.1f')} {row['runs']:>5}{flag}"
             )
