@@ -178,8 +178,8 @@ async def _measure(kind: str, actors: int, calls: int, cpu: float) -> dict[str, 
 
 async def _main(args: argparse.Namespace) -> None:
     kinds = [k for k in args.kinds.split(",") if k]
-    os.environ.setdefault("RAY_ADDRESS", "local")
     ray.init(
+        address="local",  # a private cluster, never one already running here
         num_cpus=NUM_CPUS,
         include_dashboard=False,
         log_to_driver=False,

@@ -66,6 +66,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
         t0 = time.time()
         sampler = CpuSampler()
         ray.init(
+            address="local",  # a private cluster, never one already running here
             num_cpus=NUM_CPUS,
             include_dashboard=False,
             log_to_driver=False,

@@ -93,6 +93,7 @@ async def _probe(kind: str, n: int, cpu: float, concurrency: int) -> dict[str, A
     t0 = time.time()
     sampler = CpuSampler(interval=0.2)
     ray.init(
+        address="local",  # a private cluster, never one already running here
         num_cpus=NUM_CPUS,
         include_dashboard=False,
         log_to_driver=False,
@@ -159,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
     levels = [int(c) for c in args.startup_concurrency.split(",") if c]
-    env = dict(os.environ, RAY_ADDRESS="local")
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)
     env.setdefault("RAY_AUTH_MODE", "disabled")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))

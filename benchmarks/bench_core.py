@@ -116,9 +116,10 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    # A fresh private cluster per run, even if another Ray is running on this machine
-    # (plain ray.init() would join the one named in /tmp/ray/ray_current_cluster).
-    env["RAY_ADDRESS"] = "local"
+    # Every child starts its own private cluster: the orchestrator by itself (it passes
+    # address="local"), Tune and the raw loop by ray.init(address="local"). A
+    # RAY_ADDRESS would make the orchestrator join that cluster instead.
+    env.pop("RAY_ADDRESS", None)
     env.setdefault("RAY_AUTH_MODE", "disabled")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
