@@ -41,7 +41,7 @@ from storage import StorageError
 
 from .checkpoints import Checkpoint
 from .collector import CheckpointCollector
-from .errors import InvalidTransition, TrialError
+from .errors import InvalidTransition, OrchestratorError, TrialError
 from .hooks import HookRunner
 from .journal import Journal
 from .lifecycle import (
@@ -122,7 +122,9 @@ class Dispatcher:
         collector: CheckpointCollector,
         save_retry_for: float = 300.0,
         journal: Journal | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
     ) -> None:
+        self._runtime_env = dict(runtime_env) if runtime_env else None
         self._save_retry_for = save_retry_for
         self._journal = journal
         self._storage_uri = storage_uri
@@ -201,8 +203,9 @@ class Dispatcher:
     async def wait_settled(self) -> None:
         """Return once every trial is TERMINATED, ERROR or PAUSED with nothing queued."""
         while True:
+            if self._task is None:
+                raise OrchestratorError("the orchestrator closed while run() was waiting")
             waiter = asyncio.ensure_future(self._settled.wait())
-            assert self._task is not None
             done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
             if self._task in done:
                 waiter.cancel()
@@ -374,6 +377,8 @@ class Dispatcher:
             return  # superseded while backing off
         try:
             options = _actor_options(trial.resources)
+            if self._runtime_env is not None:
+                options["runtime_env"] = self._runtime_env
             actor = RemoteTrialActor.options(**options).remote(
                 trial.trainable_cls,
                 trial.id,

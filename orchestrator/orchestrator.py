@@ -77,6 +77,13 @@ class Orchestrator:
     save_retry_for:
         Seconds a checkpoint upload is retried while storage is unreachable (training
         goes on meanwhile); past that the trial pauses with the storage error.
+    storage_options:
+        Driver options for ``open_storage`` (e.g. ``endpoint_url``), used by the
+        driver and by every trial's actor.
+    runtime_env:
+        A Ray runtime environment for the trials' actors, e.g.
+        ``{"env_vars": {"AWS_PROFILE": "x"}}`` when workers need credentials or
+        settings the cluster's processes do not have.
     resume, resume_errored:
         Continue the experiment ``name`` in ``storage`` from its journal (after the
         driver died or exited): TERMINATED trials keep their results and are not re-run,
@@ -104,6 +111,7 @@ class Orchestrator:
         save_retry_for: float = 300.0,
         hook_slow_after: float = 10.0,
         storage_options: Mapping[str, Any] | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
         resume: bool = False,
         resume_errored: bool = False,
         journal_interval: float = 1.0,
@@ -132,6 +140,7 @@ class Orchestrator:
         self._log_to_driver = log_to_driver
         self.storage_uri = _experiment_uri(storage, name)
         self._storage_options = dict(storage_options or {})
+        self._runtime_env = dict(runtime_env) if runtime_env else None
         try:
             probe = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
         except storage_pkg.StorageError as err:
@@ -319,6 +328,7 @@ class Orchestrator:
             collector=CheckpointCollector(store, is_pinned=lambda key: dispatcher.is_pinned(key)),
             save_retry_for=self.save_retry_for,
             journal=self._journal,
+            runtime_env=self._runtime_env,
         )
         self._collector = dispatcher._collector
         self._dispatcher = dispatcher
