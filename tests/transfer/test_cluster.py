@@ -19,6 +19,7 @@ from transfer.chunks import Piece, encode_header, header_size
 from transfer.errors import IntegrityError, UnsafePathError
 from transfer.manifest import Entry, Kind
 from transfer.plan import Plan
+from transfer.sink import SinkWriter
 
 from .helpers import make_tree, siblings, snapshot
 
@@ -96,6 +97,13 @@ async def test_three_nodes_exclude_limit_and_same_node(add_node: Any, tmp_path: 
     assert os.stat(local / "big.bin").st_ino == os.stat(dst / "big.bin").st_ino  # hard link
 
 
+def pinned_actor(node_id: str) -> dict[str, Any]:
+    return {
+        "num_cpus": 0,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+    }
+
+
 def _frame(pieces: list[Piece], payload: bytes) -> np.ndarray:
     buf = np.zeros(header_size(len(pieces)) + len(payload), np.uint8)
     view = memoryview(buf).cast("B")
@@ -105,12 +113,10 @@ def _frame(pieces: list[Piece], payload: bytes) -> np.ndarray:
 
 
 async def test_crafted_plan_and_chunk_at_a_real_sink(ray_cluster: Any, tmp_path: Path) -> None:
-    from transfer.api import _actor_options, _SinkActor
-
     dst = tmp_path / "dst"
     dst.mkdir()
     (dst / "keep.txt").write_text("old")
-    sink = _SinkActor.options(**_actor_options(head_id())).remote(str(dst), "crafted")
+    sink = ray.remote(SinkWriter).options(**pinned_actor(head_id())).remote(str(dst), "crafted")
     try:
         evil = Plan((), (Entry("../../evil", Kind.FILE, 3),), (), (), (), False)
         with pytest.raises(UnsafePathError):
