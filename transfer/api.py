@@ -1,16 +1,16 @@
-"""``copy_dir``: the driver-side conductor of one copy.
+"""``copy_dir``: the driver-side entry point of one copy.
 
 It runs in the caller's asyncio loop and only ever awaits ObjectRefs, so an
 orchestrator can run many copies beside its other events. The bytes never pass through
-the driver: it creates a reader actor on the source node and a writer actor on the
-target node, plans the delta, then feeds ``sink.write(source.read(chunk))`` pairs with
-at most ``max_in_flight`` outstanding. Ray moves each frame node to node directly, the
-reader runs ahead by the window and no further (backpressure), and the object store on
-each side holds at most ``max_in_flight`` frames. Reading, moving and writing overlap.
+the driver: it starts one streaming task on the target node (``tasks.receive``), which
+plans the delta and pulls checksummed frames from a reader task on the source node
+through the object store, a bounded window ahead; the driver only receives small
+progress events. Same-node copies run as one task on that node (:mod:`transfer.local`).
 
 Failure handling lives here too: Ray's errors become :class:`TransferError` kinds at one
-place (``_translate``), and on any failure or cancellation both actors are killed and
-the target node's staging directory is removed, so the target stays as it was.
+place (``_translate``), and on any failure or cancellation the copying task is killed
+(its reader dies with it, as Ray kills the tasks of a dead owner) and the target node's
+staging directory is removed, so the target stays as it was.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""The writing end: runs as an actor pinned to the target node.
+"""The writing end, used by the task that conducts a copy on the target node.
 
 It trusts nothing it receives. The plan is validated as a whole before anything is
 created (:mod:`transfer.paths`); each frame's header is parsed with ``struct`` and every
 piece must continue exactly the file and offset the sink expects next, within the
 file's announced size, so a crafted frame can neither write outside the staged tree nor
-grow a file. Bytes are written straight from the object store's zero-copy view and
-hashed on the way; a file whose checksum differs from the source's fails the copy.
+grow a file. Bytes are hashed straight from the object store's zero-copy view and
+written by :class:`~transfer.writer.FileWriter`; a file whose checksum differs from the
+source's fails the copy.
 Everything lands in a :class:`~transfer.staging.StagedTree`, so until ``commit`` the
 target is untouched.
 """
@@ -49,9 +50,6 @@ class SinkWriter:
         self._bytes = 0
         self._failed: BaseException | None = None
         self._writer: FileWriter | None = None
-
-    def ready(self) -> None:
-        """Resolves once the actor is up; lets the caller overlap actor start-ups."""
 
     def scan(self, exclude: Sequence[str] = ()) -> list[Entry]:
         return scan(self._target, exclude, missing_ok=True)

@@ -1,11 +1,11 @@
-"""The reading end: runs as an actor pinned to the source node.
+"""The reading end, used by tasks pinned to the source node (see :mod:`transfer.tasks`).
 
 It reads each chunk straight into one reusable frame buffer (``preadv``, no
 intermediate bytes objects), hashes the bytes while they are hot in cache, and returns
 the frame; Ray copies it into the node's object store once, and the buffer is reused
-for the next chunk, so the actor's memory is one frame whatever the directory's size.
-Chunks must be read in layout order (one caller, one actor thread), which is what lets
-a file's checksum be computed in a single streaming pass.
+for the next chunk, so the reader's memory is one frame whatever the directory's size.
+Chunks must be read in layout order, which is what lets a file's checksum be computed
+in a single streaming pass.
 """
 
 from __future__ import annotations
@@ -37,9 +37,6 @@ class SourceReader:
         self._cur = -1
         self._off = 0
         self._hasher = new_hasher()
-
-    def ready(self) -> None:
-        """Resolves once the actor is up; lets the caller overlap actor start-ups."""
 
     def scan(self, exclude: Sequence[str] = ()) -> list[Entry]:
         return scan(self._root, exclude)
