@@ -14,6 +14,7 @@ import os
 import resource
 import shutil
 import sys
+import threading
 import time
 from typing import Any
 
@@ -27,6 +28,30 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+class PeakSampler:
+    """Peak RSS while transferring. ``ru_maxrss`` alone may hold a start-up transient
+    (botocore loading its service model) that predates the baseline, so it counts only
+    if the transfer raises it; a sampler thread catches the rest."""
+
+    def __init__(self) -> None:
+        self.base = rss()
+        self._before = peak_rss()
+        self._peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.002):
+            self._peak = max(self._peak, rss())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        after = peak_rss()
+        return max(self._peak, after if after > self._before else 0)
+
+
 def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     from storage import open_storage
 
@@ -34,7 +59,7 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
         uri = f"s3://{spec['bucket']}/{spec['prefix']}"
         async with open_storage(uri, endpoint_url=spec["endpoint"], **spec["options"]) as st:
             await st.exists("warm-up")  # connect before the baseline is taken
-            base = rss()
+            sampler = PeakSampler()
             t0 = time.perf_counter()
             manifest = await st.put_checkpoint(spec["src"], "ckpt")
             t1 = time.perf_counter()
@@ -45,7 +70,8 @@ def run_ours(spec: dict[str, Any]) -> dict[str, Any]:
                 "download_s": t2 - t1,
                 "bytes": manifest.total_size,
                 "files": len(manifest.files),
-                "base_rss": base,
+                "base_rss": sampler.base,
+                "peak_rss": sampler.stop(),
                 "budget_bytes": st.part_size * st.max_concurrency,
             }
 
@@ -65,7 +91,7 @@ def run_boto3(spec: dict[str, Any]) -> dict[str, Any]:
             path = os.path.join(root, name)
             files.append((path, os.path.relpath(path, spec["src"])))
     files.sort()
-    base = rss()
+    sampler = PeakSampler()
     t0 = time.perf_counter()
     for path, rel in files:
         s3.upload_file(path, spec["bucket"], f"{spec['prefix']}/{rel}", Config=config)
@@ -80,7 +106,8 @@ def run_boto3(spec: dict[str, Any]) -> dict[str, Any]:
         "download_s": t2 - t1,
         "bytes": sum(os.path.getsize(p) for p, _ in files),
         "files": len(files),
-        "base_rss": base,
+        "base_rss": sampler.base,
+        "peak_rss": sampler.stop(),
     }
 
 
@@ -91,7 +118,6 @@ def main() -> int:
         result = run_ours(spec) if spec["system"] == "trialflow" else run_boto3(spec)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         result["cpu_s"] = usage.ru_utime + usage.ru_stime
-        result["peak_rss"] = peak_rss()
         result["peak_growth"] = result["peak_rss"] - result["base_rss"]
         # Same bytes back? (cheap check; the driver also verifies SHA-256 itself.)
         got = sum(
