@@ -147,6 +147,37 @@ def _copy_ours(
     }
 
 
+def _start_cluster(store: int, *, two_nodes: bool, attempts: int = 3) -> tuple[Any, Any]:
+    """A head node and, if asked, one worker node. On a loaded machine a raylet can miss
+    its start-up deadline; that is retried, as it says nothing about the copy."""
+    from ray.cluster_utils import Cluster
+
+    for attempt in range(attempts):
+        cluster = None
+        try:
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 1,
+                    "object_store_memory": store,
+                    "include_dashboard": False,
+                },
+            )
+            worker = None
+            if two_nodes:
+                # Added before the driver connects, so that both nodes prestart their
+                # pool of workers, as long-lived nodes of a real cluster have.
+                worker = cluster.add_node(num_cpus=1, object_store_memory=store)
+                cluster.wait_for_nodes()
+            return cluster, worker
+        except Exception:
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     system, src, dst = spec["system"], spec["src"], spec["dst"]
     shutil.rmtree(dst, ignore_errors=True)
@@ -154,23 +185,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     src_node = dst_node = ""
     if system != "copytree":
         import ray
-        from ray.cluster_utils import Cluster
 
         store = int(spec.get("object_store", GiB))
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 1,
-                "object_store_memory": store,
-                "include_dashboard": False,
-            },
-        )
-        worker = None
-        if system == "ray" or system == "ours":
-            # Added before the driver connects, so that both nodes prestart their pool
-            # of workers for this job, as long-lived nodes of a real cluster have.
-            worker = cluster.add_node(num_cpus=1, object_store_memory=store)
-            cluster.wait_for_nodes()
+        cluster, worker = _start_cluster(store, two_nodes=system in ("ray", "ours"))
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
         src_node = dst_node = ray.get_runtime_context().get_node_id()
         if worker is not None:

@@ -16,11 +16,13 @@ staging directory is removed, so the target stays as it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import ray
 import ray.exceptions as rex
@@ -150,6 +152,8 @@ async def _copy_same_node(
     options: dict[str, Any],
     hardlink: bool,
 ) -> LocalResult:
+    if node_id == ray.get_runtime_context().get_node_id():
+        return await _copy_in_thread(source_path, target_path, token, options, hardlink)
     ref = _local_task.options(**pinned(node_id)).remote(
         source_path, target_path, token, hardlink=hardlink, **options
     )
@@ -158,8 +162,46 @@ async def _copy_same_node(
     except BaseException as err:
         ray.cancel(ref, force=True)
         await _cleanup(node_id, target_path)
-        raise await _translate(err, node_id, node_id) from err
+        await _reraise(err, node_id, node_id)
     return result
+
+
+async def _copy_in_thread(
+    source_path: str, target_path: str, token: str, options: dict[str, Any], hardlink: bool
+) -> LocalResult:
+    """The driver's own node: a thread of this process, no task to schedule. A thread
+    cannot be killed, so cancelling asks it to stop and waits for its clean abort."""
+    cancelled = threading.Event()
+    job = asyncio.ensure_future(
+        asyncio.to_thread(
+            copy_local,
+            source_path,
+            target_path,
+            token,
+            hardlink=hardlink,
+            cancelled=cancelled,
+            **options,
+        )
+    )
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        cancelled.set()
+        with contextlib.suppress(BaseException):
+            await job
+        raise
+    except Exception as err:
+        node = str(ray.get_runtime_context().get_node_id())
+        await _reraise(err, node, node)
+        raise  # unreachable: _reraise always raises
+
+
+async def _reraise(err: BaseException, src_node: str, dst_node: str) -> NoReturn:
+    """Raise what the caller should see for ``err`` (chained to it when mapped)."""
+    mapped = await _translate(err, src_node, dst_node)
+    if mapped is err:
+        raise err
+    raise mapped from err
 
 
 async def _copy_across(
@@ -191,7 +233,7 @@ async def _copy_across(
     except BaseException as err:
         ray.cancel(gen, force=True)
         await _cleanup(dst_node, dst_path)
-        raise await _translate(err, src_node, dst_node) from err
+        await _reraise(err, src_node, dst_node)
     result = finished.result
     return TransferStats(
         bytes_sent=result.bytes_written,

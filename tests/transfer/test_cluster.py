@@ -219,3 +219,18 @@ def test_copy_dir_sync_from_a_script(ray_cluster: Any, tmp_path: Path) -> None:
         head_id(), str(tmp_path / "src"), head_id(), str(tmp_path / "dst"), hardlink=False
     )
     assert stats.files_sent == 6 and snapshot(tmp_path / "dst") == snapshot(tmp_path / "src")
+
+
+async def test_cancelling_a_same_node_copy_in_the_driver(ray_cluster: Any, tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_many(src, 300)
+    dst.mkdir()
+    (dst / "old").write_text("old")
+    task = asyncio.ensure_future(
+        transfer.copy_dir(head_id(), str(src), head_id(), str(dst), hardlink=False)
+    )
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(os.listdir(dst)) == ["old"] and siblings(dst) == []

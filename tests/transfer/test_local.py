@@ -9,6 +9,7 @@ import pytest
 
 from transfer.errors import SizeLimitExceeded, TransferError
 from transfer.local import copy_local
+from transfer.writer import DIRECT_MIN_SIZE
 
 from .helpers import make_tree, siblings, snapshot
 
@@ -16,7 +17,7 @@ from .helpers import make_tree, siblings, snapshot
 @pytest.mark.parametrize("hardlink", [True, False])
 def test_local_copy_matches_and_links_only_when_asked(tmp_path: Path, hardlink: bool) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    make_tree(src)
+    make_tree(src, big_size=DIRECT_MIN_SIZE + 1234)  # the O_DIRECT path, ragged tail
     result = copy_local(str(src), str(dst), "t", hardlink=hardlink)
     assert snapshot(dst) == snapshot(src)
     assert result.files_sent == 6 and result.files_linked == (6 if hardlink else 0)
