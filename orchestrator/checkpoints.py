@@ -25,6 +25,7 @@ class Checkpoint:
     address (``file:///...``, ``s3://...``, ``gs://...``); ``path`` the local directory
     when the storage is a local path, else ``None``. ``metrics`` is the result reported
     at that iteration. ``manifest`` is the storage manifest (files, sizes, checksums).
+    ``node_id`` is the Ray node whose actor persisted it (where a node-local copy lives).
     """
 
     trial_id: str
@@ -34,6 +35,7 @@ class Checkpoint:
     path: str | None = None
     metrics: Mapping[str, Any] = field(default_factory=dict)
     manifest: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    node_id: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +46,7 @@ class Checkpoint:
             "path": self.path,
             "metrics": dict(self.metrics),
             "manifest": dict(self.manifest) if self.manifest is not None else None,
+            "node_id": self.node_id,
         }
 
     @classmethod
@@ -56,6 +59,7 @@ class Checkpoint:
             path=data.get("path"),
             metrics=dict(data.get("metrics") or {}),
             manifest=data.get("manifest"),
+            node_id=data.get("node_id"),
         )
 
 

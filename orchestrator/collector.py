@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,12 +34,14 @@ class CheckpointCollector:
         storage: Any,
         *,
         is_pinned: Callable[[str], bool] = lambda key: False,
+        delete: Callable[[Checkpoint], Awaitable[None]] | None = None,
         concurrency: int = 4,
         max_attempts: int = 8,
         retry_delay: float = 0.5,
     ) -> None:
         self._storage = storage
         self._is_pinned = is_pinned
+        self._delete_one = delete or self._delete_from_storage
         self._slots = asyncio.Semaphore(concurrency)
         self._max_attempts = max_attempts
         self._retry_delay = retry_delay
@@ -67,6 +69,9 @@ class CheckpointCollector:
     def statistics(self) -> CollectorStatistics:
         return CollectorStatistics(self._deleted, self._failed, len(self._tasks))
 
+    async def _delete_from_storage(self, ckpt: Checkpoint) -> None:
+        await self._storage.delete_checkpoint(ckpt.key)
+
     async def _delete(self, ckpt: Checkpoint) -> None:
         delay = self._retry_delay
         attempt = 0
@@ -76,7 +81,7 @@ class CheckpointCollector:
                 continue
             try:
                 async with self._slots:
-                    await self._storage.delete_checkpoint(ckpt.key)
+                    await self._delete_one(ckpt)
                 self._deleted += 1
                 return
             except Exception as err:  # never fails a trial: log, back off, retry

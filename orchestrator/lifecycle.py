@@ -124,6 +124,15 @@ class SaveFailed(ActorEvent):
 
 
 @dataclass(frozen=True)
+class CheckpointUnavailable(ActorEvent):
+    """``checkpoint`` cannot reach the trial's actor (its node-local copy is on a node
+    that died, say). The actor is fine: try the next older checkpoint with it."""
+
+    checkpoint: Checkpoint
+    error: BaseException
+
+
+@dataclass(frozen=True)
 class RestoreDone(ActorEvent):
     """The trainable loaded ``checkpoint`` (``None``: it was started fresh)."""
 
@@ -529,6 +538,29 @@ class TrialMachine:
             return actions
         return actions + self._start_actor(target, self._backoff())
 
+    def _on_checkpoint_unavailable(self, event: CheckpointUnavailable) -> list[Action]:
+        self.bad_checkpoints.add(event.checkpoint.key)
+        target = self.latest_checkpoint
+        if target is not None:
+            self.restore_target = target
+            return [Restore(self.generation, target)]
+        if self.policy.fallback_to_scratch:
+            return self._begin_running(None)
+        self.error = TrialError(
+            self.trial_id,
+            f"no checkpoint can reach its new actor (last: {event.error}); use storage "
+            "every node can read (s3://, gs://, NFS with storage_shared=True), or pass "
+            "fallback_to_scratch=True to let it start over",
+            event.error,
+        )
+        actions: list[Action] = [
+            StopActor(self.generation, graceful=False),
+            Notify("on_trial_error", (self.error,)),
+        ]
+        self.state = TrialState.ERROR
+        self.restore_target = None
+        return actions
+
     def _on_save_failed(self, event: SaveFailed) -> list[Action]:
         self.saves_in_flight -= 1
         self.storage_down = True
@@ -613,6 +645,7 @@ _TRANSITIONS: dict[TrialState, dict[type[Event], Handler]] = {
     },
     TrialState.RESTORING: {
         RestoreDone: TrialMachine._on_restore_done,
+        CheckpointUnavailable: TrialMachine._on_checkpoint_unavailable,
         ResumeRequested: TrialMachine._on_resume_active,
         **_ACTOR_EVENTS,
         **_REQUESTS,
@@ -652,6 +685,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     SaveDone,
     SaveFailed,
     RestoreDone,
+    CheckpointUnavailable,
     Failure,
     StopRequested,
     PauseRequested,

@@ -20,6 +20,8 @@ import collections
 import enum
 import functools
 import logging
+import os
+import tempfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
+import transfer
 from storage import StorageError
 
 from .checkpoints import Checkpoint
@@ -47,6 +50,7 @@ from .journal import Journal
 from .lifecycle import (
     Action,
     ActorReady,
+    CheckpointUnavailable,
     DeleteCheckpoints,
     Event,
     Failure,
@@ -89,6 +93,7 @@ class Kind(enum.Enum):
     TRAIN = "step"
     SAVE = "save"
     RESTORE = "restore"
+    FETCH = "fetch"  # streaming a node-local checkpoint to the restoring actor's node
     STOP = "stop"
 
 
@@ -108,6 +113,7 @@ class LoopStatistics:
     results: int
     in_flight: int
     in_flight_by_kind: Mapping[str, int] = field(default_factory=dict)
+    fetches: int = 0  # node-local checkpoints streamed to another node for a restore
 
 
 class Dispatcher:
@@ -123,8 +129,13 @@ class Dispatcher:
         save_retry_for: float = 300.0,
         journal: Journal | None = None,
         runtime_env: Mapping[str, Any] | None = None,
+        node_local: bool = False,
     ) -> None:
         self._runtime_env = dict(runtime_env) if runtime_env else None
+        # Checkpoints live on the disk of the node that saved them (local storage that
+        # the nodes do not share): a restore elsewhere streams them over first.
+        self._node_local = node_local
+        self._fetches = 0
         self._save_retry_for = save_retry_for
         self._journal = journal
         self._storage_uri = storage_uri
@@ -138,7 +149,9 @@ class Dispatcher:
         self._settled = asyncio.Event()
         self._settled.set()
         self._in_flight: set[Pending] = set()
-        self._inbox: collections.deque[tuple[Trial, Event] | tuple[Pending, Future[Any]]]
+        self._inbox: collections.deque[
+            tuple[Trial, Event] | tuple[Pending, Future[Any] | asyncio.Future[Any]]
+        ]
         self._inbox = collections.deque()
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -222,7 +235,9 @@ class Dispatcher:
 
     def statistics(self) -> LoopStatistics:
         by_kind: dict[str, int] = collections.Counter(p.kind.value for p in self._in_flight)
-        return LoopStatistics(self._events, self._results, len(self._in_flight), dict(by_kind))
+        return LoopStatistics(
+            self._events, self._results, len(self._in_flight), dict(by_kind), self._fetches
+        )
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -281,6 +296,11 @@ class Dispatcher:
         self._in_flight.add(pending)
         ref.future().add_done_callback(functools.partial(self._from_ray, pending))
 
+    def _track_task(self, trial: Trial, kind: Kind, task: asyncio.Task[Any], extra: Any) -> None:
+        pending = Pending(trial, kind, trial._machine.generation, extra)
+        self._in_flight.add(pending)
+        task.add_done_callback(functools.partial(self._completed, pending))
+
     def _from_ray(self, pending: Pending, future: Future[Any]) -> None:
         # Runs on a Ray thread: hand over to the asyncio loop, nothing else.
         loop = self._loop
@@ -290,12 +310,14 @@ class Dispatcher:
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
-    def _completed(self, pending: Pending, future: Future[Any]) -> None:
+    def _completed(self, pending: Pending, future: Future[Any] | asyncio.Future[Any]) -> None:
         self._in_flight.discard(pending)
         self._inbox.append((pending, future))
         self._wake.set()
 
-    def _event_from(self, pending: Pending, future: Future[Any]) -> Event | None:
+    def _event_from(
+        self, pending: Pending, future: Future[Any] | asyncio.Future[Any]
+    ) -> Event | None:
         trial, gen = pending.trial, pending.generation
         try:
             value = future.result()
@@ -303,6 +325,12 @@ class Dispatcher:
             if pending.kind is Kind.STOP:
                 _kill(pending.extra)
                 return None
+            if pending.kind is Kind.FETCH:
+                ckpt = pending.extra[0]
+                log.warning(
+                    "trial %s: could not stream %s to its node: %s", trial.id, ckpt.uri, err
+                )
+                return CheckpointUnavailable(gen, ckpt, err)
             error = self._trial_error(pending, err)
             if pending.kind is Kind.SAVE and isinstance(error.cause, StorageError):
                 iteration = pending.extra[0]
@@ -327,10 +355,16 @@ class Dispatcher:
                 path=self._local_path_for(key),
                 metrics=metrics,
                 manifest=value,
+                node_id=trial.node_id,
             )
             return SaveDone(gen, ckpt)
         if kind is Kind.RESTORE:
             return RestoreDone(gen, pending.extra)
+        if kind is Kind.FETCH:
+            ckpt, staged = pending.extra
+            if trial._machine.generation == gen and trial._actor is not None:
+                self._submit_restore(trial, ckpt, staged)
+            return None
         # Kind.STOP: the actor cleaned up; make sure it is gone.
         _kill(pending.extra)
         return None
@@ -428,7 +462,20 @@ class Dispatcher:
                 ckpt.uri,
                 ", ".join(skipped),
             )
-        ref = trial._actor.restore.remote(self._next_seq(trial), ckpt.to_dict())
+        source, target = ckpt.node_id, trial.node_id
+        if self._node_local and ckpt.path and source and target and source != target:
+            # Its files are on another node's disk: stream them here first.
+            staged = os.path.join(
+                tempfile.gettempdir(), "trialflow-fetch", f"{trial.id}-g{trial._machine.generation}"
+            )
+            self._fetches += 1
+            task = asyncio.ensure_future(transfer.copy_dir(source, ckpt.path, target, staged))
+            self._track_task(trial, Kind.FETCH, task, (ckpt, staged))
+            return
+        self._submit_restore(trial, ckpt, None)
+
+    def _submit_restore(self, trial: Trial, ckpt: Checkpoint, local_dir: str | None) -> None:
+        ref = trial._actor.restore.remote(self._next_seq(trial), ckpt.to_dict(), local_dir)
         self._track(trial, Kind.RESTORE, ref, ckpt)
 
     def _stop_actor(self, trial: Trial, action: StopActor) -> None:

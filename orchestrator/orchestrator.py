@@ -21,7 +21,7 @@ import ray
 
 import storage as storage_pkg
 
-from .checkpoints import RetentionPolicy, ScoreMode
+from .checkpoints import Checkpoint, RetentionPolicy, ScoreMode
 from .collector import CheckpointCollector, CollectorStatistics
 from .errors import ConfigError, OrchestratorError, TrialError
 from .hooks import HookRunner, HookStatistics
@@ -29,6 +29,7 @@ from .journal import Journal, JournaledTrial, spec_of
 from .journal import load as load_journal
 from .lifecycle import TrialMachine, TrialPolicy, TrialState
 from .loop import Dispatcher, LoopStatistics
+from .node_local import delete_on_node
 from .stopping import StopCondition, StopSpec
 from .trainable import Trainable, is_trainable_class
 from .trial import Trial
@@ -84,6 +85,11 @@ class Orchestrator:
         A Ray runtime environment for the trials' actors, e.g.
         ``{"env_vars": {"AWS_PROFILE": "x"}}`` when workers need credentials or
         settings the cluster's processes do not have.
+    storage_shared:
+        For a local path: ``True`` when every node sees the same files there (NFS).
+        Otherwise (the default) a checkpoint stays on the disk of the node that saved
+        it; a trial restarting on another node has it streamed over (``transfer``),
+        and garbage collection deletes it on its node.
     resume, resume_errored:
         Continue the experiment ``name`` in ``storage`` from its journal (after the
         driver died or exited): TERMINATED trials keep their results and are not re-run,
@@ -112,6 +118,7 @@ class Orchestrator:
         hook_slow_after: float = 10.0,
         storage_options: Mapping[str, Any] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
+        storage_shared: bool = False,
         resume: bool = False,
         resume_errored: bool = False,
         journal_interval: float = 1.0,
@@ -141,6 +148,7 @@ class Orchestrator:
         self.storage_uri = _experiment_uri(storage, name)
         self._storage_options = dict(storage_options or {})
         self._runtime_env = dict(runtime_env) if runtime_env else None
+        self.storage_shared = bool(storage_shared)
         try:
             probe = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
         except storage_pkg.StorageError as err:
@@ -319,16 +327,29 @@ class Orchestrator:
                     self._adopt(entry)
         self._journal = Journal(store, name=self.name, interval=self._journal_interval)
         self._hooks = HookRunner(self._hooks_list, slow_after=self._hook_slow_after)
+        node_local = self._is_local and not self.storage_shared
+        driver_node = ray.get_runtime_context().get_node_id()
+        root = store.uri
+
+        async def delete(ckpt: Checkpoint) -> None:
+            if node_local and ckpt.node_id and ckpt.node_id != driver_node:
+                await delete_on_node(ckpt.node_id, root, ckpt.key)
+            else:
+                await store.delete_checkpoint(ckpt.key)
+
         dispatcher = Dispatcher(
             storage_uri=self.storage_uri,
             storage_options=self._storage_options,
             uri_for=self._checkpoint_uri,
             local_path_for=self._checkpoint_path,
             hooks=self._hooks,
-            collector=CheckpointCollector(store, is_pinned=lambda key: dispatcher.is_pinned(key)),
+            collector=CheckpointCollector(
+                store, is_pinned=lambda key: dispatcher.is_pinned(key), delete=delete
+            ),
             save_retry_for=self.save_retry_for,
             journal=self._journal,
             runtime_env=self._runtime_env,
+            node_local=node_local,
         )
         self._collector = dispatcher._collector
         self._dispatcher = dispatcher

@@ -184,13 +184,20 @@ class TrialActor:
         finally:
             await self._done_turn()
 
-    async def restore(self, seq: int, checkpoint: Mapping[str, Any]) -> None:
-        """Fetch ``checkpoint`` from storage (unless it is at hand) and load it."""
+    async def restore(
+        self, seq: int, checkpoint: Mapping[str, Any], local_dir: str | None = None
+    ) -> None:
+        """Load ``checkpoint``: from ``local_dir`` when the driver already streamed it to
+        this node (it is removed afterwards), else downloaded from storage."""
         await self._wait_turn(seq)
         try:
             trainable = self._require()
-            local_dir = await self._fetch(checkpoint)
-            await _call(trainable.load_checkpoint, local_dir)
+            source = local_dir if local_dir is not None else await self._fetch(checkpoint)
+            try:
+                await _call(trainable.load_checkpoint, source)
+            finally:
+                if local_dir is not None:
+                    shutil.rmtree(local_dir, ignore_errors=True)
             trainable.iteration = int(checkpoint["iteration"])
         finally:
             await self._done_turn()

@@ -130,7 +130,10 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
     tmp_path: Path, ray_cluster: Any, add_node: Any
 ) -> None:
     nodes = [add_node(num_cpus=2, resources={"worker": 100}) for _ in range(2)]
-    async with Orchestrator(storage=tmp_path, name="nodes", max_failures=2) as orch:
+    # One machine: every node sees tmp_path, as with NFS.
+    async with Orchestrator(
+        storage=tmp_path, name="nodes", max_failures=2, storage_shared=True
+    ) as orch:
         trials = [
             orch.add_trial(
                 Counter,

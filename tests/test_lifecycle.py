@@ -30,6 +30,7 @@ from orchestrator.lifecycle import (
     SaveDone,
     SaveFailed,
     StartActor,
+    CheckpointUnavailable,
     StopActor,
     StopRequested,
     Train,
@@ -233,6 +234,23 @@ def test_load_failure_with_an_older_checkpoint_costs_no_budget() -> None:
     assert m.state is TrialState.RUNNING and m.iteration == 1 and m.num_failures == 2
 
 
+def test_unreachable_checkpoints_fall_back_with_the_same_actor() -> None:
+    m = running(checkpoint_every=1, max_failures=1)
+    for i in (1, 2):
+        result(m)
+        m.handle(SaveDone(m.generation, ckpt(i)))
+    m.handle(Failure(m.generation, RuntimeError("node died"), actor_died=True))
+    m.handle(ActorReady(m.generation))
+    gen = m.generation
+    actions = m.handle(CheckpointUnavailable(gen, ckpt(2), OSError("node gone")))
+    assert kinds(actions) == ["Restore"] and actions[0].checkpoint.iteration == 1
+    assert m.generation == gen  # no new actor
+    actions = m.handle(CheckpointUnavailable(gen, ckpt(1), OSError("node gone")))
+    assert m.state is TrialState.ERROR
+    assert "no checkpoint can reach its new actor" in str(m.error)
+    assert kinds(actions) == ["StopActor", "Notify"]
+
+
 def test_save_that_cannot_be_persisted_pauses_with_the_error() -> None:
     m = running(checkpoint_every=2)
     result(m)
@@ -363,6 +381,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         TrainResult: TrainResult(gen, ({"x": 1},)),
         SaveDone: SaveDone(gen, ckpt(m.iteration)),
         SaveFailed: SaveFailed(gen, m.iteration, OSError("storage down")),
+        CheckpointUnavailable: CheckpointUnavailable(gen, ckpt(1), OSError("node gone")),
         RestoreDone: RestoreDone(gen, ckpt(m.iteration)),
         Failure: Failure(gen, RuntimeError("x")),
         StopRequested: StopRequested(),
