@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import math
 import os
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import IO, Any, TypeVar
@@ -174,7 +175,7 @@ class S3Storage(Storage):
         stack = AsyncExitStack()
         try:
             self._client = await stack.enter_async_context(
-                get_session().create_client(
+                _session().create_client(
                     "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config
                 )
             )
@@ -497,6 +498,20 @@ class _Slices:
     async def _slices(self) -> AsyncIterator[bytes]:
         for i in range(0, len(self._view), self._STEP):
             yield bytes(self._view[i : i + self._STEP])
+
+
+_SESSIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def _session() -> Any:
+    """One botocore session per event loop: its loader caches the S3 service model, which
+    is slow to parse, so opening a storage (one per trial actor) stays cheap; per loop,
+    because refreshable credentials hold asyncio locks."""
+    loop = asyncio.get_running_loop()
+    session = _SESSIONS.get(loop)
+    if session is None:
+        session = _SESSIONS[loop] = get_session()
+    return session
 
 
 def _bind(fn: Callable[..., Awaitable[T]], kwargs: dict[str, Any]) -> Callable[[], Awaitable[T]]:
