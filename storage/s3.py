@@ -476,7 +476,7 @@ class _Slices:
     never copied whole into the socket's buffer; each slice is a small copy so the
     transport never holds a view of a buffer that we recycle."""
 
-    _STEP = 256 * 1024
+    _STEP = 1 << 20  # few event-loop turns per part; at most this much sits in a socket buffer
 
     def __init__(self, view: memoryview) -> None:
         self._view = view
