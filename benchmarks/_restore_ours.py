@@ -291,5 +291,7 @@ def _throughput_figures(
         "restore_rate": during,
         "after_rate": after,
         "fraction": during / base if during is not None and base else None,
+        # The same against the window after the restores (the machine's load drifts).
+        "fraction_vs_after": during / after if during is not None and after else None,
         **extra,
     }

@@ -72,7 +72,8 @@ class TuneClock(tune.Callback):
     ) -> None:
         with self.lock:
             self.results += 1
-            if "pid" in result:
+            # Tune adds "pid" to every result itself; only the victims report "i".
+            if "i" in result:
                 self.pids[trial.trial_id] = int(result["pid"])
                 cfg = trial.config.get("cfg", trial.config)
                 self.tags[trial.trial_id] = cfg.get("tag", "")
@@ -103,7 +104,11 @@ class TuneClock(tune.Callback):
             while not done():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError("timed out waiting for Tune")
+                    raise TimeoutError(
+                        f"timed out waiting for Tune: {self.results} results, "
+                        f"{len(self.healthy_t)} healthy, victims seen {len(self.pids)}, "
+                        f"checkpointed {len(self.checkpoints)}, recovers {len(self.recovers)}"
+                    )
                 self.lock.wait(min(left, 0.2))
 
 
