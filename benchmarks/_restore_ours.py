@@ -14,7 +14,10 @@ while the victims restore is compared with their rate just before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import glob
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -31,6 +34,20 @@ from ._restore_common import (
     rate_in,
     read_stamps,
 )
+
+
+def _sweep_scratch(trial_ids: list[str]) -> int:
+    """Remove the actors' node-local scratch dirs that outlived them (a SIGKILLed actor
+    cleans nothing up); return how many bytes they held."""
+    leaked = 0
+    for trial_id in trial_ids:
+        for path in glob.glob(os.path.join(tempfile.gettempdir(), "trialflow", f"{trial_id}-g*")):
+            for root, _, files in os.walk(path):
+                for name in files:
+                    with contextlib.suppress(OSError):
+                        leaked += os.path.getsize(os.path.join(root, name))
+            shutil.rmtree(path, ignore_errors=True)
+    return leaked
 
 
 class RestoreTrainable(Trainable):
@@ -161,9 +178,10 @@ async def latency(spec: dict[str, Any]) -> dict[str, Any]:
             state = trial.state.value
             runner.cancel()
         stamps = read_stamps(stamp_dir, "t0")
+    leaked = _sweep_scratch([trial.id])
     for k in kills:
         k.update(_breakdown(stamps, k))
-    return {"ok": True, "state": state, "kills": kills}
+    return {"ok": True, "state": state, "kills": kills, "scratch_leaked_bytes": leaked}
 
 
 def _breakdown(stamps: list[dict[str, Any]], k: dict[str, Any]) -> dict[str, Any]:
@@ -247,6 +265,7 @@ async def throughput(spec: dict[str, Any]) -> dict[str, Any]:
             states = sorted({t.state.value for t in orch.trials})
             stamps = [t for h in healthy for t in (r["t"] for r in h.results)]
             runner.cancel()
+    leaked = _sweep_scratch([v.id for v in victims])
     return _throughput_figures(
         spec,
         stamps=stamps,
@@ -258,6 +277,7 @@ async def throughput(spec: dict[str, Any]) -> dict[str, Any]:
         extra={
             "states": states,
             "restored_hooks_s": t_hooks - t_kill,
+            "scratch_leaked_bytes": leaked,
             "detect_s": sorted(
                 clock.errors[v.id][-1] - t_kill for v in victims if v.id in clock.errors
             ),
