@@ -3,9 +3,9 @@
 When source and target share a node, streaming through Ray would only add copies.
 The delta plan, sanitizing and staged commit are the same as across nodes; the bytes
 are either hard links (when ``hardlink`` and both sides share a filesystem: no data
-moves, and nothing needs verifying since it is the same inode) or copies (``sendfile``
-for small files, the O_DIRECT writer for big ones), whose length is checked against the
-listing. When the node is the driver's own, ``api`` runs this in a thread, not a task.
+moves, and nothing needs verifying since it is the same inode) or in-kernel copies
+(``sendfile``), whose length is checked against the listing. On the driver's own node,
+``api`` runs this in a thread rather than a task.
 
 Hard links are safe for checkpoints that are written once and then only read or
 replaced (new files, renames), which is how checkpoints are made; a caller that edits
@@ -23,13 +23,11 @@ from .checksum import digest_file
 from .errors import IntegrityError, SizeLimitExceeded, TransferError
 from .manifest import Entry, scan
 from .plan import make_plan, needs_checksum
-from .staging import WRITE_FLAGS, StagedTree
-from .writer import DIRECT_MIN_SIZE, FileWriter
+from .staging import StagedTree
 
 __all__ = ["LocalResult", "copy_local"]
 
 _SENDFILE_MAX = 1 << 30
-_READ = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +82,6 @@ def copy_local(
     staged = StagedTree(dst, token)
     staged.open()
     linked = 0
-    writer = FileWriter()
     try:
         staged.make_dirs(plan.dirs)
         can_link = hardlink and os.stat(src).st_dev == os.stat(os.path.dirname(staged.root)).st_dev
@@ -94,7 +91,7 @@ def copy_local(
             if can_link and _try_link(os.path.join(src, entry.path), staged.path(entry.path)):
                 linked += 1
             else:
-                _copy_file(os.path.join(src, entry.path), staged, entry, writer)
+                _copy_file(os.path.join(src, entry.path), staged, entry)
         staged.link_kept(plan.keep)
         staged.make_symlinks(plan.links)
         staged.carry_over(plan.mirror, plan.exclude)
@@ -103,8 +100,6 @@ def copy_local(
     except BaseException:
         staged.abort()
         raise
-    finally:
-        writer.close()
     return LocalResult(
         bytes_sent=plan.bytes_to_send,
         files_sent=len(plan.send),
@@ -122,24 +117,17 @@ def _try_link(src: str, dst: str) -> bool:
     return True
 
 
-def _copy_file(src: str, staged: StagedTree, entry: Entry, writer: FileWriter) -> None:
-    """Small files go through ``sendfile``; big ones through the O_DIRECT writer, which
-    keeps a copy from being throttled by (and adding to) the machine's dirty pages."""
+def _copy_file(src: str, staged: StagedTree, entry: Entry) -> None:
+    """An in-kernel copy (``sendfile``): no user-space buffer at all. Measured here, it
+    beat the O_DIRECT writer for local copies (2 GiB: ~5 s against ~17 s), since the
+    page cache absorbs a checkpoint-sized burst."""
     in_fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        out_fd = writer.open(staged.path(entry.path), WRITE_FLAGS, entry.size)
+        out_fd = staged.create_file(entry.path)
         try:
             offset = 0
-            if entry.size >= DIRECT_MIN_SIZE:
-                buf = bytearray(_READ)
-                view = memoryview(buf)
-                while n := os.preadv(in_fd, [view], offset):
-                    writer.write(view[:n])
-                    offset += n
-                writer.finish()
-            else:
-                while n := os.sendfile(out_fd, in_fd, offset, _SENDFILE_MAX):
-                    offset += n
+            while n := os.sendfile(out_fd, in_fd, offset, _SENDFILE_MAX):
+                offset += n
             st = os.fstat(in_fd)
             if offset != entry.size or st.st_size != entry.size or st.st_mtime_ns != entry.mtime_ns:
                 raise IntegrityError(f"source file {src!r} changed while being copied; retry")
