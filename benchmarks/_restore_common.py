@@ -119,6 +119,20 @@ def first_after(
     return None
 
 
+def victims_breakdown(
+    stamp_dir: str, tags: Sequence[str], pids: Sequence[int], t_kill: float
+) -> dict[str, Any]:
+    """Per restore step, the median and the max over victims of seconds after the kill."""
+    out: dict[str, Any] = {}
+    stamps = [read_stamps(stamp_dir, tag) for tag in tags]
+    for ev in ("setup", "load_start", "load_end", "first_step"):
+        got = [first_after(st, ev, t_kill, pid) for st, pid in zip(stamps, pids, strict=True)]
+        values = [g["t"] - t_kill for g in got if g is not None]
+        out[f"{ev}_median_s"] = median(values)
+        out[f"{ev}_max_s"] = max(values) if values else None
+    return out
+
+
 def rate_in(stamps: Sequence[float], start: float, end: float) -> float | None:
     if end <= start:
         return None

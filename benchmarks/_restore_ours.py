@@ -33,6 +33,7 @@ from ._restore_common import (
     first_after,
     rate_in,
     read_stamps,
+    victims_breakdown,
 )
 
 
@@ -264,6 +265,7 @@ async def throughput(spec: dict[str, Any]) -> dict[str, Any]:
             t_end = time.time()
             states = sorted({t.state.value for t in orch.trials})
             stamps = [t for h in healthy for t in (r["t"] for r in h.results)]
+            steps = victims_breakdown(stamp_dir, [f"v{i}" for i in range(len(pids))], pids, t_kill)
             runner.cancel()
     leaked = _sweep_scratch([v.id for v in victims])
     return _throughput_figures(
@@ -278,6 +280,7 @@ async def throughput(spec: dict[str, Any]) -> dict[str, Any]:
             "states": states,
             "restored_hooks_s": t_hooks - t_kill,
             "scratch_leaked_bytes": leaked,
+            "victims": steps,
             "detect_s": sorted(
                 clock.errors[v.id][-1] - t_kill for v in victims if v.id in clock.errors
             ),

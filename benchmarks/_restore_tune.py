@@ -22,7 +22,15 @@ from typing import Any
 import ray
 from ray import tune
 
-from ._restore_common import BUCKET, NUM_CPUS, Payload, first_after, read_stamps, s3_filesystem
+from ._restore_common import (
+    BUCKET,
+    NUM_CPUS,
+    Payload,
+    first_after,
+    read_stamps,
+    s3_filesystem,
+    victims_breakdown,
+)
 from ._restore_ours import _breakdown, _throughput_figures
 
 
@@ -300,6 +308,7 @@ def throughput(spec: dict[str, Any]) -> dict[str, Any]:
                     break
                 time.sleep(0.02)
             times["firsts"] = [f["t"] if f else None for f in firsts]
+            times["victims"] = victims_breakdown(stamp_dir, order, times["pids"], t_kill)
             time.sleep(spec["post_s"])
             times["t_end"] = time.time()
             with clock.lock:
@@ -319,6 +328,10 @@ def throughput(spec: dict[str, Any]) -> dict[str, Any]:
         t_kill=times["t_kill"],
         firsts=times["firsts"],
         t_end=times["t_end"],
-        extra={"tune_errors": errors, "detect_s": times["detect_s"]},
+        extra={
+            "tune_errors": errors,
+            "detect_s": times["detect_s"],
+            "victims": times["victims"],
+        },
     )
     return figures

@@ -398,6 +398,10 @@ def summarize_throughput(runs: list[dict[str, Any]], systems: list[str]) -> dict
         row["detect_s_median"] = median(
             [median(r.get("detect_s") or []) for r in mine if r.get("detect_s")]
         )
+        row["victims"] = {
+            k: median([(r.get("victims") or {}).get(k) for r in mine])
+            for k in sorted({k for r in mine for k in (r.get("victims") or {})})
+        }
         row["runs"] = len(mine)
         row["ok"] = bool(mine) and all(r.get("ok") for r in mine)
         row["load_before"] = median([(r.get("load_before") or [None])[0] for r in mine])
@@ -456,6 +460,23 @@ def print_throughput(args: argparse.Namespace, summary: dict[str, Any]) -> None:
             errs = [e for e in r["errors"] if e]
             line += f"  FAILED: {errs[0].strip().splitlines()[-1][:100] if errs else ''}"
         print(line)
+    print("victims' way back, seconds after the kill (median / last of the victims):")
+    for system, r in summary["rows"].items():
+        v = r.get("victims") or {}
+        if v:
+            print(
+                f"  {LABELS[system]:<9}"
+                + "  ".join(
+                    f"{label} {_f(v.get(ev + '_median_s'), '.2f')} / "
+                    f"{_f(v.get(ev + '_max_s'), '.2f')}"
+                    for ev, label in (
+                        ("setup", "actor up"),
+                        ("load_start", "load start"),
+                        ("load_end", "load end"),
+                        ("first_step", "1st step"),
+                    )
+                )
+            )
     ratios = summary["ratios"]
     if ratios:
         print(
