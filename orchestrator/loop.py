@@ -491,7 +491,8 @@ class Dispatcher:
         self._loop.call_later(STOP_GRACE_S, _kill, actor)
 
     def _report(self, trial: Trial, action: Report) -> None:
-        result = dict(action.result)
+        result = action.result  # a fresh dict the machine built for this result
+        assert isinstance(result, dict)
         trial.results.append(result)
         trial.last_result = result
         if self._journal is not None:

@@ -61,7 +61,10 @@ class StopCondition:
     def __call__(self, result: Mapping[str, Any]) -> bool:
         for key, threshold in self.thresholds:
             value = result.get(key)
-            if isinstance(value, numbers.Real) and float(value) >= threshold:
+            if type(value) is int or type(value) is float:  # the common case, fast
+                if value >= threshold:
+                    return True
+            elif isinstance(value, numbers.Real) and float(value) >= threshold:
                 return True
         if self.predicate is not None:
             return bool(self.predicate(self.trial_id, result))

@@ -119,6 +119,7 @@ class TrialActor:
     async def setup(self, seq: int, config: dict[str, Any]) -> str:
         await self._wait_turn(seq)
         try:
+            _remove_dead_scratch(self._scratch)
             trainable = self._cls()
             trainable.config = config
             trainable.trial_id = self._trial_id
@@ -293,6 +294,30 @@ IO_CONCURRENCY = 2
 RemoteTrialActor: Any = ray.remote(concurrency_groups={"io": IO_CONCURRENCY})(  # type: ignore[call-overload]
     TrialActor
 )
+
+
+def _remove_dead_scratch(own: str) -> None:
+    """Drop the scratch directories that killed actors of this trial left on this node.
+
+    A SIGKILLed actor cannot clean up after itself; its directory (named
+    ``<trial>-g<generation>-<pid>``) is removed once its process is gone.
+    """
+    parent, name = os.path.split(own)
+    trial_part = name.rsplit("-g", 1)[0]
+    try:
+        entries = os.listdir(parent)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry == name or entry.rsplit("-g", 1)[0] != trial_part:
+            continue
+        try:
+            pid = int(entry.rsplit("-", 1)[1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+        except (ValueError, IndexError, PermissionError):
+            continue
 
 
 def _is_permanent(err: BaseException) -> bool:

@@ -21,17 +21,11 @@ from orchestrator import Orchestrator, Trial, TrialState
 from orchestrator.journal import JOURNAL_KEY
 from storage import MANIFEST_NAME
 
-from .trainables import Counter, Recorder
+from .trainables import Counter, Recorder, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def assert_failure_free_history(trial: Trial, final: int) -> None:
-    its = [r["training_iteration"] for r in trial.results]
-    assert its == list(range(1, final + 1)), (trial.id, its[-10:])
-    assert all(r["count"] == r["training_iteration"] for r in trial.results)
 
 
 async def test_chaos_sigkill_random_actors_every_second(tmp_path: Path) -> None:

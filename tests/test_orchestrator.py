@@ -30,6 +30,7 @@ from .trainables import (
     BadStep,
     Counter,
     NotATrainable,
+    assert_failure_free_history,
 )
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -39,13 +40,6 @@ CPU = {"cpu": 0.25}
 
 def iterations(trial: Trial) -> list[int]:
     return [r["training_iteration"] for r in trial.results]
-
-
-def assert_clean_history(trial: Trial) -> None:
-    """Results are 1..N without gaps or repeats, and the counter state matches."""
-    its = iterations(trial)
-    assert its == list(range(1, len(its) + 1)), its
-    assert all(r["count"] == r["training_iteration"] for r in trial.results)
 
 
 def committed(root: Path, trial: Trial) -> list[str]:
@@ -72,7 +66,7 @@ async def test_trials_run_to_stop_with_checkpoints_and_retention(tmp_path: Path)
     root = tmp_path / "basic"
     for trial in trials:
         assert trial.state is TrialState.TERMINATED
-        assert_clean_history(trial)
+        assert_failure_free_history(trial)
         assert trial.last_result is not None
         assert trial.last_result["training_iteration"] == 20
         assert trial.last_result["trial_id"] == trial.id
@@ -139,7 +133,7 @@ async def test_restore_mid_run_from_a_hook_rolls_back(tmp_path: Path) -> None:
         await orch.run()
     assert trial.state is TrialState.TERMINATED
     assert [c.iteration for c in restored] == [5, 5]
-    assert_clean_history(trial)  # results after 5 were dropped, then continued at 6
+    assert_failure_free_history(trial)  # results after 5 were dropped, then continued at 6
     assert trial.discarded_results > 0
     assert trial.last_result is not None and trial.last_result["count"] == 30
 
@@ -165,7 +159,7 @@ async def test_pause_resume_stop(tmp_path: Path) -> None:
         await trial.stop()
         assert trial.state is TrialState.TERMINATED
         await runner
-    assert_clean_history(trial)
+    assert_failure_free_history(trial)
     assert other.state is TrialState.TERMINATED
 
 
@@ -202,7 +196,7 @@ async def test_killed_actor_recovers_from_newest_checkpoint(tmp_path: Path) -> N
         await orch.run()
     assert trial.state is TrialState.TERMINATED
     assert trial.num_failures == 1
-    assert_clean_history(trial)
+    assert_failure_free_history(trial)
     assert bystander.state is TrialState.TERMINATED and bystander.num_failures == 0
 
 

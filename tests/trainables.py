@@ -1,4 +1,4 @@
-"""Small trainables shared by the integration tests (importable by Ray workers)."""
+"""Small trainables and checks shared by the integration tests (importable by Ray workers)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ import os
 import time
 from typing import Any
 
-from orchestrator import Trainable
+from orchestrator import Trainable, Trial
+
+
+def assert_failure_free_history(trial: Trial, final: int | None = None) -> None:
+    """Results are 1..N (N = ``final`` when given) without gaps or repeats, and the
+    counter's state matches: what a run without any failure would have recorded."""
+    its = [r["training_iteration"] for r in trial.results]
+    expected = list(range(1, (final if final is not None else len(its)) + 1))
+    assert its == expected, (trial.id, its[-10:])
+    assert all(r["count"] == r["training_iteration"] for r in trial.results)
 
 
 class Counter(Trainable):

@@ -16,7 +16,7 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
-from ..trainables import Recorder
+from ..trainables import Recorder, assert_failure_free_history
 from .conftest import BUCKET, FAKE_KEY_ID, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -34,12 +34,6 @@ def s3_env(url: str) -> dict[str, Any]:
             "AWS_DEFAULT_REGION": "us-east-1",
         }
     }
-
-
-def assert_failure_free_history(trial: Trial, final: int) -> None:
-    its = [r["training_iteration"] for r in trial.results]
-    assert its == list(range(1, final + 1)), its[-10:]
-    assert all(r["count"] == r["training_iteration"] for r in trial.results)
 
 
 class KillOnce:
