@@ -234,15 +234,23 @@ def test_run_bad_import_path_exits_non_zero_with_a_clear_error(tmp_path: Path) -
     ],
 )
 def test_run_argument_errors_before_ray_starts(
-    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import ray
 
+    def no_ray(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Ray was started for a command with bad arguments")
+
+    # Whatever the session's Ray state, a bad argument must be caught before ray.init.
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", no_ray)
     assert main(["run", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("trialflow run: error: ")
     assert message in err
-    assert not ray.is_initialized() or os.environ.get("RAY_ADDRESS")
 
 
 def test_expand_grid() -> None:
