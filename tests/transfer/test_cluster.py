@@ -223,13 +223,17 @@ def test_copy_dir_sync_from_a_script(ray_cluster: Any, tmp_path: Path) -> None:
 
 async def test_cancelling_a_same_node_copy_in_the_driver(ray_cluster: Any, tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    make_many(src, 300)
+    make_many(src, 3000)
     dst.mkdir()
     (dst / "old").write_text("old")
     task = asyncio.ensure_future(
         transfer.copy_dir(head_id(), str(src), head_id(), str(dst), hardlink=False)
     )
-    await asyncio.sleep(0.05)
+    # Cancel once the copy is under way (its staging tree exists), not after a guessed
+    # delay: on a quiet machine a fixed sleep can outlast the whole copy.
+    while not siblings(dst) and not task.done():
+        await asyncio.sleep(0.001)
+    assert not task.done(), "the copy finished before it could be cancelled"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
