@@ -98,15 +98,15 @@ def summarize(
     return figures
 
 
-def emit(figures: dict[str, Any]) -> None:
-    sys.stdout.write(RESULT_MARKER + json.dumps(figures) + "\n")
+def emit(figures: dict[str, Any], marker: str = RESULT_MARKER) -> None:
+    sys.stdout.write(marker + json.dumps(figures) + "\n")
     sys.stdout.flush()
 
 
-def parse_child_output(stdout: str) -> dict[str, Any] | None:
+def parse_child_output(stdout: str, marker: str = RESULT_MARKER) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            parsed: dict[str, Any] = json.loads(line[len(RESULT_MARKER) :])
+        if line.startswith(marker):
+            parsed: dict[str, Any] = json.loads(line[len(marker) :])
             return parsed
     return None
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from . import _core_common as _core
+from ._core_common import median
 
 RESULT_MARKER = "@@restore-result "
 #: Every system starts its own Ray with this many CPUs (same cluster for all).
@@ -140,21 +141,11 @@ def rate_in(stamps: Sequence[float], start: float, end: float) -> float | None:
 
 
 def emit(figures: dict[str, Any]) -> None:
-    sys.stdout.write(RESULT_MARKER + json.dumps(figures) + "\n")
-    sys.stdout.flush()
+    _core.emit(figures, RESULT_MARKER)
 
 
 def parse_child_output(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            parsed: dict[str, Any] = json.loads(line[len(RESULT_MARKER) :])
-            return parsed
-    return None
-
-
-def median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+    return _core.parse_child_output(stdout, RESULT_MARKER)
 
 
 def s3_filesystem(endpoint: str) -> Any:

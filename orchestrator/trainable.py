@@ -254,10 +254,6 @@ class TrialActor:
         await self._close_storage()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
-    @ray.method(concurrency_group="io")
-    async def node_id(self) -> str:
-        return str(ray.get_runtime_context().get_node_id())
-
     # -- internals --------------------------------------------------------------------
 
     def _require(self) -> Trainable:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 CPU = {"cpu": 0.25}
 
 
-def s3_env(url: str) -> dict[str, Any]:
+def s3_env() -> dict[str, Any]:
     # The session's Ray workers started before the emulator: give the actors the
     # credentials through their runtime environment (endpoint goes in storage_options).
     return {
@@ -59,7 +59,7 @@ async def test_experiment_on_s3(moto_url: str) -> None:
         max_failures=1,
         hooks=[killer],
         storage_options={"endpoint_url": moto_url},
-        runtime_env=s3_env(moto_url),
+        runtime_env=s3_env(),
     ) as orch:
         trials = [
             orch.add_trial(
@@ -146,7 +146,7 @@ async def test_s3_outage_during_saves_loses_nothing(
         storage=uri,
         name="outage",
         storage_options=options,
-        runtime_env=s3_env(moto_url),
+        runtime_env=s3_env(),
         save_retry_for=60,
     ) as orch:
         trials = [
