@@ -403,6 +403,12 @@ class TrialMachine:
             return [Restore(self.generation, target)]
         return self._train()
 
+    def _expect_save(self, event: Event) -> None:
+        if self.saves_in_flight <= 0:
+            raise InvalidTransition(
+                f"trial {self.trial_id}: {type(event).__name__} but no save was asked for"
+            )
+
     def _revive(self) -> None:
         """The user brings the trial back: a fresh failure budget, the old error gone."""
         self.error = None
@@ -477,6 +483,7 @@ class TrialMachine:
         return actions + self._settle_if_idle()
 
     def _on_save_done(self, event: SaveDone) -> list[Action]:
+        self._expect_save(event)
         self.saves_in_flight -= 1
         self.checkpoints.append(event.checkpoint)
         self.checkpoints.sort(key=lambda c: c.iteration)
@@ -562,6 +569,7 @@ class TrialMachine:
         return actions
 
     def _on_save_failed(self, event: SaveFailed) -> list[Action]:
+        self._expect_save(event)
         self.saves_in_flight -= 1
         self.storage_down = True
         self.error = event.error

@@ -349,6 +349,13 @@ def test_stop_beats_restore_request() -> None:
     assert m.state is TrialState.TERMINATED
 
 
+def test_unrequested_save_result_is_refused() -> None:
+    m = running()
+    with pytest.raises(InvalidTransition, match="no save was asked for"):
+        m.handle(SaveDone(m.generation, ckpt(1)))
+    assert m.saves_in_flight == 0 and m.checkpoints == []
+
+
 def test_invalid_transition_is_a_clear_error_and_changes_nothing() -> None:
     m = machine()
     with pytest.raises(InvalidTransition, match="trial t: event Launch"):
@@ -435,9 +442,13 @@ def test_every_state_event_pair_transitions_or_raises(
     snapshot = (m.state, m.generation, m.iteration, len(m.checkpoints))
     stale_actor_event = isinstance(event, ActorEvent) and not state.has_actor
     if m.accepts(event_type) or stale_actor_event:
-        actions = m.handle(event)
-        assert isinstance(actions, list)
-        assert m.state in TrialState
+        try:
+            actions = m.handle(event)
+        except InvalidTransition:  # accepted in this state, but not in this situation
+            assert (m.state, m.generation, m.iteration, len(m.checkpoints)) == snapshot
+        else:
+            assert isinstance(actions, list)
+            assert m.state in TrialState
     else:
         with pytest.raises(InvalidTransition):
             m.handle(event)

@@ -139,7 +139,8 @@ async def test_cancellation_midway_leaves_the_target_as_it_was(
     node = add_node(**NODE)
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
-    (src / "weights.bin").write_bytes(os.urandom(6 * 1024 * KiB))
+    # Large enough that the copy cannot finish while the node is being removed.
+    (src / "weights.bin").write_bytes(os.urandom(48 * 1024 * KiB))
     dst.mkdir()
     (dst / "weights.bin").write_bytes(b"previous checkpoint")
     before = snapshot(dst)
@@ -175,7 +176,8 @@ async def test_node_death_midway_raises_and_leaves_the_target(
     node = add_node(**NODE)
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
-    (src / "weights.bin").write_bytes(os.urandom(6 * 1024 * KiB))
+    # Large enough that the copy cannot finish while the node is being removed.
+    (src / "weights.bin").write_bytes(os.urandom(48 * 1024 * KiB))
     dst.mkdir()
     (dst / "weights.bin").write_bytes(b"previous checkpoint")
     before = snapshot(dst)
