@@ -5,20 +5,17 @@ A trainable is ordinary Python: ``setup``, ``step``, ``save_checkpoint`` and
 so that the driver never waits on it: every call returns an ``ObjectRef`` that the loop
 awaits together with all the others.
 
-The actor is an *async* actor with two concurrency groups. The default group runs the
-trainable's calls strictly in the order the driver issued them (a sequence gate, since
-Ray does not promise order for async actors). The ``io`` group persists checkpoints to
-storage, so a slow upload never holds up the next training step, and the actor itself
-uploads: the driver never relays checkpoint bytes.
+The actor is a plain threaded Ray actor: its default group (one thread) runs the
+trainable's calls strictly in the order the driver issued them, and its ``io`` group
+persists checkpoints to storage, so a slow upload never holds up the next training
+step. The actor itself uploads: the driver never relays checkpoint bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import os
-import random
 import shutil
 import tempfile
 import time
@@ -27,7 +24,7 @@ from typing import Any
 
 import ray
 
-log = logging.getLogger("orchestrator.actor")
+from .actor_io import ActorIO
 
 
 class Trainable:
@@ -67,15 +64,40 @@ class Trainable:
         return None
 
 
-async def _call(fn: Any, *args: Any) -> Any:
-    result = fn(*args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+class _Awaiter:
+    """Runs what an ``async def`` trainable method returns, on the actor's own loop.
+
+    The loop runs only while a trainable call does: a trainable's background tasks
+    make progress during its calls, not between them.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            result = self._loop.run_until_complete(result)
+        return result
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
 
 class TrialActor:
-    """Hosts one trial's trainable. Created by the loop as a Ray actor (see ``ACTOR``)."""
+    """Hosts one trial's trainable. Created by the loop as a Ray actor (see ``ACTOR``).
+
+    A plain threaded actor: its default group has one thread, and Ray runs one
+    caller's calls to such an actor strictly in the order they were submitted (it
+    numbers them), so train, save and restore never overtake each other. The ``seq``
+    each call carries only double-checks that. Uploads run in the ``io`` group's
+    threads, beside training. No method here may be ``async def``: Ray would make it
+    an async actor, whose dispatch costs two to three times the CPU per call.
+    """
 
     def __init__(
         self,
@@ -89,82 +111,64 @@ class TrialActor:
         self._cls = trainable_cls
         self._stop = stop
         self._trial_id = trial_id
-        self._storage_uri = storage_uri
-        self._storage_options = dict(storage_options or {})
         self._trainable: Trainable | None = None
         self._next_seq = 0
-        self._turn = asyncio.Condition()
+        self._awaiter = _Awaiter()
+        self._io = ActorIO(trial_id, storage_uri, storage_options or {})
         self._scratch = os.path.join(
             tempfile.gettempdir(), "trialflow", f"{trial_id}-g{generation}-{os.getpid()}"
         )
-        # One storage client per event loop: the default and the io concurrency groups
-        # each run their own loop, and async SDK clients are bound to the loop they use.
-        self._storages: dict[int, Any] = {}
 
-    # -- ordering ------------------------------------------------------------------
-
-    async def _wait_turn(self, seq: int) -> None:
-        if seq == self._next_seq:
-            return
-        async with self._turn:
-            await self._turn.wait_for(lambda: self._next_seq == seq)
-
-    async def _done_turn(self) -> None:
+    def _turn(self, seq: int) -> None:
+        if seq != self._next_seq:
+            raise RuntimeError(
+                f"trial {self._trial_id}: call #{seq} arrived while #{self._next_seq} was "
+                "expected; Ray did not keep the submission order"
+            )
         self._next_seq += 1
-        async with self._turn:
-            self._turn.notify_all()
 
-    # -- trainable calls (default group, strictly ordered) --------------------------
+    # -- trainable calls (default group: one thread, in submission order) -------------
 
-    async def setup(self, seq: int, config: dict[str, Any]) -> str:
-        await self._wait_turn(seq)
-        try:
-            _remove_dead_scratch(self._scratch)
-            trainable = self._cls()
-            trainable.config = config
-            trainable.trial_id = self._trial_id
-            trainable.iteration = 0
-            await _call(trainable.setup, config)
-            self._trainable = trainable
-            return str(ray.get_runtime_context().get_node_id())
-        finally:
-            await self._done_turn()
+    def setup(self, seq: int, config: dict[str, Any]) -> str:
+        self._turn(seq)
+        _remove_dead_scratch(self._scratch)
+        trainable = self._cls()
+        trainable.config = config
+        trainable.trial_id = self._trial_id
+        trainable.iteration = 0
+        self._awaiter.call(trainable.setup, config)
+        self._trainable = trainable
+        return str(ray.get_runtime_context().get_node_id())
 
-    async def train(self, seq: int) -> dict[str, Any]:
-        await self._wait_turn(seq)
-        try:
-            return await self._step()
-        finally:
-            await self._done_turn()
+    def train(self, seq: int) -> dict[str, Any]:
+        self._turn(seq)
+        return self._step()
 
-    async def train_many(self, seq: int, limit: int) -> list[dict[str, Any]]:
+    def train_many(self, seq: int, limit: int) -> list[dict[str, Any]]:
         """Run up to ``limit`` steps in one call, stopping early at the stop condition.
 
         The condition sees results numbered as the driver will number them, so an actor
         that runs ahead never runs past a stop condition, and no result is thrown away.
         """
-        await self._wait_turn(seq)
-        try:
-            results: list[dict[str, Any]] = []
-            for _ in range(limit):
-                result = await self._step()
-                results.append(result)
-                if self._stop is not None:
-                    numbered = {
-                        **result,
-                        "training_iteration": self._require().iteration,
-                        "trial_id": self._trial_id,
-                    }
-                    if self._stop(numbered):
-                        break
-            return results
-        finally:
-            await self._done_turn()
+        self._turn(seq)
+        results: list[dict[str, Any]] = []
+        for _ in range(limit):
+            result = self._step()
+            results.append(result)
+            if self._stop is not None:
+                numbered = {
+                    **result,
+                    "training_iteration": self._require().iteration,
+                    "trial_id": self._trial_id,
+                }
+                if self._stop(numbered):
+                    break
+        return results
 
-    async def _step(self) -> dict[str, Any]:
+    def _step(self) -> dict[str, Any]:
         trainable = self._require()
         start = time.perf_counter()
-        result = await _call(trainable.step)
+        result = self._awaiter.call(trainable.step)
         if not isinstance(result, dict):
             raise TypeError(
                 f"trial {self._trial_id}: {type(trainable).__name__}.step() must return a "
@@ -174,84 +178,57 @@ class TrialActor:
         result.setdefault("time_this_iter_s", time.perf_counter() - start)
         return result
 
-    async def save(self, seq: int, iteration: int) -> str:
+    def save(self, seq: int, iteration: int) -> str:
         """Write a checkpoint into node-local scratch space; returns its directory."""
-        await self._wait_turn(seq)
-        try:
-            trainable = self._require()
-            local_dir = _fresh_dir(os.path.join(self._scratch, f"checkpoint_{iteration:06d}-{seq}"))
-            await _call(trainable.save_checkpoint, local_dir)
-            return local_dir
-        finally:
-            await self._done_turn()
+        self._turn(seq)
+        trainable = self._require()
+        local_dir = _fresh_dir(os.path.join(self._scratch, f"checkpoint_{iteration:06d}-{seq}"))
+        self._awaiter.call(trainable.save_checkpoint, local_dir)
+        return local_dir
 
-    async def restore(
+    def restore(
         self, seq: int, checkpoint: Mapping[str, Any], local_dir: str | None = None
     ) -> None:
         """Load ``checkpoint``: from ``local_dir`` when the driver already streamed it to
         this node (it is removed afterwards), else downloaded from storage."""
-        await self._wait_turn(seq)
+        self._turn(seq)
+        trainable = self._require()
+        if local_dir is None:
+            target = os.path.join(self._scratch, f"restore_{checkpoint['iteration']:06d}")
+            source = self._io.fetch(str(checkpoint["key"]), target)
+        else:
+            source = local_dir
         try:
-            trainable = self._require()
-            source = local_dir if local_dir is not None else await self._fetch(checkpoint)
-            try:
-                await _call(trainable.load_checkpoint, source)
-            finally:
-                if local_dir is not None:
-                    shutil.rmtree(local_dir, ignore_errors=True)
-            trainable.iteration = int(checkpoint["iteration"])
+            self._awaiter.call(trainable.load_checkpoint, source)
         finally:
-            await self._done_turn()
+            shutil.rmtree(source, ignore_errors=True)
+        trainable.iteration = int(checkpoint["iteration"])
 
-    async def stop(self, seq: int) -> None:
-        await self._wait_turn(seq)
+    def stop(self, seq: int) -> None:
+        self._turn(seq)
         try:
             if self._trainable is not None:
-                await _call(self._trainable.cleanup)
+                self._awaiter.call(self._trainable.cleanup)
         finally:
-            await self._done_turn()
-            await self._close_storage()
+            self._awaiter.close()
 
     # -- storage (io group, concurrent with training) --------------------------------
 
     @ray.method(concurrency_group="io")
-    async def persist(self, local_dir: str, key: str, retry_for: float = 300.0) -> dict[str, Any]:
+    def persist(self, local_dir: str, key: str, retry_for: float = 300.0) -> dict[str, Any]:
         """Upload a saved checkpoint and commit its manifest; returns the manifest.
 
         ``local_dir`` arrives as the result of :meth:`save` (the driver passes that
         call's ObjectRef), so this starts exactly when the save is written, and runs
         while the next step trains. While storage is unreachable the upload is retried
-        for up to ``retry_for`` seconds (training goes on meanwhile); an uncommitted
-        attempt is never visible as a checkpoint.
+        for up to ``retry_for`` seconds (training goes on meanwhile).
         """
-        from storage import StorageError
-
-        storage = await self._open_storage()
-        deadline = time.monotonic() + retry_for
-        delay = 0.2
-        while True:
-            try:
-                manifest = await storage.put_checkpoint(local_dir, key)
-                break
-            except StorageError as err:
-                if _is_permanent(err) or time.monotonic() + delay > deadline:
-                    raise
-                log.warning(
-                    "trial %s: persisting %s failed, retrying in %.1f s: %s",
-                    self._trial_id,
-                    key,
-                    delay,
-                    err,
-                )
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 5.0)
-        shutil.rmtree(local_dir, ignore_errors=True)
-        return dict(manifest.to_dict())
+        return self._io.persist(local_dir, key, retry_for)
 
     @ray.method(concurrency_group="io")
-    async def shutdown(self, stopped: None = None) -> None:
+    def shutdown(self, stopped: None = None) -> None:
         """Close storage and drop scratch space; runs after :meth:`stop` (its ref)."""
-        await self._close_storage()
+        self._io.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     # -- internals --------------------------------------------------------------------
@@ -260,28 +237,6 @@ class TrialActor:
         if self._trainable is None:
             raise RuntimeError(f"trial {self._trial_id}: the trainable is not set up")
         return self._trainable
-
-    async def _open_storage(self) -> Any:
-        loop_id = id(asyncio.get_running_loop())
-        storage = self._storages.get(loop_id)
-        if storage is None:
-            from storage import open_storage
-
-            storage = open_storage(self._storage_uri, **self._storage_options)
-            self._storages[loop_id] = storage
-        return storage
-
-    async def _close_storage(self) -> None:
-        storage = self._storages.pop(id(asyncio.get_running_loop()), None)
-        if storage is not None:
-            await storage.aclose()
-
-    async def _fetch(self, checkpoint: Mapping[str, Any]) -> str:
-        local_dir = os.path.join(self._scratch, f"restore_{checkpoint['iteration']:06d}")
-        shutil.rmtree(local_dir, ignore_errors=True)
-        storage = await self._open_storage()
-        await storage.get_checkpoint(str(checkpoint["key"]), local_dir)
-        return local_dir
 
 
 #: How many storage operations (uploads) one actor runs at once beside its training.
@@ -314,13 +269,6 @@ def _remove_dead_scratch(own: str) -> None:
             shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
         except (ValueError, IndexError, PermissionError):
             continue
-
-
-def _is_permanent(err: BaseException) -> bool:
-    """Storage errors that waiting will not fix (retrying them only delays the news)."""
-    from storage import BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI
-
-    return isinstance(err, (BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI))
 
 
 def _fresh_dir(path: str) -> str:

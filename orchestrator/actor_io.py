@@ -1,0 +1,130 @@
+"""The trial actor's storage I/O: uploads and downloads on an event loop of its own.
+
+The trial actor is a plain threaded Ray actor (its training calls are cheapest that
+way), but the storage drivers are asyncio code. They run here, on one event loop in a
+daemon thread that the actor starts the first time it touches storage; the actor's
+threads hand coroutines over and wait for their results. One loop means one storage
+client per actor, whichever Ray thread asks.
+
+This lives outside :mod:`orchestrator.trainable` on purpose: Ray turns any class with
+an ``async def`` method into an async actor, and the trial actor must not be one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import shutil
+import threading
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+log = logging.getLogger("orchestrator.actor")
+
+T = TypeVar("T")
+
+
+class ActorIO:
+    """Storage operations for one trial actor, run on a private event loop thread."""
+
+    def __init__(self, trial_id: str, storage_uri: str, storage_options: Mapping[str, Any]) -> None:
+        self._trial_id = trial_id
+        self._storage_uri = storage_uri
+        self._storage_options = dict(storage_options)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._storage: Any = None
+
+    # -- the calls the actor makes (from any of its threads) ---------------------------
+
+    def persist(self, local_dir: str, key: str, retry_for: float) -> dict[str, Any]:
+        """Upload ``local_dir`` as checkpoint ``key`` and commit it; returns the manifest.
+
+        While storage is unreachable the upload is retried for up to ``retry_for``
+        seconds; an uncommitted attempt is never visible as a checkpoint. The local copy
+        is removed once committed.
+        """
+        manifest = self._run(self._persist(local_dir, key, retry_for))
+        shutil.rmtree(local_dir, ignore_errors=True)
+        return manifest
+
+    def fetch(self, key: str, local_dir: str) -> str:
+        """Download checkpoint ``key`` into ``local_dir`` (replaced if present)."""
+        shutil.rmtree(local_dir, ignore_errors=True)
+        self._run(self._fetch(key, local_dir))
+        return local_dir
+
+    def close(self) -> None:
+        """Close the storage client and stop the loop thread (idempotent)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(timeout=30)
+        except Exception as err:  # closing is best effort: the actor is going away
+            log.debug("trial %s: closing storage: %s", self._trial_id, err)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="trialflow-io", daemon=True
+                )
+                self._thread.start()
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def _open(self) -> Any:
+        if self._storage is None:
+            from storage import open_storage
+
+            self._storage = open_storage(self._storage_uri, **self._storage_options)
+        return self._storage
+
+    async def _persist(self, local_dir: str, key: str, retry_for: float) -> dict[str, Any]:
+        from storage import StorageError
+
+        storage = self._open()
+        deadline = time.monotonic() + retry_for
+        delay = 0.2
+        while True:
+            try:
+                manifest = await storage.put_checkpoint(local_dir, key)
+                return dict(manifest.to_dict())
+            except StorageError as err:
+                if is_permanent(err) or time.monotonic() + delay > deadline:
+                    raise
+                log.warning(
+                    "trial %s: persisting %s failed, retrying in %.1f s: %s",
+                    self._trial_id,
+                    key,
+                    delay,
+                    err,
+                )
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 5.0)
+
+    async def _fetch(self, key: str, local_dir: str) -> None:
+        await self._open().get_checkpoint(key, local_dir)
+
+    async def _aclose(self) -> None:
+        storage, self._storage = self._storage, None
+        if storage is not None:
+            await storage.aclose()
+
+
+def is_permanent(err: BaseException) -> bool:
+    """Storage errors that waiting will not fix (retrying them only delays the news)."""
+    from storage import BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI
+
+    return isinstance(err, (BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI))
