@@ -103,13 +103,10 @@ class _Driven:
             from ._core_ours import TrivialTrainable
 
             self.actor = RemoteTrialActor.options(num_cpus=cpu).remote(
-                TrivialTrainable,
-                "probe",
-                1,
-                "/tmp/trialflow-percall-probe",
-                {},
-                StopCondition("probe", {"training_iteration": 10**9}),
+                "/tmp/trialflow-percall-probe", {}
             )
+            self.stop = StopCondition("probe", {"training_iteration": 10**9})
+            self.trainable_cls = TrivialTrainable
         else:
             cls = {
                 "sync": SyncStepper,
@@ -121,7 +118,8 @@ class _Driven:
 
     async def ready(self) -> None:
         if self.kind.startswith("ours"):
-            await self.actor.setup.remote(self._next(), {})
+            self._next()
+            await self.actor.setup.remote("probe", 1, self.trainable_cls, {}, self.stop)
         else:
             await self.actor.cpu.remote()
 
@@ -132,9 +130,9 @@ class _Driven:
 
     async def step(self) -> Any:
         if self.kind == "ours":
-            return await self.actor.train.remote(self._next())
+            return await self.actor.train.remote("probe", self._next())
         if self.kind == "ours-buf10":
-            return await self.actor.train_many.remote(self._next(), 10)
+            return await self.actor.train_many.remote("probe", self._next(), 10)
         return await self.actor.step.remote()
 
     async def cpu(self) -> float:

@@ -69,15 +69,9 @@ def _create(kind: str, n: int, cpu: float) -> list[Any]:
             trial_id = f"probe_{i:05d}"
             actor = RemoteTrialActor.options(
                 num_cpus=cpu, max_restarts=0, max_task_retries=0
-            ).remote(
-                TrivialTrainable,
-                trial_id,
-                1,
-                "/tmp/trialflow-startup-probe",
-                {},
-                StopCondition(trial_id, {"training_iteration": 10}),
-            )
-            refs.append((actor, actor.setup.remote(0, {})))
+            ).remote("/tmp/trialflow-startup-probe", {})
+            stop = StopCondition(trial_id, {"training_iteration": 10})
+            refs.append((actor, actor.setup.remote(trial_id, 1, TrivialTrainable, {}, stop)))
         return refs
     cls = {"sync": SyncActor, "async": AsyncActor, "async+io": AsyncIoActor}[kind]
     for _ in range(n):
@@ -117,7 +111,7 @@ async def _probe(kind: str, n: int, cpu: float, concurrency: int) -> dict[str, A
     actor = pairs[0][0]
     start = time.perf_counter()
     for seq in range(1, 201):
-        await (actor.train.remote(seq) if kind == "ours" else actor.ping.remote())
+        await (actor.train.remote("probe_00000", seq) if kind == "ours" else actor.ping.remote())
     round_trip = (time.perf_counter() - start) / 200
     ray.shutdown()
     ready.sort()

@@ -27,10 +27,10 @@ T = TypeVar("T")
 
 
 class ActorIO:
-    """Storage operations for one trial actor, run on a private event loop thread."""
+    """Storage operations for one trial actor (all the trials it hosts), run on a private
+    event loop thread."""
 
-    def __init__(self, trial_id: str, storage_uri: str, storage_options: Mapping[str, Any]) -> None:
-        self._trial_id = trial_id
+    def __init__(self, storage_uri: str, storage_options: Mapping[str, Any]) -> None:
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
         self._lock = threading.Lock()
@@ -40,14 +40,14 @@ class ActorIO:
 
     # -- the calls the actor makes (from any of its threads) ---------------------------
 
-    def persist(self, local_dir: str, key: str, retry_for: float) -> dict[str, Any]:
+    def persist(self, trial_id: str, local_dir: str, key: str, retry_for: float) -> dict[str, Any]:
         """Upload ``local_dir`` as checkpoint ``key`` and commit it; returns the manifest.
 
         While storage is unreachable the upload is retried for up to ``retry_for``
         seconds; an uncommitted attempt is never visible as a checkpoint. The local copy
         is removed once committed.
         """
-        manifest = self._run(self._persist(local_dir, key, retry_for))
+        manifest = self._run(self._persist(trial_id, local_dir, key, retry_for))
         shutil.rmtree(local_dir, ignore_errors=True)
         return manifest
 
@@ -67,7 +67,7 @@ class ActorIO:
         try:
             asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(timeout=30)
         except Exception as err:  # closing is best effort: the actor is going away
-            log.debug("trial %s: closing storage: %s", self._trial_id, err)
+            log.debug("closing storage %s: %s", self._storage_uri, err)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
 
@@ -91,7 +91,9 @@ class ActorIO:
             self._storage = open_storage(self._storage_uri, **self._storage_options)
         return self._storage
 
-    async def _persist(self, local_dir: str, key: str, retry_for: float) -> dict[str, Any]:
+    async def _persist(
+        self, trial_id: str, local_dir: str, key: str, retry_for: float
+    ) -> dict[str, Any]:
         from storage import StorageError
 
         storage = self._open()
@@ -106,7 +108,7 @@ class ActorIO:
                     raise
                 log.warning(
                     "trial %s: persisting %s failed, retrying in %.1f s: %s",
-                    self._trial_id,
+                    trial_id,
                     key,
                     delay,
                     err,

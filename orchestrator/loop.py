@@ -45,6 +45,7 @@ from .checkpoints import Checkpoint
 from .collector import CheckpointCollector
 from .errors import InvalidTransition, OrchestratorError, TrialError
 from .hooks import HookRunner
+from .hosts import Host, HostPool, resource_key
 from .journal import Journal
 from .lifecycle import (
     Action,
@@ -129,7 +130,12 @@ class Dispatcher:
         journal: Journal | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         node_local: bool = False,
+        trials_per_worker: int = 1,
     ) -> None:
+        self._hosts = HostPool(trials_per_worker, self._create_actor)
+        # Trials whose actor is to be started at the end of this loop turn, so that the
+        # trials starting together can share actors (``trials_per_worker``).
+        self._to_place: list[tuple[Trial, int]] = []
         self._runtime_env = dict(runtime_env) if runtime_env else None
         # Checkpoints live on the disk of the node that saved them (local storage that
         # the nodes do not share): a restore elsewhere streams them over first.
@@ -175,7 +181,7 @@ class Dispatcher:
         for trial in self._trials.values():
             if trial._actor is not None:
                 _kill(trial._actor)
-                trial._actor = None
+                trial._actor = trial._host = None
         self.running = False
         if self._task is not None:
             self._task.cancel()
@@ -342,7 +348,8 @@ class Dispatcher:
             value = future.result()
         except BaseException as err:  # noqa: BLE001 - every failure becomes an event
             if pending.kind is Kind.STOP:
-                _kill(pending.extra)
+                if pending.extra is not None:
+                    _kill(pending.extra)
                 return None
             if pending.kind is Kind.FETCH:
                 ckpt = pending.extra[0]
@@ -354,7 +361,10 @@ class Dispatcher:
             if pending.kind is Kind.SAVE and isinstance(error.cause, StorageError):
                 iteration = pending.extra[0]
                 return SaveFailed(gen, iteration, error)
-            return Failure(gen, error, actor_died=_is_lost(err))
+            died = _is_lost(err)
+            if died and gen == trial._machine.generation and trial._host is not None:
+                self._hosts.mark_dead(trial._host)  # its other trials must not rejoin it
+            return Failure(gen, error, actor_died=died)
         kind = pending.kind
         if kind is Kind.TRAIN:
             results = tuple(value) if isinstance(value, list) else (value,)
@@ -384,8 +394,9 @@ class Dispatcher:
             if trial._machine.generation == gen and trial._actor is not None:
                 self._submit_restore(trial, ckpt, staged)
             return None
-        # Kind.STOP: the actor cleaned up; make sure it is gone.
-        _kill(pending.extra)
+        # Kind.STOP: the trial cleaned up; an actor it was the last trial of must go.
+        if pending.extra is not None:
+            _kill(pending.extra)
         return None
 
     def _trial_error(self, pending: Pending, err: BaseException) -> TrialError:
@@ -425,45 +436,64 @@ class Dispatcher:
             self._start_actor_now(trial, action.generation)
 
     def _start_actor_now(self, trial: Trial, generation: int) -> None:
-        machine = trial._machine
-        if machine.generation != generation or machine.state.value != "STARTING":
-            return  # superseded while backing off
-        try:
-            options = _actor_options(trial.resources)
-            if self._runtime_env is not None:
-                options["runtime_env"] = self._runtime_env
-            actor = RemoteTrialActor.options(**options).remote(
-                trial.trainable_cls,
-                trial.id,
-                generation,
-                self._storage_uri,
-                self._storage_options,
-                trial.stop_condition,
-            )
-        except Exception as err:
-            cause = TrialError(trial.id, f"could not create its actor: {err}", err)
-            self._inbox.append((trial, Failure(generation, cause, actor_died=False)))
-            self._wake.set()
-            return
-        trial._actor = actor
-        trial._seq = 0
+        if not self._to_place:
+            assert self._loop is not None
+            self._loop.call_soon(self._place_trials)
+        self._to_place.append((trial, generation))
+
+    def _place_trials(self) -> None:
+        """Start actors for the trials queued this turn, grouped by resources."""
+        batch, self._to_place = self._to_place, []
+        groups: dict[Any, list[Trial]] = {}
+        for trial, generation in batch:
+            machine = trial._machine
+            if machine.generation != generation or machine.state.value != "STARTING":
+                continue  # superseded while backing off or queued
+            if trial._actor is not None:
+                continue  # placed already (queued twice in one turn)
+            groups.setdefault(resource_key(trial.resources), []).append(trial)
+        for trials in groups.values():
+            try:
+                hosts = self._hosts.place([t.id for t in trials], trials[0].resources)
+            except Exception as err:
+                for trial in trials:
+                    cause = TrialError(trial.id, f"could not create its actor: {err}", err)
+                    self.request(trial, Failure(trial._machine.generation, cause, actor_died=False))
+                continue
+            for trial, host in zip(trials, hosts, strict=True):
+                self._setup_on(trial, host)
+
+    def _create_actor(self, resources: Mapping[str, float], trials: int) -> Any:
+        options = _actor_options({k: v * trials for k, v in resources.items()})
+        if self._runtime_env is not None:
+            options["runtime_env"] = self._runtime_env
+        return RemoteTrialActor.options(**options).remote(self._storage_uri, self._storage_options)
+
+    def _setup_on(self, trial: Trial, host: Host) -> None:
+        generation = trial._machine.generation
+        trial._actor = host.actor
+        trial._host = host
         trial.node_id = None
-        self._track(trial, Kind.READY, actor.setup.remote(self._next_seq(trial), trial.config))
+        ref = host.actor.setup.remote(
+            trial.id, generation, trial.trainable_cls, trial.config, trial.stop_condition
+        )
+        trial._seq = 1  # setup was call #0
+        self._track(trial, Kind.READY, ref)
 
     def _train(self, trial: Trial, action: Train) -> None:
         actor = trial._actor
         seq = self._next_seq(trial)
         if action.steps > 1:
-            ref = actor.train_many.remote(seq, action.steps)
+            ref = actor.train_many.remote(trial.id, seq, action.steps)
         else:
-            ref = actor.train.remote(seq)
+            ref = actor.train.remote(trial.id, seq)
         self._track(trial, Kind.TRAIN, ref)
 
     def _save(self, trial: Trial, action: Save) -> None:
         actor = trial._actor
         key = self._allocate_key(trial, action.iteration)
-        saved = actor.save.remote(self._next_seq(trial), action.iteration)
-        persisted = actor.persist.remote(saved, key, self._save_retry_for)
+        saved = actor.save.remote(trial.id, self._next_seq(trial), action.iteration)
+        persisted = actor.persist.remote(saved, key, self._save_retry_for, trial.id)
         metrics = dict(trial._machine.last_metrics or {})
         self._track(trial, Kind.SAVE, persisted, (action.iteration, key, metrics))
 
@@ -496,17 +526,27 @@ class Dispatcher:
         self._submit_restore(trial, ckpt, None)
 
     def _submit_restore(self, trial: Trial, ckpt: Checkpoint, local_dir: str | None) -> None:
-        ref = trial._actor.restore.remote(self._next_seq(trial), ckpt.to_dict(), local_dir)
+        ref = trial._actor.restore.remote(
+            trial.id, self._next_seq(trial), ckpt.to_dict(), local_dir
+        )
         self._track(trial, Kind.RESTORE, ref, ckpt)
 
     def _stop_actor(self, trial: Trial, action: StopActor) -> None:
-        actor, trial._actor = trial._actor, None
-        if actor is None:
+        actor, host = trial._actor, trial._host
+        trial._actor = trial._host = None
+        if actor is None or host is None:
             return
+        last = self._hosts.leave(host, trial.id)
         if not action.graceful:
-            _kill(actor)
+            if last:
+                _kill(actor)
+            else:  # the other trials it hosts carry on
+                actor.drop.remote(trial.id, action.generation)
             return
-        stopped = actor.stop.remote(self._next_seq(trial))
+        stopped = actor.stop.remote(trial.id, self._next_seq(trial))
+        if not last:
+            self._track(trial, Kind.STOP, stopped, None)
+            return
         self._track(trial, Kind.STOP, actor.shutdown.remote(stopped), actor)
         assert self._loop is not None
         self._loop.call_later(STOP_GRACE_S, _kill, actor)

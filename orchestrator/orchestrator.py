@@ -99,6 +99,14 @@ class Orchestrator:
         Steps an actor may run per call (default 1). Above 1 the actor runs ahead while
         no decision is pending, never past a checkpoint or the stop condition, so stop,
         pause and restore stay exact; it cuts per-step overhead for very short steps.
+    trials_per_worker:
+        How many trials asking for the same resources may share one actor (one worker
+        process; default 1: each trial has its own). Starting a worker costs about a
+        CPU-second, most of a short or light trial's cost; sharing trades it for less
+        isolation: a trial's exception still fails only that trial, but a crashed or
+        killed process fails (and restarts) all the trials it hosted, and their steps
+        take turns in that process. The actor reserves the sum of its trials'
+        resources.
     """
 
     def __init__(
@@ -112,6 +120,7 @@ class Orchestrator:
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         ray_address: str | None = None,
         result_buffer: int = 1,
+        trials_per_worker: int = 1,
         failure_backoff: float = 0.2,
         fallback_to_scratch: bool = False,
         save_retry_for: float = 300.0,
@@ -129,7 +138,9 @@ class Orchestrator:
             raise ConfigError(f"experiment name must be a non-empty str without '/', got {name!r}")
         _check_failures(max_failures, "Orchestrator")
         _check_positive_int(result_buffer, "result_buffer", "Orchestrator")
+        _check_positive_int(trials_per_worker, "trials_per_worker", "Orchestrator")
         self.name = name
+        self.trials_per_worker = trials_per_worker
         self.max_failures = max_failures
         self.retention = RetentionPolicy(keep_checkpoints, checkpoint_score)
         self.result_buffer = result_buffer
@@ -350,6 +361,7 @@ class Orchestrator:
             journal=self._journal,
             runtime_env=self._runtime_env,
             node_local=node_local,
+            trials_per_worker=self.trials_per_worker,
         )
         self._collector = dispatcher._collector
         self._dispatcher = dispatcher

@@ -88,8 +88,50 @@ class _Awaiter:
             self._loop = None
 
 
+class _HostedTrial:
+    """One trial inside a trial actor: its trainable, call counter and scratch space."""
+
+    def __init__(
+        self, trainable_cls: type[Trainable], trial_id: str, generation: int, stop: Any
+    ) -> None:
+        self.cls = trainable_cls
+        self.trial_id = trial_id
+        self.generation = generation
+        self.stop = stop
+        self.trainable: Trainable | None = None
+        self.next_seq = 0
+        self.awaiter = _Awaiter()
+        self.scratch = os.path.join(
+            tempfile.gettempdir(), "trialflow", f"{trial_id}-g{generation}-{os.getpid()}"
+        )
+
+    def turn(self, seq: int) -> None:
+        if seq != self.next_seq:
+            raise RuntimeError(
+                f"trial {self.trial_id}: call #{seq} arrived while #{self.next_seq} was "
+                "expected; Ray did not keep the submission order"
+            )
+        self.next_seq += 1
+
+    def require(self) -> Trainable:
+        if self.trainable is None:
+            raise RuntimeError(f"trial {self.trial_id}: the trainable is not set up")
+        return self.trainable
+
+    def release(self) -> None:
+        """Run the trainable's cleanup (best effort) and drop its scratch space."""
+        try:
+            if self.trainable is not None:
+                self.awaiter.call(self.trainable.cleanup)
+        finally:
+            self.trainable = None
+            self.awaiter.close()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
 class TrialActor:
-    """Hosts one trial's trainable. Created by the loop as a Ray actor (see ``ACTOR``).
+    """Hosts one trial's trainable, or several (``trials_per_worker``). Created by the
+    loop as a Ray actor (see ``RemoteTrialActor``); every call names its trial.
 
     A plain threaded actor: its default group has one thread, and Ray runs one
     caller's calls to such an actor strictly in the order they were submitted (it
@@ -97,125 +139,124 @@ class TrialActor:
     each call carries only double-checks that. Uploads run in the ``io`` group's
     threads, beside training. No method here may be ``async def``: Ray would make it
     an async actor, whose dispatch costs two to three times the CPU per call.
+
+    Trials sharing an actor share its process: one worker start-up instead of several
+    (most of a short trial's cost), one storage client, and a failing ``step()`` still
+    fails only its own trial; the death of the process fails them all.
     """
 
-    def __init__(
-        self,
-        trainable_cls: type[Trainable],
-        trial_id: str,
-        generation: int,
-        storage_uri: str,
-        storage_options: Mapping[str, Any] | None = None,
-        stop: Any = None,
-    ) -> None:
-        self._cls = trainable_cls
-        self._stop = stop
-        self._trial_id = trial_id
-        self._trainable: Trainable | None = None
-        self._next_seq = 0
-        self._awaiter = _Awaiter()
-        self._io = ActorIO(trial_id, storage_uri, storage_options or {})
-        self._scratch = os.path.join(
-            tempfile.gettempdir(), "trialflow", f"{trial_id}-g{generation}-{os.getpid()}"
-        )
+    def __init__(self, storage_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self._io = ActorIO(storage_uri, storage_options or {})
+        self._trials: dict[str, _HostedTrial] = {}
 
-    def _turn(self, seq: int) -> None:
-        if seq != self._next_seq:
-            raise RuntimeError(
-                f"trial {self._trial_id}: call #{seq} arrived while #{self._next_seq} was "
-                "expected; Ray did not keep the submission order"
-            )
-        self._next_seq += 1
+    def _trial(self, trial_id: str, seq: int) -> _HostedTrial:
+        hosted = self._trials.get(trial_id)
+        if hosted is None:
+            raise RuntimeError(f"trial {trial_id}: not hosted by this actor")
+        hosted.turn(seq)
+        return hosted
 
     # -- trainable calls (default group: one thread, in submission order) -------------
 
-    def setup(self, seq: int, config: dict[str, Any]) -> str:
-        self._turn(seq)
-        _remove_dead_scratch(self._scratch)
-        trainable = self._cls()
+    def setup(
+        self,
+        trial_id: str,
+        generation: int,
+        trainable_cls: type[Trainable],
+        config: dict[str, Any],
+        stop: Any = None,
+    ) -> str:
+        """Start hosting ``trial_id`` (call #0 of this generation); returns the node id."""
+        previous = self._trials.pop(trial_id, None)
+        if previous is not None:  # an earlier generation this actor hosted: replaced
+            previous.release()
+        hosted = _HostedTrial(trainable_cls, trial_id, generation, stop)
+        hosted.turn(0)
+        _remove_dead_scratch(hosted.scratch)
+        trainable = trainable_cls()
         trainable.config = config
-        trainable.trial_id = self._trial_id
+        trainable.trial_id = trial_id
         trainable.iteration = 0
-        self._awaiter.call(trainable.setup, config)
-        self._trainable = trainable
+        hosted.awaiter.call(trainable.setup, config)
+        hosted.trainable = trainable
+        self._trials[trial_id] = hosted
         return str(ray.get_runtime_context().get_node_id())
 
-    def train(self, seq: int) -> dict[str, Any]:
-        self._turn(seq)
-        return self._step()
+    def train(self, trial_id: str, seq: int) -> dict[str, Any]:
+        return _step(self._trial(trial_id, seq))
 
-    def train_many(self, seq: int, limit: int) -> list[dict[str, Any]]:
+    def train_many(self, trial_id: str, seq: int, limit: int) -> list[dict[str, Any]]:
         """Run up to ``limit`` steps in one call, stopping early at the stop condition.
 
         The condition sees results numbered as the driver will number them, so an actor
         that runs ahead never runs past a stop condition, and no result is thrown away.
         """
-        self._turn(seq)
+        hosted = self._trial(trial_id, seq)
         results: list[dict[str, Any]] = []
         for _ in range(limit):
-            result = self._step()
+            result = _step(hosted)
             results.append(result)
-            if self._stop is not None:
+            if hosted.stop is not None:
                 numbered = {
                     **result,
-                    "training_iteration": self._require().iteration,
-                    "trial_id": self._trial_id,
+                    "training_iteration": hosted.require().iteration,
+                    "trial_id": trial_id,
                 }
-                if self._stop(numbered):
+                if hosted.stop(numbered):
                     break
         return results
 
-    def _step(self) -> dict[str, Any]:
-        trainable = self._require()
-        start = time.perf_counter()
-        result = self._awaiter.call(trainable.step)
-        if not isinstance(result, dict):
-            raise TypeError(
-                f"trial {self._trial_id}: {type(trainable).__name__}.step() must return a "
-                f"dict of metrics, got {type(result).__name__}"
-            )
-        trainable.iteration += 1
-        result.setdefault("time_this_iter_s", time.perf_counter() - start)
-        return result
-
-    def save(self, seq: int, iteration: int) -> str:
+    def save(self, trial_id: str, seq: int, iteration: int) -> str:
         """Write a checkpoint into node-local scratch space; returns its directory."""
-        self._turn(seq)
-        trainable = self._require()
-        local_dir = _fresh_dir(os.path.join(self._scratch, f"checkpoint_{iteration:06d}-{seq}"))
-        self._awaiter.call(trainable.save_checkpoint, local_dir)
+        hosted = self._trial(trial_id, seq)
+        trainable = hosted.require()
+        local_dir = _fresh_dir(os.path.join(hosted.scratch, f"checkpoint_{iteration:06d}-{seq}"))
+        hosted.awaiter.call(trainable.save_checkpoint, local_dir)
         return local_dir
 
     def restore(
-        self, seq: int, checkpoint: Mapping[str, Any], local_dir: str | None = None
+        self,
+        trial_id: str,
+        seq: int,
+        checkpoint: Mapping[str, Any],
+        local_dir: str | None = None,
     ) -> None:
         """Load ``checkpoint``: from ``local_dir`` when the driver already streamed it to
         this node (it is removed afterwards), else downloaded from storage."""
-        self._turn(seq)
-        trainable = self._require()
+        hosted = self._trial(trial_id, seq)
+        trainable = hosted.require()
         if local_dir is None:
-            target = os.path.join(self._scratch, f"restore_{checkpoint['iteration']:06d}")
+            target = os.path.join(hosted.scratch, f"restore_{checkpoint['iteration']:06d}")
             source = self._io.fetch(str(checkpoint["key"]), target)
         else:
             source = local_dir
         try:
-            self._awaiter.call(trainable.load_checkpoint, source)
+            hosted.awaiter.call(trainable.load_checkpoint, source)
         finally:
             shutil.rmtree(source, ignore_errors=True)
         trainable.iteration = int(checkpoint["iteration"])
 
-    def stop(self, seq: int) -> None:
-        self._turn(seq)
-        try:
-            if self._trainable is not None:
-                self._awaiter.call(self._trainable.cleanup)
-        finally:
-            self._awaiter.close()
+    def stop(self, trial_id: str, seq: int) -> None:
+        """Stop hosting ``trial_id``: its cleanup runs, its scratch space goes."""
+        self._trial(trial_id, seq)
+        self._trials.pop(trial_id).release()
+
+    def drop(self, trial_id: str, generation: int) -> None:
+        """Forget a failed trial's ``generation`` without asking it anything more."""
+        hosted = self._trials.get(trial_id)
+        if hosted is not None and hosted.generation == generation:
+            del self._trials[trial_id]
+            try:
+                hosted.release()
+            except Exception:  # its cleanup failing is no news: the trial already failed
+                pass
 
     # -- storage (io group, concurrent with training) --------------------------------
 
     @ray.method(concurrency_group="io")
-    def persist(self, local_dir: str, key: str, retry_for: float = 300.0) -> dict[str, Any]:
+    def persist(
+        self, local_dir: str, key: str, retry_for: float = 300.0, trial_id: str = ""
+    ) -> dict[str, Any]:
         """Upload a saved checkpoint and commit its manifest; returns the manifest.
 
         ``local_dir`` arrives as the result of :meth:`save` (the driver passes that
@@ -223,20 +264,26 @@ class TrialActor:
         while the next step trains. While storage is unreachable the upload is retried
         for up to ``retry_for`` seconds (training goes on meanwhile).
         """
-        return self._io.persist(local_dir, key, retry_for)
+        return self._io.persist(trial_id, local_dir, key, retry_for)
 
     @ray.method(concurrency_group="io")
     def shutdown(self, stopped: None = None) -> None:
-        """Close storage and drop scratch space; runs after :meth:`stop` (its ref)."""
+        """Close storage; runs after the last :meth:`stop` (its ref) before the actor goes."""
         self._io.close()
-        shutil.rmtree(self._scratch, ignore_errors=True)
 
-    # -- internals --------------------------------------------------------------------
 
-    def _require(self) -> Trainable:
-        if self._trainable is None:
-            raise RuntimeError(f"trial {self._trial_id}: the trainable is not set up")
-        return self._trainable
+def _step(hosted: _HostedTrial) -> dict[str, Any]:
+    trainable = hosted.require()
+    start = time.perf_counter()
+    result = hosted.awaiter.call(trainable.step)
+    if not isinstance(result, dict):
+        raise TypeError(
+            f"trial {hosted.trial_id}: {type(trainable).__name__}.step() must return a "
+            f"dict of metrics, got {type(result).__name__}"
+        )
+    trainable.iteration += 1
+    result.setdefault("time_this_iter_s", time.perf_counter() - start)
+    return result
 
 
 #: How many storage operations (uploads) one actor runs at once beside its training.

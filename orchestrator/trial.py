@@ -59,6 +59,7 @@ class Trial:
         # Loop-private runtime: the live actor and its call sequence number.
         self._actor: Any = None
         self._seq = 0
+        self._host: Any = None  # the loop's Host record for ``_actor``
         self._runs_started = 0
         self._spec: dict[str, Any] = {}  # what the journal records of the trial's set-up
 

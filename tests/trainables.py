@@ -79,7 +79,8 @@ class NotATrainable:
 
 
 class Recorder(Counter):
-    """A counter that reports its process id and notes every setup in a directory."""
+    """A counter that reports its process id and notes every setup in a directory
+    (``marks``); with ``fail_once_at`` its step raises there, the first time only."""
 
     def setup(self, config: dict[str, Any]) -> None:
         super().setup(config)
@@ -91,4 +92,10 @@ class Recorder(Counter):
     def step(self) -> dict[str, Any]:
         result = super().step()
         result["pid"] = os.getpid()
+        fail_once_at = self.config.get("fail_once_at")
+        if fail_once_at is not None and self.count == fail_once_at:
+            flag = os.path.join(self.config["marks"], f"{self.trial_id}.failed")
+            if not os.path.exists(flag):
+                open(flag, "w").close()
+                raise RuntimeError(f"planned one-off failure at {self.count}")
         return result

@@ -1,0 +1,146 @@
+"""``trials_per_worker``: trials sharing one actor process. The placement rules are
+checked on their own; the rest on real Ray, killing real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Orchestrator, TrialState
+from orchestrator.errors import ConfigError
+from orchestrator.hosts import HostPool
+
+from .trainables import Recorder, assert_failure_free_history
+
+# -- placement, without Ray ----------------------------------------------------------
+
+
+class FakeActors:
+    def __init__(self) -> None:
+        self.made: list[tuple[dict[str, float], int]] = []
+
+    def __call__(self, resources: Any, n: int) -> str:
+        self.made.append((dict(resources), n))
+        return f"actor{len(self.made)}"
+
+
+def test_trials_starting_together_are_spread_evenly_over_as_few_actors_as_allowed() -> None:
+    actors = FakeActors()
+    pool = HostPool(10, actors)
+    hosts = pool.place([f"t{i}" for i in range(12)], {"cpu": 0.1})
+    assert actors.made == [({"cpu": 0.1}, 6), ({"cpu": 0.1}, 6)]
+    assert [h.actor for h in hosts] == ["actor1"] * 6 + ["actor2"] * 6
+    assert hosts[0].members == {f"t{i}" for i in range(6)}
+
+
+def test_one_trial_per_worker_never_shares() -> None:
+    actors = FakeActors()
+    pool = HostPool(1, actors)
+    first = pool.place(["a", "b"], {"cpu": 1})
+    assert len({h.actor for h in first}) == 2
+    assert pool.leave(first[0], "a") is True  # its only trial: retire it
+    again = pool.place(["a"], {"cpu": 1})
+    assert again[0].actor == "actor3"
+
+
+def test_a_freed_slot_is_reused_and_a_retired_or_dead_actor_never_is() -> None:
+    actors = FakeActors()
+    pool = HostPool(3, actors)
+    hosts = pool.place(["a", "b", "c"], {"cpu": 0.5})
+    host = hosts[0]
+    assert pool.leave(host, "a") is False
+    assert pool.place(["a"], {"cpu": 0.5})[0] is host  # e.g. a restart after an exception
+    assert pool.place(["d"], {"cpu": 0.5})[0] is not host  # full: a new actor
+    # Other resources never share an actor.
+    assert pool.place(["e"], {"cpu": 1.0})[0].actor not in {host.actor}
+    pool.mark_dead(host)
+    pool.leave(host, "b")
+    assert host.free == 0
+    assert pool.place(["b"], {"cpu": 0.5})[0] is not host
+    for trial in ("a", "c"):
+        pool.leave(host, trial)
+    assert not host.alive
+
+
+def test_trials_per_worker_must_be_a_positive_int() -> None:
+    with pytest.raises(ConfigError, match="trials_per_worker"):
+        Orchestrator(trials_per_worker=0)
+
+
+# -- on real Ray ---------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_packed_trials_share_processes_and_a_failing_step_fails_only_its_trial(
+    tmp_path: Path,
+) -> None:
+    final = 30
+    async with Orchestrator(
+        storage=tmp_path, name="packed", max_failures=1, trials_per_worker=3, failure_backoff=0
+    ) as orch:
+        trials = [
+            orch.add_trial(
+                Recorder,
+                {"delay": 0.01, "marks": str(tmp_path), "fail_once_at": 12 if i == 0 else None},
+                stop={"training_iteration": final},
+                checkpoint_every=5,
+                resources={"cpu": 0.2},
+            )
+            for i in range(6)
+        ]
+        await orch.run()
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
+        assert_failure_free_history(trial, final)
+    assert trials[0].num_failures == 1
+    assert all(t.num_failures == 0 for t in trials[1:])
+    pids = {r["pid"] for t in trials for r in t.results}
+    assert len(pids) == 2  # six trials, three to a process
+    # The failed trial came back into its own process (its slot was free): no new one.
+    assert len({r["pid"] for r in trials[0].results}) == 1
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_killing_a_shared_process_restores_each_of_its_trials(tmp_path: Path) -> None:
+    final = 40
+    killed: list[int] = []
+
+    class KillOnce:
+        def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            if result["training_iteration"] == 15 and not killed:
+                killed.append(result["pid"])
+                os.kill(result["pid"], signal.SIGKILL)
+
+    async with Orchestrator(
+        storage=tmp_path,
+        name="packed-kill",
+        max_failures=1,
+        trials_per_worker=4,
+        failure_backoff=0,
+        hooks=[KillOnce()],
+    ) as orch:
+        trials = [
+            orch.add_trial(
+                Recorder,
+                {"delay": 0.02},
+                stop={"training_iteration": final},
+                checkpoint_every=5,
+                resources={"cpu": 0.25},
+            )
+            for _ in range(4)
+        ]
+        await asyncio.wait_for(orch.run(), 120)
+    assert killed
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
+        assert trial.num_failures == 1  # all four lived in the killed process
+        assert_failure_free_history(trial, final)
+    after = {r["pid"] for t in trials for r in t.results if r["pid"] != killed[0]}
+    # They fail together and restart together, in one new process (two if Ray reported
+    # the deaths in two batches), not one process each.
+    assert 1 <= len(after) <= 2, after
