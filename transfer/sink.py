@@ -51,6 +51,10 @@ class SinkWriter:
         self._failed: BaseException | None = None
         self._writer: FileWriter | None = None
 
+    @property
+    def bytes_written(self) -> int:
+        return self._bytes
+
     def scan(self, exclude: Sequence[str] = ()) -> list[Entry]:
         return scan(self._target, exclude, missing_ok=True)
 

@@ -51,11 +51,20 @@ class SourceReader:
         self._cur = -1
 
     def read(self, spec: ChunkSpec) -> npt.NDArray[np.uint8]:
+        """The frame of ``spec`` in the reader's own buffer (reused by the next call)."""
         total = spec.frame_size
         if self._buf is None or self._buf.size < total:
             self._buf = np.empty(total, dtype=np.uint8)
         frame = self._buf[:total]
-        view = frame.data.cast("B")
+        self.read_into(spec, frame.data.cast("B"))
+        return frame
+
+    def read_into(self, spec: ChunkSpec, out: memoryview) -> memoryview:
+        """Fill ``out`` (at least ``spec.frame_size`` bytes) with the frame of ``spec``
+        and return the filled part."""
+        view = out[: spec.frame_size]
+        if view.nbytes != spec.frame_size:
+            raise ValueError(f"buffer of {out.nbytes} bytes for a {spec.frame_size}-byte frame")
         pos = header_size(len(spec.pieces))
         digests: list[bytes] = []
         for piece in spec.pieces:
@@ -76,7 +85,7 @@ class SourceReader:
             else:
                 digests.append(_NO_DIGEST)
         encode_header(view, spec.pieces, digests)
-        return frame
+        return view
 
     def _open(self, file_id: int) -> None:
         self._close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +39,13 @@ from .manifest import Entry
 from .plan import make_plan, needs_checksum
 from .sink import CommitResult, SinkWriter
 from .source import SourceReader
+from .wire import DirectUnavailable, Listener, direct_enabled, receive_stream, send_stream
 
 __all__ = ["Finished", "Landed", "Settings", "Started", "pinned", "receive_task"]
 
 _END = object()
+#: How long a broken stream waits for Ray to report what happened to the reader.
+_SENDER_GRACE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,8 @@ class Settings:
     always_checksum: bool
     max_size: int | None
     exclude: tuple[str, ...]
+    #: Bytes over a direct TCP stream (see :mod:`transfer.wire`), else the object store.
+    direct: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +109,23 @@ def read_frames(
 
 _scan_task: Any = ray.remote(scan_source)
 _digest_task: Any = ray.remote(digest_source)
+
+
+def send_frames(
+    root: str,
+    files: Sequence[Entry],
+    specs: Sequence[ChunkSpec],
+    address: tuple[str, int],
+    token: bytes,
+    window: int,
+) -> None:
+    reader = SourceReader(root)
+    reader.start(files)
+    send_stream(address, token, specs, reader.read_into, window)
+
+
 _read_task: Any = ray.remote(read_frames)
+_send_task: Any = ray.remote(send_frames)
 
 
 def receive(
@@ -142,21 +164,101 @@ def receive(
     writer.begin(plan)
     try:
         if specs:
-            frames = _read_task.options(
-                **on_source,
-                num_returns="streaming",
-                _generator_backpressure_num_objects=1,
-            ).remote(source_path, plan.send, specs)
-            for ref in _prefetched(frames, settings.max_in_flight):
-                frame = _get(ref)
-                nbytes, files = writer.write(frame)
-                del frame, ref
-                yield Landed(nbytes, files)
+            landed = _receive_direct if settings.direct and direct_enabled() else _receive_stored
+            try:
+                yield from landed(writer, source_node_id, source_path, plan.send, specs, settings)
+            except DirectUnavailable:
+                if writer.bytes_written:
+                    raise
+                yield from _receive_stored(
+                    writer, source_node_id, source_path, plan.send, specs, settings
+                )
         result = writer.commit()
     except BaseException:
         writer.abort()
         raise
     yield Finished(result, len(plan.deleted), len(specs))
+
+
+def _receive_direct(
+    writer: SinkWriter,
+    source_node_id: str,
+    source_path: str,
+    files: Sequence[Entry],
+    specs: Sequence[ChunkSpec],
+    settings: Settings,
+) -> Iterator[Landed]:
+    """Frames over one TCP stream from a ``send_frames`` task (see :mod:`transfer.wire`).
+    Raises DirectUnavailable before any byte arrived if the reader cannot connect."""
+    listener = Listener()
+    sender: Any = None
+    conn = None
+    try:
+        sender = _send_task.options(**pinned(source_node_id)).remote(
+            source_path, files, specs, listener.address, listener.token, settings.max_in_flight
+        )
+
+        def running() -> bool:
+            ready, _ = ray.wait([sender], timeout=0, fetch_local=False)
+            return not ready
+
+        try:
+            conn = listener.accept(running)
+        except ConnectionError:
+            _get(sender)  # raises what stopped the reader (DirectUnavailable if no route)
+            raise
+        finally:
+            listener.close()
+        try:
+            for frame in receive_stream(conn, specs, settings.max_in_flight, running):
+                nbytes, files_done = writer.write(frame)
+                del frame
+                yield Landed(nbytes, files_done)
+        except (OSError, EOFError) as err:
+            _raise_sender_failure(sender, err)
+        conn.close()
+        conn = None
+        _get(sender)
+    except BaseException:
+        if sender is not None:
+            ray.cancel(sender, force=True)
+        raise
+    finally:
+        if conn is not None:
+            conn.close()
+        listener.close()
+
+
+def _raise_sender_failure(sender: Any, err: BaseException) -> None:
+    """The stream broke: report why the reader stopped (its own error, or Ray's word on
+    its node's death) when Ray knows it soon, else the broken connection."""
+    ready, _ = ray.wait([sender], timeout=_SENDER_GRACE, fetch_local=False)
+    if ready:
+        _get(sender)
+    raise TransferError(
+        f"the byte stream from the source broke mid-copy ({err}); the target is unchanged"
+    ) from err
+
+
+def _receive_stored(
+    writer: SinkWriter,
+    source_node_id: str,
+    source_path: str,
+    files: Sequence[Entry],
+    specs: Sequence[ChunkSpec],
+    settings: Settings,
+) -> Iterator[Landed]:
+    """Frames through the object store from a ``read_frames`` streaming task."""
+    frames = _read_task.options(
+        **pinned(source_node_id),
+        num_returns="streaming",
+        _generator_backpressure_num_objects=settings.max_in_flight,
+    ).remote(source_path, files, specs)
+    for ref in _prefetched(frames, settings.max_in_flight):
+        frame = _get(ref)
+        nbytes, files_done = writer.write(frame)
+        del frame, ref
+        yield Landed(nbytes, files_done)
 
 
 def _get(ref: Any) -> Any:
@@ -170,22 +272,35 @@ def _get(ref: Any) -> Any:
 
 
 def _prefetched(frames: Any, window: int) -> Iterator[Any]:
-    """Yield frame refs in order, each already pulled to this node, pulling up to
-    ``window`` frames ahead of the consumer in a background thread."""
-    refs: queue.Queue[Any] = queue.Queue(maxsize=max(1, window - 1))
+    """Yield frame refs in order, each already pulled to this node.
+
+    A pump thread takes each ref the moment the reader yields it and starts pulling it
+    at once (one ``ray.wait(fetch_local=True)`` per frame in a pool of ``window``
+    threads), so up to ``window`` frames move concurrently: a pull's fixed latency
+    (location lookup, push set-up) overlaps the others' bytes instead of adding up
+    frame after frame. The hand-off queue holds at most ``window`` frames, which bounds
+    what is pulled ahead of the writer.
+    """
+    refs: queue.Queue[Any] = queue.Queue(maxsize=window)
     stop = threading.Event()
+    pulls = ThreadPoolExecutor(window, thread_name_prefix="transfer-pull")
+
+    def pull(ref: Any) -> None:
+        ray.wait([ref], num_returns=1, fetch_local=True)
+
+    def hand_over(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                refs.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def pump() -> None:
         try:
             for ref in frames:
-                ray.wait([ref], num_returns=1, fetch_local=True)
-                while not stop.is_set():
-                    try:
-                        refs.put(ref, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not hand_over((ref, pulls.submit(pull, ref))):
                     return
             refs.put(_END)
         except BaseException as err:  # handed to the consumer, re-raised there
@@ -200,7 +315,11 @@ def _prefetched(frames: Any, window: int) -> Iterator[Any]:
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            ref, pulled = item
+            pulled.result()
+            del item, pulled
+            yield ref
+            del ref
     finally:
         if thread.is_alive():
             stop.set()
@@ -210,6 +329,7 @@ def _prefetched(frames: Any, window: int) -> Iterator[Any]:
                     refs.get(timeout=0.2)
                 except queue.Empty:
                     pass
+        pulls.shutdown(wait=False, cancel_futures=True)
 
 
 receive_task: Any = ray.remote(receive)
