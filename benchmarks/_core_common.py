@@ -33,6 +33,7 @@ class RunSpec:
     keep: int
     cpu: float
     result_buffer: int = 1
+    trials_per_worker: int = 1
 
 
 def summarize(

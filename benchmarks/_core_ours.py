@@ -42,6 +42,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             num_cpus=NUM_CPUS,
             log_to_driver=False,
             result_buffer=spec.result_buffer,
+            trials_per_worker=spec.trials_per_worker,
         )
         async with orch:
             t_ray = time.time()

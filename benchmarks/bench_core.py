@@ -6,6 +6,8 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
 * ``tune``: Ray Tune (class API, ``Tuner``, ``RunConfig`` stop and ``CheckpointConfig``),
 * ``ours``: the orchestrator, one step per actor call,
 * ``ours-buf``: the orchestrator with ``result_buffer`` (default 10) steps per call,
+* ``ours-pack``: the orchestrator with ``trials_per_worker`` (default 10): the 20 trials
+  share 2 worker processes instead of starting 20, one step per call,
 * ``raw``: one coroutine per trial awaiting ``actor.step.remote()``, no framework,
 
 each run in a fresh subprocess with its own ``ray.init(num_cpus=2)``. Three rates per run:
@@ -48,11 +50,12 @@ from ._core_common import RunSpec, median, parse_child_output
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "core.json"
 
-SYSTEMS = ("tune", "ours", "ours-buf", "raw")
+SYSTEMS = ("tune", "ours", "ours-buf", "ours-pack", "raw")
 LABELS = {
     "tune": "Ray Tune",
     "ours": "ours",
     "ours-buf": "ours (buffer={buffer})",
+    "ours-pack": "ours (pack={pack})",
     "raw": "raw asyncio loop",
 }
 
@@ -76,6 +79,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", type=int, default=2)
     parser.add_argument("--cpu", type=float, default=0.1, help="CPUs per trial")
     parser.add_argument("--buffer", type=int, default=10, help="result_buffer for ours-buf")
+    parser.add_argument("--pack", type=int, default=10, help="trials_per_worker for ours-pack")
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
     )
@@ -104,13 +108,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
     return RunSpec(
-        system="ours" if system == "ours-buf" else system,
+        system="ours" if system.startswith("ours") else system,
         trials=args.trials,
         steps=steps,
         checkpoint_every=args.checkpoint_every,
         keep=args.keep,
         cpu=args.cpu,
         result_buffer=args.buffer if system == "ours-buf" else 1,
+        trials_per_worker=args.pack if system == "ours-pack" else 1,
     )
 
 
@@ -210,7 +215,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
             rows[key][system] = row
         tune, raw = rows[key].get("tune"), rows[key].get("raw")
         ratios[key] = {}
-        for system in ("ours", "ours-buf"):
+        for system in ("ours", "ours-buf", "ours-pack"):
             ours = rows[key].get(system)
             if ours is None:
                 continue
@@ -248,7 +253,7 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     print("-" * len(head))
     for key, systems in summary["rows"].items():
         for system, row in systems.items():
-            label = LABELS[system].format(buffer=args.buffer)
+            label = LABELS[system].format(buffer=args.buffer, pack=args.pack)
             flag = "" if row["ok"] else "  FAILED"
             print(
                 f"{key:<9} {label:<20} {_fmt(row['e2e_rate'], '10.0f')} "
@@ -271,7 +276,7 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     print("-" * len(head))
     for key, systems in summary["rows"].items():
         for system, row in systems.items():
-            label = LABELS[system].format(buffer=args.buffer)
+            label = LABELS[system].format(buffer=args.buffer, pack=args.pack)
             values = [row[f"cpu_us_{k}"] for k in CPU_KINDS]
             total = sum(v for v in values if v is not None) if any(values) else None
             print(
@@ -282,7 +287,7 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     print()
     for key, systems in summary["ratios"].items():
         for system, entry in systems.items():
-            label = LABELS[system].format(buffer=args.buffer)
+            label = LABELS[system].format(buffer=args.buffer, pack=args.pack)
             if "e2e_vs_tune" in entry:
                 value, target = entry["e2e_vs_tune"], entry["e2e_vs_tune_target"]
                 shown = f"{_fmt(value, '6.2f')}{_unit(value, 'x')}"
@@ -320,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             for system in order:
                 n += 1
                 spec = _spec(args, system, steps)
-                label = LABELS[system].format(buffer=args.buffer)
+                label = LABELS[system].format(buffer=args.buffer, pack=args.pack)
                 print(
                     f"[{n}/{total}] {args.trials}x{steps} {label} (run {attempt + 1})...",
                     end=" ",
