@@ -485,6 +485,8 @@ class Dispatcher:
         seq = self._next_seq(trial)
         if action.steps > 1:
             ref = actor.train_many.remote(trial.id, seq, action.steps)
+        elif trial._host.capacity == 1:
+            ref = actor.train_sole.remote()
         else:
             ref = actor.train.remote(trial.id, seq)
         self._track(trial, Kind.TRAIN, ref)
