@@ -1,8 +1,8 @@
 """transfer: copy directories between Ray nodes in bounded memory.
 
 ``await copy_dir(source_node_id, source_path, target_node_id, target_path)`` streams a
-directory through the Ray object store in checksummed chunks, sends only what differs,
-and swaps the result in at once. See ``api.copy_dir`` for the options.
+directory between Ray tasks on the two nodes in checksummed chunks, sends only what
+differs, and swaps the result in at once. See ``api.copy_dir`` for the options.
 """
 
 from .api import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_IN_FLIGHT, copy_dir, copy_dir_sync

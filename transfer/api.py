@@ -3,8 +3,9 @@
 It runs in the caller's asyncio loop and only ever awaits ObjectRefs, so an
 orchestrator can run many copies beside its other events. The bytes never pass through
 the driver: it starts one streaming task on the target node (``tasks.receive``), which
-plans the delta and pulls checksummed frames from a reader task on the source node
-through the object store, a bounded window ahead; the driver only receives small
+plans the delta and receives checksummed frames from a reader task on the source node,
+a bounded window ahead (over a direct TCP stream, or through the object store when the
+nodes cannot connect directly: :mod:`transfer.wire`); the driver only receives small
 progress events. Same-node copies run as one task on that node (:mod:`transfer.local`).
 
 Failure handling lives here too: Ray's errors become :class:`TransferError` kinds at one
@@ -42,8 +43,8 @@ __all__ = [
 ]
 
 # 8 MiB x 4: big enough that per-chunk overheads vanish (16 and 32 MiB were no faster
-# here), small enough that reading, moving and writing overlap and that the object stores
-# on both nodes touch few pages.
+# here), small enough that reading, moving and writing overlap; each end holds about
+# chunk_size * max_in_flight of frame buffers.
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 4
 _CLEANUP_TIMEOUT = 15.0
@@ -214,9 +215,13 @@ async def _copy_across(
     started: float,
 ) -> TransferStats:
     (src_node, src_path), (dst_node, dst_path) = source, target
-    gen = receive_task.options(**pinned(dst_node), num_returns="streaming").remote(
-        src_node, src_path, dst_path, token, settings
-    )
+    # Backpressure keeps the copying task at most a few progress events ahead of this
+    # loop, so it cannot race to its commit while the caller (who may yet cancel) lags.
+    gen = receive_task.options(
+        **pinned(dst_node),
+        num_returns="streaming",
+        _generator_backpressure_num_objects=2 * settings.max_in_flight,
+    ).remote(src_node, src_path, dst_path, token, settings)
     done: _Progress | None = None
     finished: Finished | None = None
     try:

@@ -8,15 +8,20 @@ node's already started pooled workers. So a copy is:
   sides, plans the delta, checks ``max_size``, then consumes the source's frames and
   writes them with :class:`~transfer.sink.SinkWriter`, yielding small progress events
   to the driver, which only ever awaits those.
-* ``read_frames`` - a streaming-generator task pinned to the source node, started by
-  ``receive``; Ray's generator backpressure stops it a bounded number of frames ahead.
+* ``send_frames`` - a task pinned to the source node, started by ``receive``, that
+  connects back to it and streams the frames over one TCP connection
+  (:mod:`transfer.wire`, which says why the bytes avoid the object store). Both ends
+  read or receive at most ``max_in_flight`` frames ahead, into reused buffers.
+* ``read_frames`` - the fallback when the reader cannot connect (or direct streams are
+  disabled): a streaming-generator task whose frames travel through the object store;
+  Ray's generator backpressure holds it ``max_in_flight`` frames ahead, and a prefetch
+  thread in ``receive`` pulls that many frames concurrently while one is written.
 * ``scan_source`` / ``digest_source`` - short tasks on the source node for the plan.
 
-A prefetch thread in ``receive`` takes each frame's ref as soon as it exists and pulls
-it to the target node (``ray.wait(fetch_local=True)``) while the previous frame is
-being written: reading, moving and writing overlap, with at most ``max_in_flight``
-frames pulled ahead. The frame owner is the ``receive`` worker; if it dies (target node
-lost, copy cancelled), Ray kills the reading task with it.
+The ``receive`` worker owns the reading task; if it dies (target node lost, copy
+cancelled), Ray kills the reading task with it. If the source side dies, the broken
+stream makes ``receive`` ask Ray what became of the reader, so the driver sees the
+node's death, not a socket error.
 """
 
 from __future__ import annotations

@@ -240,3 +240,35 @@ async def test_cancelling_a_same_node_copy_in_the_driver(ray_cluster: Any, tmp_p
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sorted(os.listdir(dst)) == ["old"] and siblings(dst) == []
+
+
+async def test_object_store_path_when_direct_streams_are_off(add_node: Any, tmp_path: Path) -> None:
+    """The fallback byte path (frames through the object store) copies the same tree."""
+    import time
+
+    from transfer.api import _copy_across
+    from transfer.tasks import Settings
+
+    node = add_node(**NODE)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, big_size=700 * KiB)
+    settings = Settings(
+        chunk_size=64 * KiB,
+        max_in_flight=3,
+        delta=True,
+        mirror=False,
+        always_checksum=False,
+        max_size=None,
+        exclude=(),
+        direct=False,
+    )
+    stats = await _copy_across(
+        (head_id(), str(src)),
+        (node.node_id, str(dst)),
+        "fallback",
+        settings,
+        progress=None,
+        started=time.perf_counter(),
+    )
+    assert snapshot(dst) == snapshot(src) and siblings(dst) == []
+    assert stats.chunks >= 11 and stats.files_sent == 6

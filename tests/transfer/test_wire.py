@@ -1,0 +1,109 @@
+"""The direct byte stream (``transfer.wire``) between a source reader and a sink, without
+Ray tasks: a real copy over a local socket, strangers ignored, a missing receiver, a
+stream cut short."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from transfer.chunks import ChunkSpec, layout
+from transfer.errors import IntegrityError
+from transfer.manifest import Kind
+from transfer.plan import Plan, make_plan
+from transfer.sink import SinkWriter
+from transfer.source import SourceReader
+from transfer.wire import (
+    TOKEN_SIZE,
+    DirectUnavailable,
+    Listener,
+    receive_stream,
+    send_stream,
+)
+
+from .helpers import make_tree, siblings, snapshot
+
+CHUNK = 64 * 1024
+
+
+def _plan(src: Path, dst: Path) -> tuple[SourceReader, SinkWriter, Plan, list[ChunkSpec]]:
+    reader, sink = SourceReader(str(src)), SinkWriter(str(dst), "t")
+    plan = make_plan(reader.scan(), sink.scan(), delta=True, mirror=False)
+    return reader, sink, plan, layout([e.size for e in plan.send], CHUNK)
+
+
+def test_copy_over_a_socket_ignores_strangers(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, big_size=700_000)
+    reader, sink, plan, specs = _plan(src, dst)
+    reader.start(plan.send)
+    listener = Listener()
+    stranger = socket.create_connection(listener.address)
+    stranger.sendall(b"x" * TOKEN_SIZE)  # wrong token: dropped, the real reader accepted
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            send_stream(listener.address, listener.token, specs, reader.read_into, 3)
+        except BaseException as err:
+            errors.append(err)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    conn = listener.accept(thread.is_alive)
+    listener.close()
+    sink.begin(plan)
+    for frame in receive_stream(conn, specs, 3, thread.is_alive):
+        sink.write(frame)
+    conn.close()
+    thread.join(30)
+    stranger.close()
+    assert errors == []
+    result = sink.commit()
+    assert result.files_written == sum(e.kind is Kind.FILE for e in plan.send)
+    assert snapshot(dst) == snapshot(src) and siblings(dst) == []
+    assert len(specs) > 10
+
+
+def test_no_receiver_means_direct_unavailable(tmp_path: Path) -> None:
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    address = free.getsockname()
+    free.close()  # nobody listens there now
+    with pytest.raises(DirectUnavailable):
+        send_stream(address, b"t" * TOKEN_SIZE, [], lambda s, b: b, 2)
+
+
+def test_a_stream_cut_short_is_an_error_not_a_short_copy(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, big_size=700_000)
+    reader, _sink, plan, specs = _plan(src, dst)
+    reader.start(plan.send)
+    listener = Listener()
+    sender = socket.create_connection(listener.address)
+    sender.sendall(listener.token)
+    conn = listener.accept(lambda: True)
+    listener.close()
+    frame = reader.read(specs[0])
+    sender.sendall(len(frame).to_bytes(8, "little") + bytes(frame))
+    sender.sendall((specs[1].frame_size + 1).to_bytes(8, "little"))  # a lie
+    with pytest.raises(IntegrityError, match="announced"):
+        for _ in receive_stream(conn, specs, 2, lambda: True):
+            pass
+    sender.close()
+    conn.close()
+    # and an early close
+    listener = Listener()
+    sender = socket.create_connection(listener.address)
+    sender.sendall(listener.token)
+    conn = listener.accept(lambda: True)
+    listener.close()
+    sender.sendall(len(frame).to_bytes(8, "little") + bytes(frame)[:100])
+    sender.close()
+    with pytest.raises(ConnectionError):
+        for _ in receive_stream(conn, specs, 2, lambda: True):
+            pass
+    conn.close()
