@@ -152,6 +152,20 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         "--cpu", type=_non_negative_float, default=1.0, help="Ray CPUs per trial (default 1)"
     )
     parser.add_argument(
+        "--trials-per-worker",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="trials that may share one worker process (default 1: one each)",
+    )
+    parser.add_argument(
+        "--result-buffer",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="steps an actor may run per call (default 1)",
+    )
+    parser.add_argument(
         "--metric", default=None, help="sort the final table by this metric (last result)"
     )
     parser.add_argument(
@@ -176,7 +190,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     printer = _EventPrinter(console)
     # Everything that can be wrong with the arguments is checked here, before Ray starts.
     orch = Orchestrator(
-        storage=args.storage, name=name, max_failures=args.max_failures, hooks=[printer]
+        storage=args.storage,
+        name=name,
+        max_failures=args.max_failures,
+        hooks=[printer],
+        trials_per_worker=args.trials_per_worker,
+        result_buffer=args.result_buffer,
     )
     trials = [
         orch.add_trial(

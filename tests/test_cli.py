@@ -158,6 +158,8 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
         "1",
         "--cpu",
         "0.25",
+        "--trials-per-worker",
+        "2",
         "--storage",
         str(tmp_path / "results"),
         "--name",
@@ -251,6 +253,13 @@ def test_run_argument_errors_before_ray_starts(
     err = capsys.readouterr().err
     assert err.startswith("trialflow run: error: ")
     assert message in err
+
+
+def test_run_rejects_a_non_positive_trials_per_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "x:Y", "--stop", "a=1", "--trials-per-worker", "0"])
+    assert exit_info.value.code == 2
+    assert "--trials-per-worker: must be an integer >= 1" in capsys.readouterr().err
 
 
 def test_expand_grid() -> None:
