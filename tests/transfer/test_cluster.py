@@ -272,3 +272,39 @@ async def test_object_store_path_when_direct_streams_are_off(add_node: Any, tmp_
     )
     assert snapshot(dst) == snapshot(src) and siblings(dst) == []
     assert stats.chunks >= 11 and stats.files_sent == 6
+
+
+def test_a_reader_that_cannot_connect_falls_back_to_the_object_store(
+    add_node: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``receive`` run in this process: its listener advertises a port nobody listens
+    on, the remote reader gets DirectUnavailable, and the frames take the object store."""
+    import socket
+
+    from transfer import tasks
+
+    class Unreachable(tasks.Listener):
+        def __init__(self) -> None:
+            super().__init__()
+            closed = socket.socket()
+            closed.bind((self.address[0], 0))
+            self.address = (self.address[0], closed.getsockname()[1])
+            closed.close()
+
+    monkeypatch.setattr(tasks, "Listener", Unreachable)
+    node = add_node(**NODE)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, big_size=300 * KiB)
+    settings = tasks.Settings(
+        chunk_size=64 * KiB,
+        max_in_flight=2,
+        delta=True,
+        mirror=False,
+        always_checksum=False,
+        max_size=None,
+        exclude=(),
+    )
+    events = list(tasks.receive(node.node_id, str(src), str(dst), "unreachable", settings))
+    assert isinstance(events[-1], tasks.Finished) and events[-1].result.files_written == 6
+    assert sum(isinstance(e, tasks.Landed) for e in events) == events[-1].chunks >= 5
+    assert snapshot(dst) == snapshot(src) and siblings(dst) == []
