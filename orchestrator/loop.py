@@ -8,9 +8,9 @@ machine, whose actions the loop then carries out. Nothing here calls ``ray.get``
 waits on one trial: a trial whose actor waits minutes for a node simply has a ref that
 has not completed yet. The cost per completion is O(1), whatever the number of trials.
 
-Saves are pipelined: ``save`` writes into node-local scratch, ``persist`` (given the
-save's ref, so Ray starts it exactly when the save is written) uploads it in the actor's
-io concurrency group, and the next train step is submitted at once.
+Saves are pipelined: ``save`` writes into node-local scratch, the node's persister
+(given the save's ref, so Ray starts it exactly when the save is written) uploads it,
+and the next train step is submitted at once.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from .lifecycle import (
     Train,
     TrainResult,
 )
+from .persist import PersisterPool
 from .trainable import RemoteTrialActor
 from .trial import Trial
 
@@ -133,6 +134,7 @@ class Dispatcher:
         trials_per_worker: int = 1,
     ) -> None:
         self._hosts = HostPool(trials_per_worker, self._create_actor)
+        self._persisters = PersisterPool(storage_uri, storage_options, runtime_env)
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[Trial, int]] = []
@@ -182,6 +184,7 @@ class Dispatcher:
             if trial._actor is not None:
                 _kill(trial._actor)
                 trial._actor = trial._host = None
+        self._persisters.close()
         self.running = False
         if self._task is not None:
             self._task.cancel()
@@ -357,6 +360,8 @@ class Dispatcher:
                     "trial %s: could not stream %s to its node: %s", trial.id, ckpt.uri, err
                 )
                 return CheckpointUnavailable(gen, ckpt, err)
+            if pending.kind is Kind.SAVE and self._persisters.forget_if_died(err):
+                log.warning("trial %s: the checkpoint uploader of its node died", trial.id)
             error = self._trial_error(pending, err)
             if pending.kind is Kind.SAVE and isinstance(error.cause, StorageError):
                 iteration = pending.extra[0]
@@ -372,20 +377,25 @@ class Dispatcher:
             return TrainResult(gen, results)
         if kind is Kind.READY:
             trial.node_id = value
+            if trial._machine.policy.checkpoint_every > 0:
+                self._persisters.for_node(value)  # starts with the trial, not at its save
             return ActorReady(gen)
         if kind is Kind.SAVE:
-            iteration, key, metrics = pending.extra
-            uri = self._uri_for(key)
+            iteration, key, metrics, node_id = pending.extra
             ckpt = Checkpoint(
                 trial_id=trial.id,
                 iteration=iteration,
                 key=key,
-                uri=uri,
+                uri=self._uri_for(key),
                 path=self._local_path_for(key),
                 metrics=metrics,
                 manifest=value,
-                node_id=trial.node_id,
+                node_id=node_id,
             )
+            if gen != trial._machine.generation:
+                # Committed after its actor was given up: nobody will ever list it.
+                self._collector.submit((ckpt,))
+                return None
             return SaveDone(gen, ckpt)
         if kind is Kind.RESTORE:
             return RestoreDone(gen, pending.extra)
@@ -494,10 +504,18 @@ class Dispatcher:
     def _save(self, trial: Trial, action: Save) -> None:
         actor = trial._actor
         key = self._allocate_key(trial, action.iteration)
-        saved = actor.save.remote(trial.id, self._next_seq(trial), action.iteration)
-        persisted = actor.persist.remote(saved, key, self._save_retry_for, trial.id)
+        seq = self._next_seq(trial)
+        assert trial.node_id is not None  # known since its actor was ready
+        persister = self._persisters.for_node(trial.node_id)
+        if self._persisters.is_ready(trial.node_id):
+            saved = actor.save.remote(trial.id, seq, action.iteration)
+            persisted = persister.persist.remote(saved, key, self._save_retry_for, trial.id)
+        else:
+            persisted = actor.save_and_persist.remote(
+                trial.id, seq, action.iteration, key, self._save_retry_for
+            )
         metrics = dict(trial._machine.last_metrics or {})
-        self._track(trial, Kind.SAVE, persisted, (action.iteration, key, metrics))
+        self._track(trial, Kind.SAVE, persisted, (action.iteration, key, metrics, trial.node_id))
 
     def _restore(self, trial: Trial, action: Restore) -> None:
         ckpt = action.checkpoint

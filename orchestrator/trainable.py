@@ -5,10 +5,10 @@ A trainable is ordinary Python: ``setup``, ``step``, ``save_checkpoint`` and
 so that the driver never waits on it: every call returns an ``ObjectRef`` that the loop
 awaits together with all the others.
 
-The actor is a plain threaded Ray actor: its default group (one thread) runs the
-trainable's calls strictly in the order the driver issued them, and its ``io`` group
-persists checkpoints to storage, so a slow upload never holds up the next training
-step. The actor itself uploads: the driver never relays checkpoint bytes.
+The actor is a plain single-threaded Ray actor, which runs the trainable's calls
+strictly in the order the driver issued them. Checkpoints are saved into node-local
+scratch space and uploaded by the node's persister (:mod:`orchestrator.persist`) while
+training goes on; the driver never relays checkpoint bytes.
 """
 
 from __future__ import annotations
@@ -133,12 +133,13 @@ class TrialActor:
     """Hosts one trial's trainable, or several (``trials_per_worker``). Created by the
     loop as a Ray actor (see ``RemoteTrialActor``); every call names its trial.
 
-    A plain threaded actor: its default group has one thread, and Ray runs one
-    caller's calls to such an actor strictly in the order they were submitted (it
-    numbers them), so train, save and restore never overtake each other. The ``seq``
-    each call carries only double-checks that. Uploads run in the ``io`` group's
-    threads, beside training. No method here may be ``async def``: Ray would make it
-    an async actor, whose dispatch costs two to three times the CPU per call.
+    A plain single-threaded actor: Ray runs one caller's calls to it strictly in the
+    order they were submitted (it numbers them), so train, save and restore never
+    overtake each other. The ``seq`` each call carries only double-checks that. No
+    method here may be ``async def`` (Ray would make it an async actor, whose dispatch
+    costs two to three times the CPU per call), and it has no concurrency groups (they
+    route every call through a thread pool): uploads are the node's persister's job
+    (:mod:`orchestrator.persist`), so a save returns as soon as it is written.
 
     Trials sharing an actor share its process: one worker start-up instead of several
     (most of a short trial's cost), one storage client, and a failing ``step()`` still
@@ -224,6 +225,14 @@ class TrialActor:
         hosted.awaiter.call(trainable.save_checkpoint, local_dir)
         return local_dir
 
+    def save_and_persist(
+        self, trial_id: str, seq: int, iteration: int, key: str, retry_for: float
+    ) -> dict[str, Any]:
+        """:meth:`save`, then upload and commit it here; returns the manifest. For the
+        time before the node's persister is up (see :mod:`orchestrator.persist`)."""
+        local_dir = self.save(trial_id, seq, iteration)
+        return self._io.persist(trial_id, local_dir, key, retry_for)
+
     def restore(
         self,
         trial_id: str,
@@ -261,22 +270,6 @@ class TrialActor:
             except Exception:  # its cleanup failing is no news: the trial already failed
                 pass
 
-    # -- storage (io group, concurrent with training) --------------------------------
-
-    @ray.method(concurrency_group="io")
-    def persist(
-        self, local_dir: str, key: str, retry_for: float = 300.0, trial_id: str = ""
-    ) -> dict[str, Any]:
-        """Upload a saved checkpoint and commit its manifest; returns the manifest.
-
-        ``local_dir`` arrives as the result of :meth:`save` (the driver passes that
-        call's ObjectRef), so this starts exactly when the save is written, and runs
-        while the next step trains. While storage is unreachable the upload is retried
-        for up to ``retry_for`` seconds (training goes on meanwhile).
-        """
-        return self._io.persist(trial_id, local_dir, key, retry_for)
-
-    @ray.method(concurrency_group="io")
     def shutdown(self, stopped: None = None) -> None:
         """Close storage; runs after the last :meth:`stop` (its ref) before the actor goes."""
         self._io.close()
@@ -296,12 +289,7 @@ def _step(hosted: _HostedTrial) -> dict[str, Any]:
     return result
 
 
-#: How many storage operations (uploads) one actor runs at once beside its training.
-IO_CONCURRENCY = 2
-
-RemoteTrialActor: Any = ray.remote(concurrency_groups={"io": IO_CONCURRENCY})(  # type: ignore[call-overload]
-    TrialActor
-)
+RemoteTrialActor: Any = ray.remote(TrialActor)
 
 
 def _remove_dead_scratch(own: str) -> None:

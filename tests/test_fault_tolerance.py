@@ -95,10 +95,13 @@ async def test_corrupted_checkpoint_falls_back_to_the_previous_one(
         done = False
 
         async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
-            if result["training_iteration"] == 12 and not self.done:
+            # Once the checkpoint of iteration 10 is persisted (uploads run beside
+            # training), corrupt the newest checkpoint and kill the actor.
+            persisted = [c.iteration for c in trial.checkpoints]
+            if 10 in persisted and result["training_iteration"] > 10 and not self.done:
                 self.done = True
                 newest = trial.checkpoints[-1]
-                assert newest.path is not None and newest.iteration == 10
+                assert newest.path is not None and newest.iteration >= 10
                 (Path(newest.path) / "state.json").write_text('{"count": 999}')
                 os.kill(result["pid"], signal.SIGKILL)
 
@@ -108,14 +111,14 @@ async def test_corrupted_checkpoint_falls_back_to_the_previous_one(
         trial = orch.add_trial(
             Recorder,
             {"delay": 0.02},
-            stop={"training_iteration": 20},
+            stop={"training_iteration": 40},
             checkpoint_every=5,
             resources={"cpu": 0.25},
         )
         await orch.run()
     assert trial.state is TrialState.TERMINATED, trial.error
     assert trial.num_failures == 2  # the kill, then the unloadable checkpoint
-    assert_failure_free_history(trial, 20)
+    assert_failure_free_history(trial, 40)
     assert "checksum" in caplog.text or "IntegrityError" in caplog.text
 
 
@@ -224,3 +227,29 @@ async def test_killed_driver_resumes_without_rerunning_finished_trials(
         assert trial.state is TrialState.TERMINATED, trial.error
         assert_failure_free_history(trial, 60)
         assert (marks / f"long{i}.setups").read_text() == "xx"  # one restart each
+
+
+async def test_a_killed_checkpoint_uploader_is_replaced(tmp_path: Path) -> None:
+    import ray
+
+    final = 150
+    async with Orchestrator(storage=tmp_path, name="uploader", max_failures=2) as orch:
+        trial = orch.add_trial(
+            Recorder,
+            {"delay": 0.02},
+            stop={"training_iteration": final},
+            checkpoint_every=5,
+            resources={"cpu": 0.25},
+        )
+        runner = asyncio.create_task(orch.run())
+        pool = orch._dispatcher._persisters
+        while not pool._ready and not runner.done():
+            await asyncio.sleep(0.05)
+        assert not runner.done(), "the trial finished before its node's uploader was up"
+        ((_, uploader),) = pool._by_node.items()
+        ray.kill(uploader, no_restart=True)
+        await runner
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert_failure_free_history(trial, final)
+    assert trial.checkpoints[-1].iteration == final
+    assert trial.num_failures <= 1  # at most the save that was in flight when it died

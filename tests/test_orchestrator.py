@@ -116,6 +116,10 @@ async def test_restore_mid_run_from_a_hook_rolls_back(tmp_path: Path) -> None:
     class RollBackOnce:
         async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
             if result["training_iteration"] == 12 and not restored:
+                # Uploads run beside training (the first one also waits for the node's
+                # uploader to start): wait until the checkpoint of iteration 5 is there.
+                while not any(c.iteration == 5 for c in trial.checkpoints):
+                    await asyncio.sleep(0.02)
                 target = next(c for c in trial.checkpoints if c.iteration == 5)
                 restored.append(await trial.restore(target))
 
