@@ -40,6 +40,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .chunks import ChunkSpec, layout
 from .errors import SizeLimitExceeded, TransferError
+from .handoff import END, drain
 from .manifest import Entry
 from .plan import make_plan, needs_checksum
 from .sink import CommitResult, SinkWriter
@@ -48,7 +49,6 @@ from .wire import DirectUnavailable, Listener, direct_enabled, receive_stream, s
 
 __all__ = ["Finished", "Landed", "Settings", "Started", "pinned", "receive_task"]
 
-_END = object()
 #: How long a broken stream waits for Ray to report what happened to the reader.
 _SENDER_GRACE = 30.0
 
@@ -307,19 +307,14 @@ def _prefetched(frames: Any, window: int) -> Iterator[Any]:
             for ref in frames:
                 if not hand_over((ref, pulls.submit(pull, ref))):
                     return
-            refs.put(_END)
+            refs.put(END)
         except BaseException as err:  # handed to the consumer, re-raised there
             refs.put(err)
 
     thread = threading.Thread(target=pump, name="transfer-prefetch", daemon=True)
     thread.start()
     try:
-        while True:
-            item = refs.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
+        for item in drain(refs):
             ref, pulled = item
             pulled.result()
             del item, pulled

@@ -39,6 +39,7 @@ import ray
 
 from .chunks import ChunkSpec
 from .errors import IntegrityError, TransferError
+from .handoff import END, drain
 
 __all__ = [
     "DirectUnavailable",
@@ -54,7 +55,6 @@ _POLL = 0.5  # seconds between checks of the peer task / stop flag while blocked
 _CONNECT_TIMEOUT = 20.0
 _HELLO_TIMEOUT = 10.0
 _SOCK_BUF = 4 * 1024 * 1024
-_END = object()
 
 
 class DirectUnavailable(TransferError):
@@ -165,18 +165,13 @@ def send_stream(
                     if buf is None:
                         return
                     full.put(read(spec, memoryview(buf)))
-                full.put(_END)
+                full.put(END)
             except BaseException as err:  # handed to the sending loop, re-raised there
                 full.put(err)
 
         thread = threading.Thread(target=fill, name="transfer-read", daemon=True)
         thread.start()
-        while True:
-            item = full.get()
-            if item is _END:
-                break
-            if isinstance(item, BaseException):
-                raise item
+        for item in drain(full):
             assert isinstance(item, memoryview)
             conn.sendall(_LEN.pack(item.nbytes))
             conn.sendall(item)
@@ -253,19 +248,14 @@ def receive_stream(
                 view = memoryview(buf)[:n]
                 recv_into(view)
                 full.put(view)
-            full.put(_END)
+            full.put(END)
         except BaseException as err:
             full.put(err)
 
     thread = threading.Thread(target=pump, name="transfer-recv", daemon=True)
     thread.start()
     try:
-        while True:
-            item = full.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
+        for item in drain(full):
             assert isinstance(item, memoryview)
             yield item
             free.put(item.obj)  # type: ignore[arg-type]
