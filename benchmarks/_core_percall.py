@@ -10,7 +10,8 @@ noisy machine distorts least, and what the orchestrator's design decides:
 * ``sync+io``: sync methods plus an ``io`` concurrency group (a threaded actor);
 * ``async``: ``async def step()`` (Ray runs it on the actor's event loop thread);
 * ``async+io``: the same plus one extra concurrency group, like the orchestrator's;
-* ``ours``: the orchestrator's ``RemoteTrialActor.train(seq)`` on a trivial trainable;
+* ``ours``: the orchestrator's ``RemoteTrialActor.train_sole()`` (what the loop calls for
+  an actor hosting one trial) on a trivial trainable;
 * ``ours-buf10``: ``RemoteTrialActor.train_many(seq, 10)``, per result.
 
 The driver here is a bare loop, so the orchestrator's own driver-side cost (loop.py,
@@ -130,7 +131,8 @@ class _Driven:
 
     async def step(self) -> Any:
         if self.kind == "ours":
-            return await self.actor.train.remote("probe", self._next())
+            self._next()
+            return await self.actor.train_sole.remote()
         if self.kind == "ours-buf10":
             return await self.actor.train_many.remote("probe", self._next(), 10)
         return await self.actor.step.remote()
