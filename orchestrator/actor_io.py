@@ -1,13 +1,14 @@
-"""The trial actor's storage I/O: uploads and downloads on an event loop of its own.
+"""Storage I/O for our actors: uploads and downloads on an event loop of their own.
 
-The trial actor is a plain threaded Ray actor (its training calls are cheapest that
-way), but the storage drivers are asyncio code. They run here, on one event loop in a
-daemon thread that the actor starts the first time it touches storage; the actor's
-threads hand coroutines over and wait for their results. One loop means one storage
-client per actor, whichever Ray thread asks.
+The trial actor (restores, and uploads until its node's persister is up) and the
+persister (uploads) are plain, synchronous Ray actors: their calls are cheapest that
+way. The storage drivers are asyncio code, so they run here, on one event loop in a
+daemon thread started the first time the actor touches storage; the actor's threads
+hand coroutines over and wait for their results. One loop means one storage client per
+actor, whichever Ray thread asks.
 
-This lives outside :mod:`orchestrator.trainable` on purpose: Ray turns any class with
-an ``async def`` method into an async actor, and the trial actor must not be one.
+This lives outside the actor classes on purpose: Ray turns any class with an
+``async def`` method into an async actor, and these must not be.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ T = TypeVar("T")
 
 
 class ActorIO:
-    """Storage operations for one trial actor (all the trials it hosts), run on a private
-    event loop thread."""
+    """Storage operations for one actor (for a trial actor: all the trials it hosts), run
+    on a private event loop thread."""
 
     def __init__(self, storage_uri: str, storage_options: Mapping[str, Any]) -> None:
         self._storage_uri = storage_uri

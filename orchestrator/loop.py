@@ -333,10 +333,7 @@ class Dispatcher:
         self._drain_scheduled = False
         queue = self._from_ray_queue
         while queue:
-            pending, future = queue.popleft()
-            self._in_flight.discard(pending)
-            self._inbox.append((pending, future))
-        self._wake.set()
+            self._completed(*queue.popleft())
 
     def _completed(self, pending: Pending, future: Future[Any] | asyncio.Future[Any]) -> None:
         self._in_flight.discard(pending)

@@ -9,8 +9,8 @@ worker CPU per training step here (about 15% of the step rate for short steps). 
 persister costs one worker process per node and nothing per step.
 
 Until a node's persister is up, the trial actors there upload their checkpoints
-themselves, inside ``save`` (training waits for those few uploads). The persister is
-a threaded actor (several uploads at once) using no CPU resource. If
+themselves (``TrialActor.save_and_persist``; training waits for those few uploads).
+The persister is a threaded actor (several uploads at once) using no CPU resource. If
 it dies (its node died, or it was killed), the pool forgets it and the next save on
 that node gets a new one; the save that was in flight fails its trial, which restores.
 """
@@ -42,9 +42,6 @@ class CheckpointPersister:
 
     def ready(self) -> None:
         """Answers once the persister's process is up (see ``PersisterPool.is_ready``)."""
-
-    def close(self) -> None:
-        self._io.close()
 
 
 RemotePersister: Any = ray.remote(max_concurrency=UPLOADS_PER_NODE)(  # type: ignore[call-overload]

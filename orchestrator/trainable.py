@@ -157,7 +157,7 @@ class TrialActor:
         hosted.turn(seq)
         return hosted
 
-    # -- trainable calls (default group: one thread, in submission order) -------------
+    # -- trainable calls (one thread, in submission order) -----------------------------
 
     def setup(
         self,

@@ -29,6 +29,22 @@ KiB = 1024
 NODE = {"num_cpus": 1, "object_store_memory": 96 * 1024**2}
 
 
+def small_settings(max_in_flight: int, *, direct: bool = True) -> Any:
+    """Settings for a plain full copy in 64 KiB chunks (the tests that call the tasks)."""
+    from transfer.tasks import Settings
+
+    return Settings(
+        chunk_size=64 * KiB,
+        max_in_flight=max_in_flight,
+        delta=True,
+        mirror=False,
+        always_checksum=False,
+        max_size=None,
+        exclude=(),
+        direct=direct,
+    )
+
+
 def head_id() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
@@ -247,21 +263,11 @@ async def test_object_store_path_when_direct_streams_are_off(add_node: Any, tmp_
     import time
 
     from transfer.api import _copy_across
-    from transfer.tasks import Settings
 
     node = add_node(**NODE)
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_tree(src, big_size=700 * KiB)
-    settings = Settings(
-        chunk_size=64 * KiB,
-        max_in_flight=3,
-        delta=True,
-        mirror=False,
-        always_checksum=False,
-        max_size=None,
-        exclude=(),
-        direct=False,
-    )
+    settings = small_settings(3, direct=False)
     stats = await _copy_across(
         (head_id(), str(src)),
         (node.node_id, str(dst)),
@@ -295,15 +301,7 @@ def test_a_reader_that_cannot_connect_falls_back_to_the_object_store(
     node = add_node(**NODE)
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_tree(src, big_size=300 * KiB)
-    settings = tasks.Settings(
-        chunk_size=64 * KiB,
-        max_in_flight=2,
-        delta=True,
-        mirror=False,
-        always_checksum=False,
-        max_size=None,
-        exclude=(),
-    )
+    settings = small_settings(2)
     events = list(tasks.receive(node.node_id, str(src), str(dst), "unreachable", settings))
     assert isinstance(events[-1], tasks.Finished) and events[-1].result.files_written == 6
     assert sum(isinstance(e, tasks.Landed) for e in events) == events[-1].chunks >= 5
