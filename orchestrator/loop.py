@@ -87,6 +87,9 @@ _LOST = (
 
 #: Seconds a stopping actor gets to run its cleanup before it is killed.
 STOP_GRACE_S = 10.0
+#: With ``trials_per_worker > 1``: how long trials about to start are gathered, so that
+#: those failing together (their process died) are placed together.
+PLACE_GATHER_S = 0.1
 
 
 class Kind(enum.Enum):
@@ -445,7 +448,13 @@ class Dispatcher:
     def _start_actor_now(self, trial: Trial, generation: int) -> None:
         if not self._to_place:
             assert self._loop is not None
-            self._loop.call_soon(self._place_trials)
+            if self._hosts.trials_per_worker > 1:
+                # Trials whose shared process died fail one by one as Ray reports each
+                # lost call; gathering them briefly lets them restart together, in one
+                # new process rather than one each.
+                self._loop.call_later(PLACE_GATHER_S, self._place_trials)
+            else:
+                self._loop.call_soon(self._place_trials)
         self._to_place.append((trial, generation))
 
     def _place_trials(self) -> None:
