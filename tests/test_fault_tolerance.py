@@ -21,7 +21,7 @@ from orchestrator import Orchestrator, Trial, TrialState
 from orchestrator.journal import JOURNAL_KEY
 from storage import MANIFEST_NAME
 
-from .trainables import Counter, Recorder, assert_failure_free_history
+from .trainables import Counter, Recorder, assert_failure_free_history, kill_worker
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -53,7 +53,7 @@ async def test_chaos_sigkill_random_actors_every_second(tmp_path: Path) -> None:
                 victim = rng.choice(live)
                 assert victim.last_result is not None
                 try:
-                    os.kill(victim.last_result["pid"], signal.SIGKILL)
+                    kill_worker(victim.last_result["pid"])
                     kills += 1
                 except ProcessLookupError:
                     pass
@@ -103,7 +103,7 @@ async def test_corrupted_checkpoint_falls_back_to_the_previous_one(
                 newest = trial.checkpoints[-1]
                 assert newest.path is not None and newest.iteration >= 10
                 (Path(newest.path) / "state.json").write_text('{"count": 999}')
-                os.kill(result["pid"], signal.SIGKILL)
+                kill_worker(result["pid"])
 
     async with Orchestrator(
         storage=tmp_path, name="corrupt", max_failures=1, hooks=[CorruptThenKill()]

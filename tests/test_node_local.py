@@ -5,8 +5,6 @@ node is gone the trial says so clearly. Two-node ray.cluster_utils clusters."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator import Orchestrator, Trial, TrialState
 
-from .trainables import Recorder
+from .trainables import Recorder, kill_worker
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.cluster]
 
@@ -63,7 +61,7 @@ async def test_restart_on_another_node_streams_the_checkpoint(
             scheduling_strategy=NodeAffinitySchedulingStrategy(first.node_id, soft=False)
         ).remote()
         assert trial.last_result is not None
-        os.kill(trial.last_result["pid"], signal.SIGKILL)
+        kill_worker(trial.last_result["pid"])
         await asyncio.wait_for(runner, timeout=120)
         fetches = orch.statistics().loop.fetches
         await blocker.ready.remote()

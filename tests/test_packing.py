@@ -4,8 +4,6 @@ checked on their own; the rest on real Ray, killing real processes."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from orchestrator import Orchestrator, TrialState
 from orchestrator.errors import ConfigError
 from orchestrator.hosts import HostPool
 
-from .trainables import Recorder, assert_failure_free_history
+from .trainables import Recorder, assert_failure_free_history, kill_worker
 
 # -- placement, without Ray ----------------------------------------------------------
 
@@ -114,7 +112,7 @@ async def test_killing_a_shared_process_restores_each_of_its_trials(tmp_path: Pa
         def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
             if result["training_iteration"] == 15 and not killed:
                 killed.append(result["pid"])
-                os.kill(result["pid"], signal.SIGKILL)
+                kill_worker(result["pid"])
 
     async with Orchestrator(
         storage=tmp_path,

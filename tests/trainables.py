@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import time
 from typing import Any
 
@@ -18,6 +19,27 @@ def assert_failure_free_history(trial: Trial, final: int | None = None) -> None:
     expected = list(range(1, (final if final is not None else len(its)) + 1))
     assert its == expected, (trial.id, its[-10:])
     assert all(r["count"] == r["training_iteration"] for r in trial.results)
+
+
+def kill_worker(pid: int) -> None:
+    """SIGKILL the Ray worker process ``pid`` (a trial's actor), as a crash would.
+
+    Refuses any other process: a pid read from an old result may have been reused by
+    then, and killing the test runner or a raylet by mistake ends the whole session
+    without a word.
+    """
+    import psutil
+
+    if pid in {os.getpid(), *(p.pid for p in psutil.Process().parents())}:
+        raise AssertionError(f"refusing to kill pid {pid}: the test process or its parent")
+    try:
+        title = " ".join(psutil.Process(pid).cmdline())
+    except psutil.NoSuchProcess:
+        raise ProcessLookupError(pid) from None
+    agent = title.startswith(("ray::DashboardAgent", "ray::RuntimeEnv"))
+    if agent or not title.startswith("ray::"):
+        raise AssertionError(f"refusing to kill pid {pid}: not a Ray worker ({title[:120]!r})")
+    os.kill(pid, signal.SIGKILL)
 
 
 class Counter(Trainable):

@@ -5,8 +5,6 @@ outage during saves loses nothing and never shows a half-written checkpoint."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
-from ..trainables import Recorder, assert_failure_free_history
+from ..trainables import Recorder, assert_failure_free_history, kill_worker
 from .conftest import BUCKET, FAKE_KEY_ID, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -46,7 +44,7 @@ class KillOnce:
     async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
         if self.victim is None and result["training_iteration"] >= self.at:
             self.victim = trial.id
-            os.kill(result["pid"], signal.SIGKILL)
+            kill_worker(result["pid"])
 
 
 async def test_experiment_on_s3(moto_url: str) -> None:
