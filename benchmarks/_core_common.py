@@ -9,6 +9,7 @@ since ``t0``, taken in the child process before Ray starts.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import threading
@@ -178,6 +179,8 @@ class CpuSampler:
 
 
 _RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+#: trialflow's checkpoint uploader, one per node: counted apart from the trial workers.
+_PERSISTER = "ray::CheckpointPersister"
 
 
 def _process_kind(cmdline: str) -> str:
@@ -189,7 +192,60 @@ def _process_kind(cmdline: str) -> str:
         return "gcs"
     # A worker renames itself "ray::IDLE", "ray::<ActorClass>"... once it runs.
     if cmdline.startswith("ray::"):
+        if cmdline.startswith(_PERSISTER):
+            return "persister"
         return "other" if cmdline.startswith(_RAY_AGENTS) else "workers"
     if len(words) > 1 and words[1].endswith("default_worker.py"):
         return "workers"
     return "other"
+
+
+def _cpu_ticks() -> list[int]:
+    """The machine's cumulative CPU ticks (user, nice, system, idle, iowait, irq,
+    softirq, steal, ...) from /proc/stat."""
+    with open("/proc/stat") as fh:
+        return [int(x) for x in fh.readline().split()[1:]]
+
+
+def steal_seconds() -> float:
+    """CPU seconds the hypervisor has taken from this machine so far (all CPUs).
+
+    This VM is throttled under sustained load: a run that follows others can lose
+    several seconds of CPU to steal, and runs slower for it. Each run records its steal
+    so a comparison can see which runs were hit.
+    """
+    ticks = _cpu_ticks()
+    steal = ticks[7] if len(ticks) > 7 else 0
+    return steal / os.sysconf("SC_CLK_TCK")
+
+
+def _busy_fraction(interval: float) -> float:
+    """The machine's CPU busy fraction over ``interval`` seconds (from /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        fields = _cpu_ticks()
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields), idle
+
+    total0, idle0 = sample()
+    time.sleep(interval)
+    total1, idle1 = sample()
+    span = total1 - total0
+    return 1.0 - (idle1 - idle0) / span if span > 0 else 0.0
+
+
+def settle(max_busy: float = 0.15, timeout: float = 60.0, cooldown: float = 0.0) -> float:
+    """Wait ``cooldown`` seconds, then until the machine is quiet (busy below
+    ``max_busy`` for one second), at most ``timeout`` seconds; return the last busy
+    fraction seen.
+
+    A run's Ray processes take seconds to exit after it ends; a run started while they
+    still burn CPU pays for them, and the next system compared looks slower than it is.
+    The cool-down lets the hypervisor's throttling (see :func:`steal_seconds`) ease.
+    """
+    time.sleep(cooldown)
+    deadline = time.monotonic() + timeout
+    busy = _busy_fraction(1.0)
+    while busy > max_busy and time.monotonic() < deadline:
+        busy = _busy_fraction(1.0)
+    return busy

@@ -45,7 +45,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._core_common import RunSpec, median, parse_child_output
+from ._core_common import RunSpec, median, parse_child_output, settle, steal_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "core.json"
@@ -84,6 +84,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument(
+        "--cooldown",
+        type=float,
+        default=15.0,
+        help="seconds of rest before each run (this VM is throttled under sustained load)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
         "--report",
@@ -131,9 +137,12 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def run_one(spec: RunSpec, timeout: float) -> dict[str, Any]:
-    """Run ``spec`` in a fresh interpreter (and so a fresh Ray); return its figures."""
+def run_one(spec: RunSpec, timeout: float, cooldown: float = 0.0) -> dict[str, Any]:
+    """Run ``spec`` in a fresh interpreter (and so a fresh Ray) on a quiet machine;
+    return its figures."""
+    busy = settle(cooldown=cooldown)
     load = os.getloadavg()[0]
+    steal0 = steal_seconds()
     command = [sys.executable, "-m", "benchmarks._core_child", json.dumps(asdict(spec))]
     started = time.monotonic()
     try:
@@ -157,12 +166,14 @@ def run_one(spec: RunSpec, timeout: float) -> dict[str, Any]:
             "error": f"exit status {proc.returncode}, no figures; stderr tail:\n{tail}",
         }
     figures["load_before"] = load
+    figures["busy_before"] = busy
+    figures["steal_s"] = steal_seconds() - steal0
     figures["process_s"] = time.monotonic() - started
     return figures
 
 
 #: CPU time is reported by kind of process (see ``CpuSampler``), per result.
-CPU_KINDS = ("driver", "workers", "raylet", "gcs", "other")  # "sampler" is left out
+CPU_KINDS = ("driver", "workers", "persister", "raylet", "gcs", "other")  # "sampler" is left out
 
 
 def _cpu_per_result(run: dict[str, Any], kind: str) -> float | None:
@@ -205,6 +216,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
                 "all_running_s",
                 "e2e_s",
                 "exit_s",
+                "steal_s",
             )
             row = {f: median([r.get(f) for r in mine]) for f in fields}
             for kind in CPU_KINDS:
@@ -242,12 +254,13 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
     head = (
         f"{'workload':<9} {'system':<20} {'e2e res/s':>10} {'steady res/s':>13} "
         f"{'active res/s':>13} "
-        f"{'ray up s':>9} {'all run s':>10} {'e2e s':>8} {'exit s':>7} {'runs':>5}"
+        f"{'ray up s':>9} {'all run s':>10} {'e2e s':>8} {'exit s':>7} {'steal s':>8} "
+        f"{'runs':>5}"
     )
     print()
     print(
         f"medians of {args.repeat} run(s); e2e includes Ray start; steady = while all trials "
-        "run; active = first result to last"
+        "run; active = first result to last; steal = CPU seconds the hypervisor took"
     )
     print(head)
     print("-" * len(head))
@@ -260,7 +273,8 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                 f"{_fmt(row['steady_rate'], '13.0f')} {_fmt(row['active_rate'], '13.0f')} "
                 f"{_fmt(row['ray_up_s'], '9.1f')} "
                 f"{_fmt(row['all_running_s'], '10.1f')} {_fmt(row['e2e_s'], '8.1f')} "
-                f"{_fmt(row['exit_s'], '7.1f')} {row['runs']:>5}{flag}"
+                f"{_fmt(row['exit_s'], '7.1f')} {_fmt(row['steal_s'], '8.1f')} "
+                f"{row['runs']:>5}{flag}"
             )
     print()
     print(
@@ -331,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                     end=" ",
                     flush=True,
                 )
-                figures = run_one(spec, args.timeout)
+                figures = run_one(spec, args.timeout, args.cooldown)
                 figures["system_label"] = system
                 runs.append(figures)
                 if figures.get("ok"):
@@ -339,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"e2e {_fmt(figures['e2e_rate'], '.0f')}/s, steady "
                         f"{_fmt(figures['steady_rate'], '.0f')}/s, all running at "
                         f"{_fmt(figures['all_running_s'], '.1f')} s, "
-                        f"load {figures['load_before']:.1f}",
+                        f"load {figures['load_before']:.1f}, "
+                        f"steal {figures['steal_s']:.1f} s",
                         flush=True,
                     )
                 else:
