@@ -244,7 +244,13 @@ class Board:
 
 
 class ActorKiller:
-    """Kills the actor of the first trial to report ``at_iteration``, once."""
+    """Kills, once, the actor of the first trial to report ``at_iteration`` or later with
+    a checkpoint already persisted, so the demo shows a restore, not a restart.
+
+    Checkpoints persist in the background: a fast trial can report iteration 7 before
+    its checkpoint of iteration 6 is committed. Killed then, it would (rightly) start
+    over from scratch.
+    """
 
     def __init__(self, at_iteration: int, board: Board) -> None:
         self.at_iteration = at_iteration
@@ -257,6 +263,8 @@ class ActorKiller:
         actor = trial.actor
         if actor is None or trial.state is not TrialState.RUNNING:
             return  # finished meanwhile: the next trial to get here is the victim
+        if not trial.checkpoints:
+            return  # nothing persisted yet: a later result (or another trial) will do
         self.victim = trial.id
         self.board.note_kill(trial, int(result["training_iteration"]))
         ray.kill(actor)
