@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+import storage.local as local_module
 from storage import BucketNotFound, LocalStorage, Storage, open_storage
 
-from .contract import MiB, Reopen, StorageContract, make_tree
+from .contract import MiB, Reopen, StorageContract, make_tree, read_tree
 
 
 class LocalRaw:
@@ -104,3 +105,53 @@ async def test_checkpoint_appears_in_one_rename(root: Path, tmp_path: Path) -> N
         await task
         assert not seen_partial
         assert [p.name for p in (root / "t").iterdir()] == ["c"]
+
+
+def _is_small(src: Path) -> bool:
+    files = [p for p in src.rglob("*") if p.is_file()]
+    return len(files) <= local_module.SMALL_FILES and (
+        sum(p.stat().st_size for p in files) <= local_module.SMALL_BYTES
+    )
+
+
+async def test_small_checkpoint_staged_in_one_thread_is_the_same(
+    root: Path, tmp_path: Path
+) -> None:
+    """A small checkpoint takes the one-thread path; what it commits is what the
+    per-file path commits: every file, its manifest, one rename."""
+    files = make_tree(tmp_path / "src", 1 * MiB)
+    assert _is_small(tmp_path / "src")
+    async with open_storage(root) as st:
+        manifest = await st.put_checkpoint(tmp_path / "src", "t/c")
+        assert sorted(e.path for e in manifest.files) == sorted(files)
+        assert await st.list_checkpoints("t") == ["t/c"]
+        await st.get_checkpoint("t/c", tmp_path / "back")
+    assert read_tree(tmp_path / "back") == files
+    assert not LocalRaw(root).orphans()
+
+
+async def test_cancelled_small_put_leaves_nothing(root: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "state.bin").write_bytes(os.urandom(local_module.SMALL_BYTES - 1))
+    assert _is_small(src)
+    raw = LocalRaw(root)
+    cancelled = 0
+    async with open_storage(root) as st:
+        for attempt in range(20):  # until one cancel lands while staging is under way
+            task = asyncio.ensure_future(st.put_checkpoint(src, f"t/c{attempt}"))
+            while not task.done() and not raw.orphans():
+                await asyncio.sleep(0)
+            if task.done():
+                await task
+                continue
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            cancelled += 1
+            assert not (root / "t" / f"c{attempt}").exists()
+            assert raw.orphans() == []
+            break
+        assert cancelled == 1, "every small put finished before it could be cancelled"
+        await st.put_checkpoint(src, "t/after")
+        assert "t/after" in await st.list_checkpoints("t")
