@@ -6,7 +6,14 @@ checkpoints (with their manifests), failure count, last error and result history
 Writes are atomic (the storage's ``write_bytes``), batched (at most one per
 ``interval``), and done by a background task, so the loop never waits for them. Each
 result is serialised once, when it is reported, so a write costs a string join, not a
-walk over every result.
+walk over every result; the join runs in a worker thread.
+
+The document holds every result, so it grows with the experiment (about 100 bytes a
+result: 100 MB at a million). The pause between writes therefore grows with the time
+a write takes (:data:`WRITE_SHARE`), so the journal never takes more than a small
+share of the driver's time, whatever its size. A resumed trial restarts from its
+newest checkpoint and drops later results anyway, so a longer pause loses nothing
+that resuming would keep.
 
 ``Orchestrator(resume=True)`` reads it back (see :func:`load`): a trial that was
 training restarts from its newest checkpoint that is both journaled *and* still in
@@ -82,6 +89,11 @@ def import_class(path: str) -> Any:
     return obj
 
 
+#: The largest share of wall time the journal's writes may take: after a write that took
+#: ``t`` seconds, the next waits at least ``t / WRITE_SHARE``.
+WRITE_SHARE = 0.05
+
+
 class Journal:
     """Batches and writes the experiment's state; see the module docstring."""
 
@@ -132,8 +144,11 @@ class Journal:
 
     async def flush(self) -> None:
         self._dirty.clear()
-        data = self.snapshot().encode()
+        heads, results = self._capture()
         try:
+            # The join is O(all results): off the loop, from copies of the lists taken
+            # on it (results recorded meanwhile go into the next write).
+            data = await asyncio.to_thread(_assemble, heads, results)
             await self._storage.write_bytes(JOURNAL_KEY, data)
             self.writes += 1
         except Exception as err:  # storage outage: keep going, the next write catches up
@@ -144,28 +159,47 @@ class Journal:
     async def _writer(self) -> None:
         while True:
             await self._dirty.wait()
+            started = time.monotonic()
             await self.flush()
-            await asyncio.sleep(self._interval)
+            took = time.monotonic() - started
+            await asyncio.sleep(max(self._interval, took / WRITE_SHARE))
 
     def snapshot(self) -> str:
-        parts = []
+        """The journal document as it stands (what :meth:`flush` writes)."""
+        return _assemble(*self._capture()).decode()
+
+    def _capture(self) -> tuple[list[str], list[list[str]]]:
+        """Each trial's head (small, built now) and a copy of its result list."""
+        heads = [dumps({"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()})]
+        results: list[list[str]] = []
         for trial_id, trial in self._trials.items():
-            head = dumps(
-                {
-                    **self._specs[trial_id],
-                    "id": trial_id,
-                    "state": trial.state.value,
-                    "iteration": trial.iteration,
-                    "num_failures": trial.num_failures,
-                    "error": str(trial.error) if trial.error is not None else None,
-                    "checkpoints": [c.to_dict() for c in trial.checkpoints],
-                    "last_result": trial.last_result,
-                }
+            heads.append(
+                dumps(
+                    {
+                        **self._specs[trial_id],
+                        "id": trial_id,
+                        "state": trial.state.value,
+                        "iteration": trial.iteration,
+                        "num_failures": trial.num_failures,
+                        "error": str(trial.error) if trial.error is not None else None,
+                        "checkpoints": [c.to_dict() for c in trial.checkpoints],
+                        "last_result": trial.last_result,
+                    }
+                )
             )
-            results = ",".join(self._results[trial_id])
-            parts.append(head[:-1] + ',"results":[' + results + "]}")
-        header = dumps({"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()})
-        return header[:-1] + ',"trials":[' + ",".join(parts) + "]}"
+            results.append(list(self._results[trial_id]))
+        return heads, results
+
+
+def _assemble(heads: list[str], results: list[list[str]]) -> bytes:
+    """The document from :meth:`Journal._capture`'s parts: the header, then each trial's
+    head with its results spliced in."""
+    header, trial_heads = heads[0], heads[1:]
+    parts = [
+        head[:-1] + ',"results":[' + ",".join(rows) + "]}"
+        for head, rows in zip(trial_heads, results, strict=True)
+    ]
+    return (header[:-1] + ',"trials":[' + ",".join(parts) + "]}").encode()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,52 @@
+"""The journal's writer: its writes never take more than a small share of the time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import orchestrator.journal as journal_module
+from orchestrator.journal import JOURNAL_KEY, Journal
+from storage import Storage, open_storage
+
+
+class SlowWrites:
+    """The journal's view of a storage whose writes take ``delay`` seconds (a large
+    journal on a slow bucket), writing through to a real one."""
+
+    def __init__(self, store: Storage, delay: float) -> None:
+        self.store = store
+        self.delay = delay
+        self.started: list[float] = []
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        self.started.append(time.monotonic())
+        await asyncio.sleep(self.delay)
+        await self.store.write_bytes(key, data)
+
+
+async def test_writes_space_out_as_they_get_slower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.5)
+    async with open_storage(tmp_path) as store:
+        slow = SlowWrites(store, delay=0.2)
+        journal = Journal(slow, name="exp", interval=0.01)
+        journal.start()
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:  # always something new to write
+            journal.touch()
+            await asyncio.sleep(0.02)
+        await journal.aclose()
+        doc = json.loads(await store.read_bytes(JOURNAL_KEY))
+    assert doc["name"] == "exp" and doc["trials"] == []
+    # Each write took >= 0.2 s, so the next may start only 0.2 / 0.5 = 0.4 s after it
+    # ended; the last write is aclose()'s own, not the writer's.
+    by_writer = slow.started[:-1]
+    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
+    assert len(gaps) >= 2, slow.started
+    assert min(gaps) >= 0.55, gaps
