@@ -29,7 +29,7 @@ import importlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +105,7 @@ class Journal:
         self._specs: dict[str, dict[str, Any]] = {}
         self._results: dict[str, list[str]] = {}
         self._dirty = asyncio.Event()
+        self._after_write: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
         self.failed_writes = 0
@@ -142,19 +143,41 @@ class Journal:
             self._task = None
         await self.flush()
 
+    def after_next_write(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the state as it is now is in storage.
+
+        Deleting a trial's older checkpoints waits for this: until the journal lists the
+        newer ones, a driver that dies and resumes can only use the ones it lists, and
+        they must still be there.
+        """
+        self._after_write.append(fn)
+        self._dirty.set()
+
     async def flush(self) -> None:
         self._dirty.clear()
+        waiting, self._after_write = self._after_write, []
         heads, results = self._capture()
+        written = False
         try:
             # The join is O(all results): off the loop, from copies of the lists taken
             # on it (results recorded meanwhile go into the next write).
             data = await asyncio.to_thread(_assemble, heads, results)
             await self._storage.write_bytes(JOURNAL_KEY, data)
+            written = True
             self.writes += 1
         except Exception as err:  # storage outage: keep going, the next write catches up
             self.failed_writes += 1
             self._dirty.set()
             log.warning("could not write the experiment journal (will retry): %s", err)
+        finally:
+            if not written:  # failed or cancelled: they wait for the next write
+                self._after_write[:0] = waiting
+        if written:
+            for fn in waiting:
+                try:
+                    fn()
+                except Exception:  # one bad callback must not stop the others
+                    log.exception("after a journal write")
 
     async def _writer(self) -> None:
         while True:

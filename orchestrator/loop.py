@@ -613,7 +613,13 @@ class Dispatcher:
         log.debug("trial %s: checkpoint %s persisted", trial.id, action.checkpoint.uri)
 
     def _delete_checkpoints(self, trial: Trial, action: DeleteCheckpoints) -> None:
-        self._collector.submit(action.checkpoints)
+        if self._journal is None:
+            self._collector.submit(action.checkpoints)
+            return
+        # Not before the journal lists their successors: a resumed driver uses only the
+        # checkpoints its journal names.
+        delete = functools.partial(self._collector.submit, action.checkpoints)
+        self._journal.after_next_write(delete)
 
     def _notify(self, trial: Trial, action: Notify) -> None:
         if action.hook == "on_trial_error":

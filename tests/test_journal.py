@@ -11,7 +11,7 @@ import pytest
 
 import orchestrator.journal as journal_module
 from orchestrator.journal import JOURNAL_KEY, Journal
-from storage import Storage, open_storage
+from storage import Storage, StorageError, open_storage
 
 
 class SlowWrites:
@@ -50,3 +50,51 @@ async def test_writes_space_out_as_they_get_slower(
     gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
     assert len(gaps) >= 2, slow.started
     assert min(gaps) >= 0.55, gaps
+
+
+class FailingWrites:
+    """A storage whose first ``failures`` journal writes fail, as in an outage."""
+
+    def __init__(self, store: Storage, failures: int) -> None:
+        self.store = store
+        self.failures = failures
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise StorageError("storage is down", uri="test://")
+        await self.store.write_bytes(key, data)
+
+
+async def test_after_next_write_waits_for_a_successful_write(tmp_path: Path) -> None:
+    """Old checkpoints are deleted only once the journal names their successors: a
+    failed write keeps the deletion waiting for the next one."""
+    async with open_storage(tmp_path) as store:
+        journal = Journal(FailingWrites(store, failures=1), name="exp", interval=0.01)
+        ran: list[str] = []
+        journal.after_next_write(lambda: ran.append("delete"))
+        await journal.flush()  # fails
+        assert ran == [] and journal.failed_writes == 1
+        assert not await store.exists(JOURNAL_KEY)
+        await journal.flush()
+        assert ran == ["delete"] and journal.writes == 1
+        await journal.flush()
+        assert ran == ["delete"]  # once
+
+
+async def test_a_cancelled_write_keeps_what_waits_for_it(tmp_path: Path) -> None:
+    async with open_storage(tmp_path) as store:
+        slow = SlowWrites(store, delay=5.0)
+        journal = Journal(slow, name="exp", interval=0.01)
+        ran: list[str] = []
+        journal.after_next_write(lambda: ran.append("delete"))
+        writing = asyncio.ensure_future(journal.flush())
+        while not slow.started:
+            await asyncio.sleep(0.01)
+        writing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await writing
+        assert ran == []
+        slow.delay = 0.0
+        await journal.flush()
+        assert ran == ["delete"]
