@@ -156,12 +156,12 @@ class Journal:
     async def flush(self) -> None:
         self._dirty.clear()
         waiting, self._after_write = self._after_write, []
-        heads, results = self._capture()
+        parts = self._capture()
         written = False
         try:
             # The join is O(all results): off the loop, from copies of the lists taken
             # on it (results recorded meanwhile go into the next write).
-            data = await asyncio.to_thread(_assemble, heads, results)
+            data = await asyncio.to_thread(_assemble, *parts)
             await self._storage.write_bytes(JOURNAL_KEY, data)
             written = True
             self.writes += 1
@@ -191,9 +191,11 @@ class Journal:
         """The journal document as it stands (what :meth:`flush` writes)."""
         return _assemble(*self._capture()).decode()
 
-    def _capture(self) -> tuple[list[str], list[list[str]]]:
-        """Each trial's head (small, built now) and a copy of its result list."""
-        heads = [dumps({"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()})]
+    def _capture(self) -> tuple[str, list[str], list[list[str]]]:
+        """The document's header, each trial's head (small, built now) and a copy of
+        each trial's result list."""
+        header = dumps({"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()})
+        heads: list[str] = []
         results: list[list[str]] = []
         for trial_id, trial in self._trials.items():
             heads.append(
@@ -211,16 +213,15 @@ class Journal:
                 )
             )
             results.append(list(self._results[trial_id]))
-        return heads, results
+        return header, heads, results
 
 
-def _assemble(heads: list[str], results: list[list[str]]) -> bytes:
+def _assemble(header: str, heads: list[str], results: list[list[str]]) -> bytes:
     """The document from :meth:`Journal._capture`'s parts: the header, then each trial's
     head with its results spliced in."""
-    header, trial_heads = heads[0], heads[1:]
     parts = [
         head[:-1] + ',"results":[' + ",".join(rows) + "]}"
-        for head, rows in zip(trial_heads, results, strict=True)
+        for head, rows in zip(heads, results, strict=True)
     ]
     return (header[:-1] + ',"trials":[' + ",".join(parts) + "]}").encode()
 
