@@ -29,18 +29,21 @@ from .helpers import make_tree, siblings, snapshot
 CHUNK = 64 * 1024
 
 
-def _plan(src: Path, dst: Path) -> tuple[SourceReader, SinkWriter, Plan, list[ChunkSpec]]:
+def _reading(
+    tmp_path: Path,
+) -> tuple[Path, Path, SourceReader, SinkWriter, Plan, list[ChunkSpec], Listener]:
+    """A source tree, its copy plan to an empty destination, the reader started on it,
+    and a listener for the stream."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, big_size=700_000)
     reader, sink = SourceReader(str(src)), SinkWriter(str(dst), "t")
     plan = make_plan(reader.scan(), sink.scan(), delta=True, mirror=False)
-    return reader, sink, plan, layout([e.size for e in plan.send], CHUNK)
+    reader.start(plan.send)
+    return src, dst, reader, sink, plan, layout([e.size for e in plan.send], CHUNK), Listener()
 
 
 def test_copy_over_a_socket_ignores_strangers(tmp_path: Path) -> None:
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    make_tree(src, big_size=700_000)
-    reader, sink, plan, specs = _plan(src, dst)
-    reader.start(plan.send)
-    listener = Listener()
+    src, dst, reader, sink, plan, specs, listener = _reading(tmp_path)
     stranger = socket.create_connection(listener.address)
     stranger.sendall(b"x" * TOKEN_SIZE)  # wrong token: dropped, the real reader accepted
     errors: list[BaseException] = []
@@ -78,11 +81,7 @@ def test_no_receiver_means_direct_unavailable(tmp_path: Path) -> None:
 
 
 def test_a_stream_cut_short_is_an_error_not_a_short_copy(tmp_path: Path) -> None:
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    make_tree(src, big_size=700_000)
-    reader, _sink, plan, specs = _plan(src, dst)
-    reader.start(plan.send)
-    listener = Listener()
+    _src, _dst, reader, _sink, _plan, specs, listener = _reading(tmp_path)
     sender = socket.create_connection(listener.address)
     sender.sendall(listener.token)
     conn = listener.accept(lambda: True)
