@@ -24,6 +24,10 @@ from typing import Any, TypeVar
 
 log = logging.getLogger("orchestrator.actor")
 
+#: A commit in place that takes longer than this (a slow or network filesystem) stalls
+#: training too much: the actor hands its later checkpoints to the node's persister.
+COMMIT_IN_PLACE_BUDGET_S = 0.02
+
 T = TypeVar("T")
 
 
@@ -38,6 +42,10 @@ class ActorIO:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._storage: Any = None
+        # Small checkpoints in local storage are committed in the caller's thread (see
+        # commit_small); None until the first try tells whether the storage allows it.
+        self._in_place: Any = None
+        self._in_place_ok = True
 
     # -- the calls the actor makes (from any of its threads) ---------------------------
 
@@ -51,6 +59,52 @@ class ActorIO:
         manifest = self._run(self._persist(trial_id, local_dir, key, retry_for))
         shutil.rmtree(local_dir, ignore_errors=True)
         return manifest
+
+    def commit_small(self, trial_id: str, local_dir: str, key: str) -> dict[str, Any] | None:
+        """Commit ``local_dir`` as checkpoint ``key`` here, in the calling thread, when
+        that is cheap: storage is a local directory and the checkpoint small (see
+        ``LocalStorage.put_small_checkpoint``). Returns the manifest, or None when the
+        checkpoint is for the node's persister: then nothing was written, and a storage
+        error is left for the persister to retry or report.
+
+        Cheaper than a persister upload for a checkpoint of a few files: no call to
+        another process, no thread hand-off; training waits about a millisecond. Once a
+        commit takes longer than :data:`COMMIT_IN_PLACE_BUDGET_S`, this actor stops
+        trying, so a slow filesystem never stalls training twice.
+        """
+        if not self._in_place_ok:
+            return None
+        if self._in_place is None:
+            from storage import LocalStorage, open_storage
+
+            storage = open_storage(self._storage_uri, **self._storage_options)
+            if not isinstance(storage, LocalStorage):
+                self._in_place_ok = False
+                return None
+            self._in_place = storage
+        from storage import StorageError
+
+        start = time.perf_counter()
+        try:
+            manifest = self._in_place.put_small_checkpoint(local_dir, key)
+        except StorageError as err:
+            log.info(
+                "trial %s: committing %s in place failed (%s); uploading it", trial_id, key, err
+            )
+            return None
+        took = time.perf_counter() - start
+        if took > COMMIT_IN_PLACE_BUDGET_S:
+            self._in_place_ok = False
+            log.info(
+                "trial %s: committing a checkpoint in place took %.0f ms; the node's persister "
+                "takes this actor's checkpoints from now on",
+                trial_id,
+                took * 1000,
+            )
+        if manifest is None:
+            return None
+        shutil.rmtree(local_dir, ignore_errors=True)
+        return dict(manifest.to_dict())
 
     def fetch(self, key: str, local_dir: str) -> str:
         """Download checkpoint ``key`` into ``local_dir`` (replaced if present)."""

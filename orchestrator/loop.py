@@ -10,7 +10,9 @@ has not completed yet. The cost per completion is O(1), whatever the number of t
 
 Saves are pipelined: ``save`` writes into node-local scratch, the node's persister
 (given the save's ref, so Ray starts it exactly when the save is written) uploads it,
-and the next train step is submitted at once.
+and the next train step is submitted at once. With local storage a small checkpoint
+is committed by the trial's actor itself as part of the save (about a millisecond:
+cheaper than any hand-off), and only larger ones go to the persister.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ class Dispatcher:
         journal: Journal | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         node_local: bool = False,
+        local_storage: bool = False,
         trials_per_worker: int = 1,
     ) -> None:
         self._hosts = HostPool(trials_per_worker, self._create_actor)
@@ -145,6 +148,9 @@ class Dispatcher:
         # Checkpoints live on the disk of the node that saved them (local storage that
         # the nodes do not share): a restore elsewhere streams them over first.
         self._node_local = node_local
+        # Storage is a local directory: actors commit their small checkpoints themselves,
+        # and a node's persister starts only when a larger one needs it.
+        self._local_storage = local_storage
         self._fetches = 0
         self._save_retry_for = save_retry_for
         self._journal = journal
@@ -306,7 +312,9 @@ class Dispatcher:
     # -- completions -------------------------------------------------------------------
 
     def _track(self, trial: Trial, kind: Kind, ref: Any, extra: Any = None) -> None:
-        pending = Pending(trial, kind, trial._machine.generation, extra)
+        self._track_pending(Pending(trial, kind, trial._machine.generation, extra), ref)
+
+    def _track_pending(self, pending: Pending, ref: Any) -> None:
         self._in_flight.add(pending)
         ref.future().add_done_callback(functools.partial(self._from_ray, pending))
 
@@ -377,11 +385,14 @@ class Dispatcher:
             return TrainResult(gen, results)
         if kind is Kind.READY:
             trial.node_id = value
-            if trial._machine.policy.checkpoint_every > 0:
+            if trial._machine.policy.checkpoint_every > 0 and not self._local_storage:
                 self._persisters.for_node(value)  # starts with the trial, not at its save
             return ActorReady(gen)
         if kind is Kind.SAVE:
             iteration, key, metrics, node_id = pending.extra
+            if isinstance(value, str):  # saved to scratch, too big to commit in place
+                self._upload(pending, value)
+                return None
             ckpt = Checkpoint(
                 trial_id=trial.id,
                 iteration=iteration,
@@ -512,6 +523,12 @@ class Dispatcher:
         key = self._allocate_key(trial, action.iteration)
         seq = self._next_seq(trial)
         assert trial.node_id is not None  # known since its actor was ready
+        metrics = dict(trial._machine.last_metrics or {})
+        extra = (action.iteration, key, metrics, trial.node_id)
+        if self._local_storage:
+            saved = actor.save_and_commit.remote(trial.id, seq, action.iteration, key)
+            self._track(trial, Kind.SAVE, saved, extra)
+            return
         persister = self._persisters.for_node(trial.node_id)
         if self._persisters.is_ready(trial.node_id):
             saved = actor.save.remote(trial.id, seq, action.iteration)
@@ -520,8 +537,15 @@ class Dispatcher:
             persisted = actor.save_and_persist.remote(
                 trial.id, seq, action.iteration, key, self._save_retry_for
             )
-        metrics = dict(trial._machine.last_metrics or {})
-        self._track(trial, Kind.SAVE, persisted, (action.iteration, key, metrics, trial.node_id))
+        self._track(trial, Kind.SAVE, persisted, extra)
+
+    def _upload(self, save: Pending, local_dir: str) -> None:
+        """Hand a checkpoint its actor saved to scratch to its node's persister (which
+        starts now if this is the node's first such checkpoint); the trial trains on."""
+        iteration, key, _metrics, node_id = save.extra
+        persister = self._persisters.for_node(node_id)
+        ref = persister.persist.remote(local_dir, key, self._save_retry_for, save.trial.id)
+        self._track_pending(Pending(save.trial, Kind.SAVE, save.generation, save.extra), ref)
 
     def _restore(self, trial: Trial, action: Restore) -> None:
         ckpt = action.checkpoint

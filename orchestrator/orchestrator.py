@@ -385,6 +385,7 @@ class Orchestrator:
             journal=self._journal,
             runtime_env=self._runtime_env,
             node_local=node_local,
+            local_storage=self._is_local,
             trials_per_worker=self.trials_per_worker,
         )
         self._collector = dispatcher._collector

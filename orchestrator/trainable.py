@@ -225,6 +225,17 @@ class TrialActor:
         hosted.awaiter.call(trainable.save_checkpoint, local_dir)
         return local_dir
 
+    def save_and_commit(
+        self, trial_id: str, seq: int, iteration: int, key: str
+    ) -> dict[str, Any] | str:
+        """:meth:`save`, then commit it here if storage is a local directory and the
+        checkpoint small (:meth:`ActorIO.commit_small`): returns its manifest (a dict).
+        Otherwise returns the checkpoint's scratch directory (a str), for the node's
+        persister to upload."""
+        local_dir = self.save(trial_id, seq, iteration)
+        manifest = self._io.commit_small(trial_id, local_dir, key)
+        return local_dir if manifest is None else manifest
+
     def save_and_persist(
         self, trial_id: str, seq: int, iteration: int, key: str, retry_for: float
     ) -> dict[str, Any]:

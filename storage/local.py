@@ -86,16 +86,7 @@ class LocalStorage(Storage):
 
     async def _open(self) -> None:
         # A hung NFS mount must not freeze the event loop, even for a stat.
-        if await asyncio.to_thread(os.path.isdir, self.root):
-            return
-        if self.create:
-            await self._run(
-                None, "creating the root directory", os.makedirs, self.root, 0o777, True
-            )
-            return
-        raise BucketNotFound(
-            "root directory does not exist (create it, or pass create=True)", uri=self.uri
-        )
+        await asyncio.to_thread(self._check_root)
 
     async def _close(self) -> None:
         return None
@@ -206,61 +197,25 @@ class LocalStorage(Storage):
         the filesystem refuses the rename."""
         key = validate_key(key, uri=self.uri)
         await self._ready()
-        files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri)
-        if any(f.rel == MANIFEST_NAME for f in files):
-            raise InvalidKey(f"{MANIFEST_NAME} is reserved", uri=self.uri, key=key)
+        files = await asyncio.to_thread(self._scan, local_dir, key)
         final = self._path(key)
         stage = temp_sibling(final)
 
-        def make_tree() -> None:
-            os.makedirs(stage)
-            for d in sorted({os.path.dirname(f.rel) for f in files} - {""}):
-                os.makedirs(os.path.join(stage, *d.split("/")), exist_ok=True)
-
-        def copy_one(f: LocalFile, stop: threading.Event) -> ManifestEntry:
-            dst = os.path.join(stage, *f.rel.split("/"))
-            digest = copy_hashed(f.path, dst, fsync=self.fsync, stop=stop)
-            return ManifestEntry(f.rel, digest.size, digest.sha256)
-
         async def one(f: LocalFile) -> ManifestEntry:
-            return await run_stoppable(functools.partial(copy_one, f))
-
-        def finish(entries: list[ManifestEntry]) -> Manifest:
-            manifest = Manifest(key=key, files=tuple(entries), uri=self.uri_for(key))
-            try:
-                atomic_write_bytes(
-                    os.path.join(stage, MANIFEST_NAME), manifest.to_json(), fsync=self.fsync
-                )
-                if self.fsync:
-                    fsync_dir(stage)
-            except OSError as err:
-                raise self._map_error(err, key, "writing the manifest") from err
-            try:
-                self._remove_old(final)
-            except OSError as err:
-                raise self._map_error(err, key, "removing the previous checkpoint") from err
-            return manifest
-
-        def stage_small(stop: threading.Event) -> Manifest:
-            # Everything up to the commit in one thread: a small checkpoint's cost is
-            # the hand-offs between threads, not its bytes (7 hops: ~1.5 ms of CPU).
-            try:
-                make_tree()
-                entries = [copy_one(f, stop) for f in files]
-            except OSError as err:
-                raise self._map_error(err, key, "staging a checkpoint") from err
-            return finish(entries)
+            return await run_stoppable(functools.partial(self._stage_file, stage, f))
 
         try:
-            if len(files) <= SMALL_FILES and sum(f.size for f in files) <= SMALL_BYTES:
-                manifest = await run_stoppable(stage_small)
+            if _is_small(files):
+                manifest = await run_stoppable(
+                    functools.partial(self._stage_small, stage, files, key)
+                )
             else:
-                await self._run(key, "staging a checkpoint", make_tree)
+                await self._run(key, "staging a checkpoint", _make_tree, stage, files)
                 try:
                     entries = await map_bounded(one, files, self.file_concurrency)
                 except OSError as err:
                     raise self._map_error(err, key, "staging a checkpoint") from err
-                manifest = await in_thread(finish, entries)
+                manifest = await in_thread(self._finish_stage, stage, final, key, entries)
             # Commit: no await from here until the rename is done, so a cancellation
             # lands either before the commit (nothing visible) or after it (success).
             refused = self._commit(stage, final, key)
@@ -272,6 +227,94 @@ class LocalStorage(Storage):
             return await super().put_checkpoint(local_dir, key)
         if self.fsync:
             fsync_dir(os.path.dirname(final))
+        return manifest
+
+    def put_small_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest | None:
+        """:meth:`put_checkpoint`, synchronously, for a checkpoint of at most
+        :data:`SMALL_FILES` files and :data:`SMALL_BYTES` bytes: the same staging, manifest
+        and one-rename commit, all in the calling thread.
+
+        Returns None, having written nothing, when the checkpoint is larger or the
+        filesystem refuses the commit rename; :meth:`put_checkpoint` handles those. For a
+        caller with no event loop to spare: a trial actor commits its own small
+        checkpoints this way, for less than any hand-off to another thread or process
+        would cost.
+        """
+        key = validate_key(key, uri=self.uri)
+        self._check_root()
+        files = self._scan(local_dir, key)
+        if not _is_small(files):
+            return None
+        final = self._path(key)
+        stage = temp_sibling(final)
+        try:
+            manifest = self._stage_small(stage, files, key, threading.Event())
+            refused = self._commit(stage, final, key)
+        except BaseException:
+            remove_quietly(stage)
+            raise
+        if refused:
+            remove_quietly(stage)
+            return None
+        if self.fsync:
+            fsync_dir(os.path.dirname(final))
+        return manifest
+
+    # -- checkpoint staging (each step runs in one thread) ------------------------------
+
+    def _check_root(self) -> None:
+        if os.path.isdir(self.root):
+            return
+        if not self.create:
+            raise BucketNotFound(
+                "root directory does not exist (create it, or pass create=True)", uri=self.uri
+            )
+        try:
+            os.makedirs(self.root, 0o777, exist_ok=True)
+        except OSError as err:
+            raise self._map_error(err, None, "creating the root directory") from err
+
+    def _scan(self, local_dir: str | os.PathLike[str], key: str) -> list[LocalFile]:
+        files = scan_dir(os.fspath(local_dir), uri=self.uri)
+        if any(f.rel == MANIFEST_NAME for f in files):
+            raise InvalidKey(f"{MANIFEST_NAME} is reserved", uri=self.uri, key=key)
+        return files
+
+    def _stage_file(self, stage: str, f: LocalFile, stop: threading.Event) -> ManifestEntry:
+        digest = copy_hashed(
+            f.path, os.path.join(stage, *f.rel.split("/")), fsync=self.fsync, stop=stop
+        )
+        return ManifestEntry(f.rel, digest.size, digest.sha256)
+
+    def _stage_small(
+        self, stage: str, files: list[LocalFile], key: str, stop: threading.Event
+    ) -> Manifest:
+        # Everything up to the commit in one thread: a small checkpoint's cost is the
+        # hand-offs between threads, not its bytes (7 hops: ~1.5 ms of CPU).
+        try:
+            _make_tree(stage, files)
+            entries = [self._stage_file(stage, f, stop) for f in files]
+        except OSError as err:
+            raise self._map_error(err, key, "staging a checkpoint") from err
+        return self._finish_stage(stage, self._path(key), key, entries)
+
+    def _finish_stage(
+        self, stage: str, final: str, key: str, entries: list[ManifestEntry]
+    ) -> Manifest:
+        """Write the manifest into ``stage`` and clear the way for the commit rename."""
+        manifest = Manifest(key=key, files=tuple(entries), uri=self.uri_for(key))
+        try:
+            atomic_write_bytes(
+                os.path.join(stage, MANIFEST_NAME), manifest.to_json(), fsync=self.fsync
+            )
+            if self.fsync:
+                fsync_dir(stage)
+        except OSError as err:
+            raise self._map_error(err, key, "writing the manifest") from err
+        try:
+            self._remove_old(final)
+        except OSError as err:
+            raise self._map_error(err, key, "removing the previous checkpoint") from err
         return manifest
 
     @staticmethod
@@ -300,3 +343,14 @@ class LocalStorage(Storage):
                 return True
             raise self._map_error(err, key, "committing a checkpoint") from err
         return False
+
+
+def _is_small(files: list[LocalFile]) -> bool:
+    return len(files) <= SMALL_FILES and sum(f.size for f in files) <= SMALL_BYTES
+
+
+def _make_tree(stage: str, files: list[LocalFile]) -> None:
+    """``stage`` and the subdirectories ``files`` need in it."""
+    os.makedirs(stage)
+    for d in sorted({os.path.dirname(f.rel) for f in files} - {""}):
+        os.makedirs(os.path.join(stage, *d.split("/")), exist_ok=True)

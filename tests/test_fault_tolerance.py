@@ -174,7 +174,7 @@ DRIVER = textwrap.dedent(
             orch.add_trial(Recorder, {{"marks": {marks!r}}}, stop={{"training_iteration": 3}},
                            checkpoint_every=1, resources={{"cpu": 0.25}}, trial_id="short")
             for i in range(3):
-                orch.add_trial(Recorder, {{"delay": 0.05, "marks": {marks!r}}},
+                orch.add_trial(Recorder, {{"delay": 0.1, "marks": {marks!r}}},
                                stop={{"training_iteration": 60}}, checkpoint_every=5,
                                resources={{"cpu": 0.25}}, trial_id=f"long{{i}}")
             await orch.run()
@@ -208,6 +208,10 @@ async def test_killed_driver_resumes_without_rerunning_finished_trials(
             if states.get("short", {}).get("state") == "TERMINATED" and all(
                 t and len(t["checkpoints"]) >= 2 for t in longs
             ):
+                assert all(t["state"] != "TERMINATED" for t in longs if t), (
+                    "a long trial finished before the driver could be killed: "
+                    "make the long trials longer"
+                )
                 break
         else:
             pytest.fail("the driver made no progress")
@@ -236,7 +240,7 @@ async def test_a_killed_checkpoint_uploader_is_replaced(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="uploader", max_failures=2) as orch:
         trial = orch.add_trial(
             Recorder,
-            {"delay": 0.02},
+            {"delay": 0.02, "padding_files": 9},  # too many files to commit in place
             stop={"training_iteration": final},
             checkpoint_every=5,
             resources={"cpu": 0.25},

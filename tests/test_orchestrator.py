@@ -83,6 +83,36 @@ async def test_trials_run_to_stop_with_checkpoints_and_retention(tmp_path: Path)
     assert stats.loop.results == 60
 
 
+async def test_small_local_checkpoints_are_committed_by_the_trial_itself(
+    tmp_path: Path,
+) -> None:
+    """With local storage, a trial's actor commits a checkpoint of a few small files
+    itself; its node's persister starts only once a larger checkpoint needs it."""
+    async with Orchestrator(storage=tmp_path, name="inplace", keep_checkpoints=2) as orch:
+        persisters = orch._dispatcher._persisters  # type: ignore[union-attr]
+        small = orch.add_trial(
+            Counter, stop={"training_iteration": 20}, checkpoint_every=5, resources=CPU
+        )
+        await orch.run()
+        assert persisters._by_node == {}
+        large = orch.add_trial(
+            Counter,
+            {"padding_files": 9},
+            stop={"training_iteration": 20},
+            checkpoint_every=5,
+            resources=CPU,
+        )
+        await orch.run()
+        assert len(persisters._by_node) == 1
+        await asyncio.sleep(0.5)  # let the background GC finish its deletes
+    for trial, files in ((small, 1), (large, 10)):
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert_failure_free_history(trial, 20)
+        assert committed(tmp_path / "inplace", trial) == ["checkpoint_000015", "checkpoint_000020"]
+        manifest = json.loads((Path(trial.checkpoints[-1].path or "") / MANIFEST_NAME).read_text())
+        assert len(manifest["files"]) == files
+
+
 async def test_callable_stop_and_async_trainable(tmp_path: Path) -> None:
     seen: list[str] = []
 

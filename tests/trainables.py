@@ -43,7 +43,13 @@ def kill_worker(pid: int) -> None:
 
 
 class Counter(Trainable):
-    """Counts steps; its state is the count, so a restore is easy to check."""
+    """Counts steps; its state is the count, so a restore is easy to check.
+
+    Config: ``delay`` (seconds per step), ``fail_at`` (the step that raises), and
+    ``padding_files`` (empty files added to each checkpoint: more than
+    ``storage.local.SMALL_FILES`` make it too big to commit in place, so its node's
+    persister uploads it).
+    """
 
     def setup(self, config: dict[str, Any]) -> None:
         self.count = 0
@@ -61,6 +67,8 @@ class Counter(Trainable):
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         with open(os.path.join(checkpoint_dir, "state.json"), "w") as fh:
             json.dump({"count": self.count}, fh)
+        for i in range(int(self.config.get("padding_files", 0))):
+            open(os.path.join(checkpoint_dir, f"padding{i}"), "w").close()
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         with open(os.path.join(checkpoint_dir, "state.json")) as fh:

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 import storage.local as local_module
-from storage import BucketNotFound, LocalStorage, Storage, open_storage
+from storage import (
+    MANIFEST_NAME,
+    BucketNotFound,
+    InvalidKey,
+    LocalStorage,
+    Storage,
+    StorageError,
+    open_storage,
+)
 
 from .contract import MiB, Reopen, StorageContract, make_tree, read_tree
 
@@ -155,3 +163,54 @@ async def test_cancelled_small_put_leaves_nothing(root: Path, tmp_path: Path) ->
         assert cancelled == 1, "every small put finished before it could be cancelled"
         await st.put_checkpoint(src, "t/after")
         assert "t/after" in await st.list_checkpoints("t")
+
+
+async def test_put_small_checkpoint_commits_in_the_calling_thread(
+    root: Path, tmp_path: Path
+) -> None:
+    """The synchronous put commits what ``put_checkpoint`` would, readable through the
+    async API, and declines (writing nothing) a checkpoint too big for it."""
+    files = make_tree(tmp_path / "src", 1 * MiB)
+    st = LocalStorage(str(root))
+    manifest = st.put_small_checkpoint(tmp_path / "src", "t/c")
+    assert manifest is not None
+    assert sorted(e.path for e in manifest.files) == sorted(files)
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "state.bin").write_bytes(b"x" * (local_module.SMALL_BYTES + 1))
+    assert st.put_small_checkpoint(big, "t/big") is None
+    async with st:
+        assert await st.list_checkpoints("t") == ["t/c"]
+        assert await st.read_manifest("t/c") == manifest
+        await st.get_checkpoint("t/c", tmp_path / "back")
+    assert read_tree(tmp_path / "back") == files
+    assert not LocalRaw(root).orphans()
+
+
+def test_put_small_checkpoint_reports_bad_input_like_put_checkpoint(
+    root: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / MANIFEST_NAME).write_text("{}")
+    with pytest.raises(InvalidKey):
+        LocalStorage(str(root)).put_small_checkpoint(tmp_path / "src", "t/c")
+    with pytest.raises(BucketNotFound):
+        LocalStorage(str(tmp_path / "absent")).put_small_checkpoint(tmp_path / "src", "t/c")
+    assert LocalRaw(root).list() == []
+
+
+def test_failed_small_put_leaves_nothing(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put that fails once its files are staged (here: writing the manifest) leaves
+    neither a checkpoint nor its staging directory."""
+    make_tree(tmp_path / "src", 1 * MiB)
+    st = LocalStorage(str(root))
+
+    def no_manifest(*args: object) -> None:
+        raise StorageError("disk full", uri=st.uri)
+
+    monkeypatch.setattr(st, "_finish_stage", no_manifest)
+    with pytest.raises(StorageError, match="disk full"):
+        st.put_small_checkpoint(tmp_path / "src", "t/c")
+    assert LocalRaw(root).list() == [] and not LocalRaw(root).orphans()

@@ -1,0 +1,83 @@
+"""A trial actor commits its small checkpoints itself when storage is a local directory.
+
+``ActorIO`` is plain Python (the actor calls it in its own thread), so these run without
+Ray: which checkpoints are committed in place, which are left for the node's persister
+(nothing written, the scratch copy kept), and the switch to the persister after a slow
+commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+import orchestrator.actor_io as actor_io
+import storage.local as local_module
+from orchestrator.actor_io import ActorIO
+from storage import LocalStorage
+
+
+def _scratch(path: Path, files: int = 1, size: int = 3) -> str:
+    path.mkdir(parents=True)
+    for i in range(files):
+        (path / f"f{i}").write_bytes(b"x" * size)
+    return str(path)
+
+
+async def _committed(root: Path, prefix: str) -> list[str]:
+    async with LocalStorage(str(root)) as st:
+        return await st.list_checkpoints(prefix)
+
+
+async def test_a_small_checkpoint_is_committed_in_place(tmp_path: Path) -> None:
+    io = ActorIO(str(tmp_path / "store"), {"create": True})
+    local = _scratch(tmp_path / "scratch" / "c1", files=2)
+    manifest = io.commit_small("t1", local, "t1/checkpoint_000001")
+    assert manifest is not None
+    assert sorted(e["path"] for e in manifest["files"]) == ["f0", "f1"]
+    assert not Path(local).exists()  # the scratch copy is gone once committed
+    assert await _committed(tmp_path / "store", "t1") == ["t1/checkpoint_000001"]
+
+
+async def test_a_large_checkpoint_is_left_for_the_persister(tmp_path: Path) -> None:
+    io = ActorIO(str(tmp_path / "store"), {"create": True})
+    many = _scratch(tmp_path / "scratch" / "many", files=local_module.SMALL_FILES + 1)
+    big = _scratch(tmp_path / "scratch" / "big", size=local_module.SMALL_BYTES + 1)
+    assert io.commit_small("t1", many, "t1/a") is None
+    assert io.commit_small("t1", big, "t1/b") is None
+    assert Path(many).is_dir() and Path(big).is_dir()
+    assert await _committed(tmp_path / "store", "t1") == []
+
+
+def test_remote_storage_is_never_committed_in_place(tmp_path: Path) -> None:
+    io = ActorIO("s3://bucket/prefix", {"endpoint_url": "http://127.0.0.1:9"})
+    local = _scratch(tmp_path / "c")
+    assert io.commit_small("t1", local, "t1/c") is None
+    assert Path(local).is_dir()
+
+
+def test_a_storage_error_leaves_the_checkpoint_to_the_persister(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The persister retries (or reports) storage errors; in place there is one try."""
+    io = ActorIO(str(tmp_path / "absent"), {})  # no root, and not allowed to create it
+    local = _scratch(tmp_path / "c")
+    with caplog.at_level(logging.INFO, logger="orchestrator.actor"):
+        assert io.commit_small("t1", local, "t1/c") is None
+    assert Path(local).is_dir()
+    assert "t1" in caplog.text and "t1/c" in caplog.text
+
+
+async def test_after_a_slow_commit_the_persister_takes_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(actor_io, "COMMIT_IN_PLACE_BUDGET_S", 0.0)
+    io = ActorIO(str(tmp_path / "store"), {"create": True})
+    first = io.commit_small("t1", _scratch(tmp_path / "a"), "t1/a")
+    assert first is not None  # committed, but too slowly to do it again
+    second = _scratch(tmp_path / "b")
+    assert io.commit_small("t1", second, "t1/b") is None
+    assert Path(second).is_dir()
+    assert await _committed(tmp_path / "store", "t1") == ["t1/a"]
