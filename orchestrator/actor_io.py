@@ -24,9 +24,12 @@ from typing import Any, TypeVar
 
 log = logging.getLogger("orchestrator.actor")
 
-#: A commit in place that takes longer than this (a slow or network filesystem) stalls
-#: training too much: the actor hands its later checkpoints to the node's persister.
-COMMIT_IN_PLACE_BUDGET_S = 0.02
+#: Commits in place that take longer than this, several in a row (a slow or network
+#: filesystem), stall training too much: the actor then hands its later checkpoints to
+#: the node's persister. Generous on purpose: on a busy node a commit of a millisecond of
+#: CPU can take tens of milliseconds, and the persister would be no faster there.
+COMMIT_IN_PLACE_BUDGET_S = 0.25
+SLOW_COMMITS_TOLERATED = 3
 
 T = TypeVar("T")
 
@@ -46,6 +49,7 @@ class ActorIO:
         # commit_small); None until the first try tells whether the storage allows it.
         self._in_place: Any = None
         self._in_place_ok = True
+        self._slow_commits = 0  # in a row
 
     # -- the calls the actor makes (from any of its threads) ---------------------------
 
@@ -68,9 +72,10 @@ class ActorIO:
         error is left for the persister to retry or report.
 
         Cheaper than a persister upload for a checkpoint of a few files: no call to
-        another process, no thread hand-off; training waits about a millisecond. Once a
-        commit takes longer than :data:`COMMIT_IN_PLACE_BUDGET_S`, this actor stops
-        trying, so a slow filesystem never stalls training twice.
+        another process, no thread hand-off; training waits about a millisecond. After
+        :data:`SLOW_COMMITS_TOLERATED` commits in a row took longer than
+        :data:`COMMIT_IN_PLACE_BUDGET_S`, this actor stops trying: a slow filesystem
+        does not keep stalling training.
         """
         if not self._in_place_ok:
             return None
@@ -93,12 +98,15 @@ class ActorIO:
             )
             return None
         took = time.perf_counter() - start
-        if took > COMMIT_IN_PLACE_BUDGET_S:
+        self._slow_commits = self._slow_commits + 1 if took > COMMIT_IN_PLACE_BUDGET_S else 0
+        if self._slow_commits >= SLOW_COMMITS_TOLERATED:
             self._in_place_ok = False
             log.info(
-                "trial %s: committing a checkpoint in place took %.0f ms; the node's persister "
-                "takes this actor's checkpoints from now on",
+                "trial %s: %d checkpoint commits in a row took over %.0f ms (the last %.0f "
+                "ms); the node's persister takes this actor's checkpoints from now on",
                 trial_id,
+                self._slow_commits,
+                COMMIT_IN_PLACE_BUDGET_S * 1000,
                 took * 1000,
             )
         if manifest is None:

@@ -70,14 +70,21 @@ def test_a_storage_error_leaves_the_checkpoint_to_the_persister(
     assert "t1" in caplog.text and "t1/c" in caplog.text
 
 
-async def test_after_a_slow_commit_the_persister_takes_over(
+async def test_after_slow_commits_in_a_row_the_persister_takes_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(actor_io, "COMMIT_IN_PLACE_BUDGET_S", 0.0)
     io = ActorIO(str(tmp_path / "store"), {"create": True})
-    first = io.commit_small("t1", _scratch(tmp_path / "a"), "t1/a")
-    assert first is not None  # committed, but too slowly to do it again
-    second = _scratch(tmp_path / "b")
-    assert io.commit_small("t1", second, "t1/b") is None
-    assert Path(second).is_dir()
-    assert await _committed(tmp_path / "store", "t1") == ["t1/a"]
+    tolerated = actor_io.SLOW_COMMITS_TOLERATED
+    keys = [f"t1/c{i}" for i in range(2 * tolerated)]
+    monkeypatch.setattr(actor_io, "COMMIT_IN_PLACE_BUDGET_S", 0.0)  # every commit is slow
+    for key in keys[: tolerated - 1]:
+        assert io.commit_small("t1", _scratch(tmp_path / key), key) is not None
+    monkeypatch.setattr(actor_io, "COMMIT_IN_PLACE_BUDGET_S", 60.0)  # a fast one resets
+    assert io.commit_small("t1", _scratch(tmp_path / keys[tolerated - 1]), keys[tolerated - 1])
+    monkeypatch.setattr(actor_io, "COMMIT_IN_PLACE_BUDGET_S", 0.0)
+    for key in keys[tolerated:]:  # committed, but the last of them too slowly to go on
+        assert io.commit_small("t1", _scratch(tmp_path / key), key) is not None
+    after = _scratch(tmp_path / "after")
+    assert io.commit_small("t1", after, "t1/after") is None
+    assert Path(after).is_dir()
+    assert await _committed(tmp_path / "store", "t1") == sorted(keys)
