@@ -162,6 +162,7 @@ class Dispatcher:
         self._collector = collector
         self._trials: dict[str, Trial] = {}
         self._unsettled: set[str] = set()
+        self._launch_queued: set[str] = set()  # trials with a Launch not yet handled
         self._settled = asyncio.Event()
         self._settled.set()
         self._in_flight: set[Pending] = set()
@@ -224,6 +225,11 @@ class Dispatcher:
             self._journal.track(trial, trial._spec)
 
     def launch(self, trial: Trial) -> None:
+        """Start a PENDING trial; a trial whose start is already queued is left as is
+        (``add_trial`` during one ``run()`` and the next ``run()`` may both ask)."""
+        if trial.id in self._launch_queued:
+            return
+        self._launch_queued.add(trial.id)
         self.request(trial, Launch())
 
     def request(self, trial: Trial, event: Event) -> None:
@@ -279,6 +285,8 @@ class Dispatcher:
 
     def _dispatch(self, trial: Trial, event: Event) -> None:
         self._events += 1
+        if type(event) is Launch:
+            self._launch_queued.discard(trial.id)
         try:
             actions = trial._machine.handle(event)
         except InvalidTransition:

@@ -182,7 +182,7 @@ class Orchestrator:
         self._dispatcher: Dispatcher | None = None
         self._hooks: HookRunner | None = None
         self._collector: CheckpointCollector | None = None
-        self._launching = False
+        self._runs_in_progress = 0
 
     # -- trials ------------------------------------------------------------------------
 
@@ -277,7 +277,7 @@ class Orchestrator:
         self._trials[trial_id] = trial
         if self._dispatcher is not None:
             self._dispatcher.attach(trial)
-            if self._launching:
+            if self._runs_in_progress:
                 self._dispatcher.launch(trial)
         return trial
 
@@ -289,16 +289,21 @@ class Orchestrator:
         from .lifecycle import TrialState
 
         dispatcher, hooks = self._require_entered()
-        self._launching = True
-        for trial in self._trials.values():
-            if trial.state is TrialState.PENDING:
-                dispatcher.launch(trial)
-        while True:
-            await dispatcher.wait_settled()
-            await hooks.wait_idle()
-            await asyncio.sleep(0)
-            if dispatcher.settled_now() and hooks.statistics().backlog == 0:
-                break
+        # While a run() is in progress, add_trial starts trials at once; trials added
+        # after it returned wait for the next run(), which can wait for them.
+        self._runs_in_progress += 1
+        try:
+            for trial in self._trials.values():
+                if trial.state is TrialState.PENDING:
+                    dispatcher.launch(trial)
+            while True:
+                await dispatcher.wait_settled()
+                await hooks.wait_idle()
+                await asyncio.sleep(0)
+                if dispatcher.settled_now() and hooks.statistics().backlog == 0:
+                    break
+        finally:
+            self._runs_in_progress -= 1
         trials = self.trials
         await hooks.call_now("on_experiment_end", trials)
         return trials
@@ -404,7 +409,6 @@ class Orchestrator:
     ) -> None:
         dispatcher, hooks, collector = self._dispatcher, self._hooks, self._collector
         self._dispatcher = self._hooks = self._collector = None
-        self._launching = False
         try:
             if dispatcher is not None:
                 await dispatcher.aclose()

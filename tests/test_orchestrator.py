@@ -416,6 +416,24 @@ async def test_add_trial_during_run_from_a_task(tmp_path: Path) -> None:
     assert iterations(late) == list(range(1, 31))
 
 
+async def test_trials_added_after_run_wait_for_the_next_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Between two run() calls a new trial stays PENDING; the next run() starts it once
+    (the loop refuses no event: a second start would be logged as refused)."""
+    async with Orchestrator(storage=tmp_path, name="again") as orch:
+        orch.add_trial(Counter, stop={"training_iteration": 3}, resources=CPU)
+        await orch.run()
+        later = orch.add_trial(Counter, stop={"training_iteration": 5}, resources=CPU)
+        await asyncio.sleep(0.3)
+        assert later.state is TrialState.PENDING
+        with caplog.at_level(logging.ERROR, logger="orchestrator.loop"):
+            await orch.run()
+    assert later.state is TrialState.TERMINATED
+    assert iterations(later) == [1, 2, 3, 4, 5]
+    assert "refused" not in caplog.text
+
+
 async def test_restore_a_checkpoint_of_another_trial(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="clone") as orch:
         donor = orch.add_trial(
