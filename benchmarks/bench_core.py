@@ -90,6 +90,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=15.0,
         help="seconds of rest before each run (this VM is throttled under sustained load)",
     )
+    parser.add_argument(
+        "--rest-ratio",
+        type=float,
+        default=0.5,
+        help="rest at least this fraction of the previous run's length before the next: "
+        "a long run (Ray Tune's) drains the VM's CPU credit, and whichever system ran "
+        "next was throttled for it",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
         "--report",
@@ -332,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     total = len(args.steps) * args.repeat * len(args.systems)
     n = 0
+    previous_s = 0.0  # the length of the run before, for --rest-ratio
     for steps in args.steps:
         for attempt in range(args.repeat):
             # Interleave the systems so a noisy spell does not hit one system's runs only.
@@ -345,7 +354,11 @@ def main(argv: list[str] | None = None) -> int:
                     end=" ",
                     flush=True,
                 )
-                figures = run_one(spec, args.timeout, args.cooldown)
+                rest = max(args.cooldown, args.rest_ratio * previous_s)
+                started = time.monotonic()
+                figures = run_one(spec, args.timeout, rest)
+                previous_s = time.monotonic() - started - rest
+                figures["rest_s"] = rest
                 figures["system_label"] = system
                 runs.append(figures)
                 if figures.get("ok"):
