@@ -119,7 +119,14 @@ class _HostedTrial:
         return self.trainable
 
     def release(self) -> None:
-        """Run the trainable's cleanup (best effort) and drop its scratch space."""
+        """Run the trainable's cleanup (best effort) and drop its scratch space, and
+        that of this trial's killed predecessors on this node.
+
+        A predecessor killed just before this generation's :meth:`TrialActor.setup`
+        may not have been reaped yet when setup looked; by now it has. Its pending
+        uploads, if any, belong to a generation the driver has given up: a partial one
+        would be garbage-collected, never listed.
+        """
         try:
             if self.trainable is not None:
                 self.awaiter.call(self.trainable.cleanup)
@@ -127,6 +134,7 @@ class _HostedTrial:
             self.trainable = None
             self.awaiter.close()
             shutil.rmtree(self.scratch, ignore_errors=True)
+            _remove_dead_scratch(self.scratch)
 
 
 class TrialActor:
