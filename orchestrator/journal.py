@@ -9,11 +9,13 @@ result is serialised once, when it is reported, so a write costs a string join, 
 walk over every result; the join runs in a worker thread.
 
 The document holds every result, so it grows with the experiment (about 100 bytes a
-result: 100 MB at a million). The pause between writes therefore grows with the time
-a write takes (:data:`WRITE_SHARE`), so the journal never takes more than a small
-share of the driver's time, whatever its size. A resumed trial restarts from its
-newest checkpoint and drops later results anyway, so a longer pause loses nothing
-that resuming would keep.
+result: 100 MB at a million). The pause between writes therefore grows with what a
+write costs: with the CPU time of building the document (:data:`WRITE_SHARE`), so the
+journal never takes more than a small share of the driver's CPU whatever its size, and
+with the time storage took to take it (:data:`STORAGE_SHARE`), so a slow bucket is not
+kept busy. Wall time alone was a poor measure of the first: under load, or through one
+slow fsync, a small journal's write looked expensive and the next waited seconds, and
+a driver that died then resumed from older checkpoints than it needed to.
 
 ``Orchestrator(resume=True)`` reads it back (see :func:`load`): a trial that was
 training restarts from its newest checkpoint that is both journaled *and* still in
@@ -89,9 +91,12 @@ def import_class(path: str) -> Any:
     return obj
 
 
-#: The largest share of wall time the journal's writes may take: after a write that took
-#: ``t`` seconds, the next waits at least ``t / WRITE_SHARE``.
+#: The largest share of the driver's CPU the journal may take: after building a document
+#: took ``c`` CPU-seconds, the next write waits at least ``c / WRITE_SHARE``.
 WRITE_SHARE = 0.05
+#: The largest share of wall time storage may spend taking journal writes: after one
+#: took ``t`` seconds to store, the next waits at least ``t / STORAGE_SHARE``.
+STORAGE_SHARE = 0.25
 
 
 class Journal:
@@ -109,6 +114,7 @@ class Journal:
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
         self.failed_writes = 0
+        self._pause = interval  # before the next write, from the last one's cost
 
     # -- recording (sync, cheap: called from the loop) ----------------------------------
 
@@ -156,13 +162,20 @@ class Journal:
     async def flush(self) -> None:
         self._dirty.clear()
         waiting, self._after_write = self._after_write, []
+        cpu = time.thread_time()
         parts = self._capture()
+        cpu = time.thread_time() - cpu
         written = False
         try:
             # The join is O(all results): off the loop, from copies of the lists taken
             # on it (results recorded meanwhile go into the next write).
-            data = await asyncio.to_thread(_assemble, *parts)
+            data, joined_cpu = await asyncio.to_thread(_assemble_timed, *parts)
+            stored = time.monotonic()
             await self._storage.write_bytes(JOURNAL_KEY, data)
+            stored = time.monotonic() - stored
+            self._pause = max(
+                self._interval, (cpu + joined_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
+            )
             written = True
             self.writes += 1
         except Exception as err:  # storage outage: keep going, the next write catches up
@@ -182,10 +195,8 @@ class Journal:
     async def _writer(self) -> None:
         while True:
             await self._dirty.wait()
-            started = time.monotonic()
             await self.flush()
-            took = time.monotonic() - started
-            await asyncio.sleep(max(self._interval, took / WRITE_SHARE))
+            await asyncio.sleep(self._pause)
 
     def snapshot(self) -> str:
         """The journal document as it stands (what :meth:`flush` writes)."""
@@ -214,6 +225,13 @@ class Journal:
             )
             results.append(list(self._results[trial_id]))
         return header, heads, results
+
+
+def _assemble_timed(header: str, heads: list[str], results: list[list[str]]) -> tuple[bytes, float]:
+    """:func:`_assemble`, and the CPU-seconds it took (in the thread that ran it)."""
+    start = time.thread_time()
+    data = _assemble(header, heads, results)
+    return data, time.thread_time() - start
 
 
 def _assemble(header: str, heads: list[str], results: list[list[str]]) -> bytes:

@@ -174,8 +174,10 @@ DRIVER = textwrap.dedent(
             orch.add_trial(Recorder, {{"marks": {marks!r}}}, stop={{"training_iteration": 3}},
                            checkpoint_every=1, resources={{"cpu": 0.25}}, trial_id="short")
             for i in range(3):
-                orch.add_trial(Recorder, {{"delay": 0.1, "marks": {marks!r}}},
-                               stop={{"training_iteration": 60}}, checkpoint_every=5,
+                # Slow until the test has killed this driver, then fast (see "fast").
+                orch.add_trial(Recorder, {{"delay": 0.1, "marks": {marks!r},
+                                           "fast_after": {marks!r} + "/fast"}},
+                               stop={{"training_iteration": 200}}, checkpoint_every=5,
                                resources={{"cpu": 0.25}}, trial_id=f"long{{i}}")
             await orch.run()
     asyncio.run(main())
@@ -218,6 +220,7 @@ async def test_killed_driver_resumes_without_rerunning_finished_trials(
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+    (marks / "fast").touch()  # the long trials need not be slow any more
 
     async with Orchestrator(storage=storage, name="crash", resume=True) as orch:
         by_id = {t.id: t for t in orch.trials}
@@ -229,7 +232,7 @@ async def test_killed_driver_resumes_without_rerunning_finished_trials(
     for i in range(3):
         trial = by_id[f"long{i}"]
         assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, 60)
+        assert_failure_free_history(trial, 200)
         assert (marks / f"long{i}.setups").read_text() == "xx"  # one restart each
 
 

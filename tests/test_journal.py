@@ -29,10 +29,10 @@ class SlowWrites:
         await self.store.write_bytes(key, data)
 
 
-async def test_writes_space_out_as_they_get_slower(
+async def test_writes_space_out_as_storage_gets_slower(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.5)
+    monkeypatch.setattr(journal_module, "STORAGE_SHARE", 0.5)
     async with open_storage(tmp_path) as store:
         slow = SlowWrites(store, delay=0.2)
         journal = Journal(slow, name="exp", interval=0.01)
@@ -50,6 +50,59 @@ async def test_writes_space_out_as_they_get_slower(
     gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
     assert len(gaps) >= 2, slow.started
     assert min(gaps) >= 0.55, gaps
+
+
+async def test_writes_space_out_as_the_document_costs_more_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the document is O(results) of driver CPU: the pause grows with that CPU
+    time, not with the wall time a loaded machine or a slow fsync adds."""
+    build = journal_module._assemble
+
+    def costly(*parts: object) -> bytes:
+        start = time.thread_time()
+        while time.thread_time() - start < 0.1:  # 0.1 CPU-s, as a large journal costs
+            pass
+        return build(*parts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(journal_module, "_assemble", costly)
+    monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.25)
+    async with open_storage(tmp_path) as store:
+        timed = SlowWrites(store, delay=0.0)
+        journal = Journal(timed, name="exp", interval=0.01)
+        journal.start()
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            journal.touch()
+            await asyncio.sleep(0.02)
+        await journal.aclose()
+    # >= 0.1 CPU-s per document / 0.25 = a pause of >= 0.4 s, plus the build itself.
+    by_writer = timed.started[:-1]
+    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
+    assert len(gaps) >= 2, timed.started
+    assert min(gaps) >= 0.45, gaps
+
+
+async def test_a_slow_store_of_a_small_journal_does_not_stall_it_for_long(
+    tmp_path: Path,
+) -> None:
+    """One slow write (an fsync stuck behind other I/O) of a cheap document delays the
+    next by a few times that write, not by twenty times it."""
+    async with open_storage(tmp_path) as store:
+        slow = SlowWrites(store, delay=0.3)
+        journal = Journal(slow, name="exp", interval=0.01)
+        journal.start()
+        deadline = time.monotonic() + 3.5
+        while time.monotonic() < deadline:
+            journal.touch()
+            await asyncio.sleep(0.02)
+        await journal.aclose()
+    by_writer = slow.started[:-1]
+    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
+    assert len(gaps) >= 2, slow.started
+    # 0.3 s to store / STORAGE_SHARE (0.25) = 1.2 s, plus the write: never the 6 s that
+    # spacing by wall time at WRITE_SHARE (0.05) gave.
+    assert max(gaps) < 2.5, gaps
 
 
 class FailingWrites:

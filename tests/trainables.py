@@ -45,7 +45,8 @@ def kill_worker(pid: int) -> None:
 class Counter(Trainable):
     """Counts steps; its state is the count, so a restore is easy to check.
 
-    Config: ``delay`` (seconds per step), ``fail_at`` (the step that raises), and
+    Config: ``delay`` (seconds per step; none once the file ``fast_after`` names
+    exists), ``fail_at`` (the step that raises), and
     ``padding_files`` (empty files added to each checkpoint: more than
     ``storage.local.SMALL_FILES`` make it too big to commit in place, so its node's
     persister uploads it).
@@ -54,10 +55,11 @@ class Counter(Trainable):
     def setup(self, config: dict[str, Any]) -> None:
         self.count = 0
         self.delay = float(config.get("delay", 0.0))
+        self.fast_after = config.get("fast_after")
         self.fail_at = config.get("fail_at")
 
     def step(self) -> dict[str, Any]:
-        if self.delay:
+        if self.delay and not (self.fast_after and os.path.exists(self.fast_after)):
             time.sleep(self.delay)
         self.count += 1
         if self.fail_at is not None and self.count == self.fail_at:
