@@ -29,26 +29,33 @@ class SlowWrites:
         await self.store.write_bytes(key, data)
 
 
+async def _gaps_between_writes(store: Storage, *, delay: float, seconds: float) -> list[float]:
+    """Run a journal that always has something new to write for ``seconds``, through a
+    storage whose writes take ``delay``; the gaps between its writer's writes (the last
+    write is aclose()'s own, not the writer's)."""
+    timed = SlowWrites(store, delay=delay)
+    journal = Journal(timed, name="exp", interval=0.01)
+    journal.start()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        journal.touch()
+        await asyncio.sleep(0.02)
+    await journal.aclose()
+    by_writer = timed.started[:-1]
+    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
+    assert len(gaps) >= 2, timed.started
+    return gaps
+
+
 async def test_writes_space_out_as_storage_gets_slower(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(journal_module, "STORAGE_SHARE", 0.5)
     async with open_storage(tmp_path) as store:
-        slow = SlowWrites(store, delay=0.2)
-        journal = Journal(slow, name="exp", interval=0.01)
-        journal.start()
-        deadline = time.monotonic() + 2.5
-        while time.monotonic() < deadline:  # always something new to write
-            journal.touch()
-            await asyncio.sleep(0.02)
-        await journal.aclose()
+        gaps = await _gaps_between_writes(store, delay=0.2, seconds=2.5)
         doc = json.loads(await store.read_bytes(JOURNAL_KEY))
     assert doc["name"] == "exp" and doc["trials"] == []
-    # Each write took >= 0.2 s, so the next may start only 0.2 / 0.5 = 0.4 s after it
-    # ended; the last write is aclose()'s own, not the writer's.
-    by_writer = slow.started[:-1]
-    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
-    assert len(gaps) >= 2, slow.started
+    # Each write took >= 0.2 s, so the next may start only 0.2 / 0.5 = 0.4 s after it.
     assert min(gaps) >= 0.55, gaps
 
 
@@ -68,18 +75,8 @@ async def test_writes_space_out_as_the_document_costs_more_cpu(
     monkeypatch.setattr(journal_module, "_assemble", costly)
     monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.25)
     async with open_storage(tmp_path) as store:
-        timed = SlowWrites(store, delay=0.0)
-        journal = Journal(timed, name="exp", interval=0.01)
-        journal.start()
-        deadline = time.monotonic() + 2.5
-        while time.monotonic() < deadline:
-            journal.touch()
-            await asyncio.sleep(0.02)
-        await journal.aclose()
+        gaps = await _gaps_between_writes(store, delay=0.0, seconds=2.5)
     # >= 0.1 CPU-s per document / 0.25 = a pause of >= 0.4 s, plus the build itself.
-    by_writer = timed.started[:-1]
-    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
-    assert len(gaps) >= 2, timed.started
     assert min(gaps) >= 0.45, gaps
 
 
@@ -89,17 +86,7 @@ async def test_a_slow_store_of_a_small_journal_does_not_stall_it_for_long(
     """One slow write (an fsync stuck behind other I/O) of a cheap document delays the
     next by a few times that write, not by twenty times it."""
     async with open_storage(tmp_path) as store:
-        slow = SlowWrites(store, delay=0.3)
-        journal = Journal(slow, name="exp", interval=0.01)
-        journal.start()
-        deadline = time.monotonic() + 3.5
-        while time.monotonic() < deadline:
-            journal.touch()
-            await asyncio.sleep(0.02)
-        await journal.aclose()
-    by_writer = slow.started[:-1]
-    gaps = [b - a for a, b in zip(by_writer[:-1], by_writer[1:], strict=True)]
-    assert len(gaps) >= 2, slow.started
+        gaps = await _gaps_between_writes(store, delay=0.3, seconds=3.5)
     # 0.3 s to store / STORAGE_SHARE (0.25) = 1.2 s, plus the write: never the 6 s that
     # spacing by wall time at WRITE_SHARE (0.05) gave.
     assert max(gaps) < 2.5, gaps
