@@ -31,7 +31,7 @@ from .trainable import Trainable, is_trainable_class
 if TYPE_CHECKING:
     import storage as storage_pkg
 
-    from .checkpoints import Checkpoint, ScoreMode
+    from .checkpoints import Checkpoint, RetentionPolicy, ScoreMode
     from .collector import CheckpointCollector, CollectorStatistics
     from .hooks import HookRunner, HookStatistics
     from .journal import Journal, JournaledTrial
@@ -206,9 +206,6 @@ class Orchestrator:
     ) -> Trial:
         """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress."""
         from .checkpoints import RetentionPolicy
-        from .journal import spec_of
-        from .lifecycle import TrialMachine, TrialPolicy
-        from .trial import Trial
 
         index = len(self._trials)
         if not is_trainable_class(trainable):
@@ -247,31 +244,15 @@ class Orchestrator:
                 keep_checkpoints if keep_checkpoints is not None else self.retention.keep,
                 checkpoint_score if checkpoint_score is not None else self.retention.score,
             )
-        stop_condition = StopCondition(trial_id, stop)
-        policy = TrialPolicy(
-            checkpoint_every=checkpoint_every,
-            max_failures=failures,
-            retention=retention,
-            should_stop=stop_condition,
-            backoff_base=self.failure_backoff,
-            fallback_to_scratch=self.fallback_to_scratch,
-            steps_per_call=buffer,
-            iteration_limit=stop_condition.iteration_limit,
-        )
-        trial = Trial(
+        trial = self._build_trial(
             trial_id,
             trainable,
             dict(config or {}),
-            machine=TrialMachine(trial_id, policy),
-            stop=stop_condition,
-            resources=_check_resources(resources, trial_id),
-        )
-        trial._spec = spec_of(
-            trial,
+            StopCondition(trial_id, stop),
+            _check_resources(resources, trial_id),
             checkpoint_every=checkpoint_every,
             max_failures=failures,
-            keep_checkpoints=retention.keep,
-            checkpoint_score=retention.score,
+            retention=retention,
             result_buffer=buffer,
         )
         self._trials[trial_id] = trial
@@ -434,33 +415,22 @@ class Orchestrator:
     def _adopt(self, entry: JournaledTrial) -> Trial:
         """Rebuild a journaled trial as it should continue after a driver restart."""
         from .checkpoints import RetentionPolicy
-        from .journal import spec_of
-        from .lifecycle import TrialMachine, TrialPolicy, TrialState
-        from .trial import Trial
+        from .lifecycle import TrialState
 
-        retention = RetentionPolicy(entry.keep_checkpoints, entry.checkpoint_score)  # type: ignore[arg-type]
-        stop: StopCondition = entry.stop
-        policy = TrialPolicy(
-            checkpoint_every=entry.checkpoint_every,
-            max_failures=entry.max_failures,
-            retention=retention,
-            should_stop=stop,
-            backoff_base=self.failure_backoff,
-            fallback_to_scratch=self.fallback_to_scratch,
-            steps_per_call=entry.result_buffer,
-            iteration_limit=stop.iteration_limit,
-        )
-        machine = TrialMachine(entry.id, policy)
-        machine.checkpoints = list(entry.checkpoints)
-        machine.num_failures = entry.num_failures
-        trial = Trial(
+        trial = self._build_trial(
             entry.id,
             entry.trainable,
             entry.config,
-            machine=machine,
-            stop=stop,
-            resources=entry.resources,
+            entry.stop,
+            entry.resources,
+            checkpoint_every=entry.checkpoint_every,
+            max_failures=entry.max_failures,
+            retention=RetentionPolicy(entry.keep_checkpoints, entry.checkpoint_score),  # type: ignore[arg-type]
+            result_buffer=entry.result_buffer,
         )
+        machine = trial._machine
+        machine.checkpoints = list(entry.checkpoints)
+        machine.num_failures = entry.num_failures
         results = entry.results
         state = TrialState(entry.state)
         if state is TrialState.ERROR and self.resume_errored:
@@ -479,16 +449,55 @@ class Orchestrator:
         machine.state = state
         trial.results = list(results)
         trial.last_result = results[-1] if results else None
-        trial._spec = spec_of(
-            trial,
-            checkpoint_every=entry.checkpoint_every,
-            max_failures=entry.max_failures,
-            keep_checkpoints=entry.keep_checkpoints,
-            checkpoint_score=entry.checkpoint_score,
-            result_buffer=entry.result_buffer,
-        )
         self._trials[entry.id] = trial
         log.info("resumed trial %s (%s, iteration %d)", entry.id, state.value, machine.iteration)
+        return trial
+
+    def _build_trial(
+        self,
+        trial_id: str,
+        trainable: type[Trainable],
+        config: dict[str, Any],
+        stop: StopCondition,
+        resources: dict[str, float],
+        *,
+        checkpoint_every: int,
+        max_failures: int,
+        retention: RetentionPolicy,
+        result_buffer: int,
+    ) -> Trial:
+        """A new trial, PENDING, with its state machine and journal spec: for
+        ``add_trial`` and for a trial rebuilt from the journal alike."""
+        from .journal import spec_of
+        from .lifecycle import TrialMachine, TrialPolicy
+        from .trial import Trial
+
+        policy = TrialPolicy(
+            checkpoint_every=checkpoint_every,
+            max_failures=max_failures,
+            retention=retention,
+            should_stop=stop,
+            backoff_base=self.failure_backoff,
+            fallback_to_scratch=self.fallback_to_scratch,
+            steps_per_call=result_buffer,
+            iteration_limit=stop.iteration_limit,
+        )
+        trial = Trial(
+            trial_id,
+            trainable,
+            config,
+            machine=TrialMachine(trial_id, policy),
+            stop=stop,
+            resources=resources,
+        )
+        trial._spec = spec_of(
+            trial,
+            checkpoint_every=checkpoint_every,
+            max_failures=max_failures,
+            keep_checkpoints=retention.keep,
+            checkpoint_score=retention.score,
+            result_buffer=result_buffer,
+        )
         return trial
 
     def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
