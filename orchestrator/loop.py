@@ -550,7 +550,7 @@ class Dispatcher:
     def _upload(self, save: Pending, local_dir: str) -> None:
         """Hand a checkpoint its actor saved to scratch to its node's persister (which
         starts now if this is the node's first such checkpoint); the trial trains on."""
-        iteration, key, _metrics, node_id = save.extra
+        _iteration, key, _metrics, node_id = save.extra
         persister = self._persisters.for_node(node_id)
         ref = persister.persist.remote(local_dir, key, self._save_retry_for, save.trial.id)
         self._track_pending(Pending(save.trial, Kind.SAVE, save.generation, save.extra), ref)

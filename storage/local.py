@@ -225,8 +225,6 @@ class LocalStorage(Storage):
         if refused:
             await self._cleanup(asyncio.to_thread(remove_quietly, stage), "removing staging")
             return await super().put_checkpoint(local_dir, key)
-        if self.fsync:
-            fsync_dir(os.path.dirname(final))
         return manifest
 
     def put_small_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest | None:
@@ -256,8 +254,6 @@ class LocalStorage(Storage):
         if refused:
             remove_quietly(stage)
             return None
-        if self.fsync:
-            fsync_dir(os.path.dirname(final))
         return manifest
 
     # -- checkpoint staging (each step runs in one thread) ------------------------------
@@ -334,14 +330,17 @@ class LocalStorage(Storage):
             os.unlink(final)
 
     def _commit(self, stage: str, final: str, key: str) -> bool:
-        """Rename ``stage`` to ``final``; True if the filesystem refused the rename
-        (the caller then falls back to the file-by-file protocol)."""
+        """Rename ``stage`` to ``final`` and, with ``fsync``, make the rename durable;
+        True if the filesystem refused the rename (the caller then falls back to the
+        file-by-file protocol)."""
         try:
             os.rename(stage, final)
         except OSError as err:
             if err.errno in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EINVAL):
                 return True
             raise self._map_error(err, key, "committing a checkpoint") from err
+        if self.fsync:
+            fsync_dir(os.path.dirname(final))
         return False
 
 
