@@ -16,8 +16,11 @@ results from dead actors harmless.
 While RUNNING, exactly one train step is in flight unless an *intent* is pending: the
 trial reached its stop condition (FINISH), or the user asked to STOP, PAUSE or
 RESTORE. An intent stops further training; once nothing is in flight (the last step
-returned and every pipelined save is persisted) the machine *settles* it. A save never
-blocks training: it is asked for together with the next train step.
+returned and every pipelined save is persisted) the machine *settles* it. A save does
+not block training: it is asked for together with the next train step. But a trial
+trains ahead of at most ``max_pending_saves`` unpersisted checkpoints: past that, the
+next step waits for a save to be persisted, so scratch space and upload queues stay
+bounded when storage is slower than training.
 
 Failures (the trainable raised, its actor or node died) all take one path: the actor is
 dropped and, within ``max_failures``, a new one is started and restored from the
@@ -270,6 +273,7 @@ class TrialPolicy:
     fallback_to_scratch: bool = False  # when no checkpoint can be loaded, start over
     steps_per_call: int = 1  # > 1: the actor may run ahead, never past a save or a stop
     iteration_limit: int | None = None  # a training_iteration stop threshold, if any
+    max_pending_saves: int = 2  # unpersisted checkpoints a trial may train ahead of
 
 
 Handler = Callable[["TrialMachine", Any], list[Action]]
@@ -427,6 +431,13 @@ class TrialMachine:
                 steps = min(steps, max(1, self.policy.iteration_limit - self.iteration))
         return [Train(self.generation, steps)]
 
+    def _train_unless_saves_lag(self) -> list[Action]:
+        """The next step, unless too many saves are still being persisted: then
+        ``SaveDone`` asks for it once one is."""
+        if self.saves_in_flight > self.policy.max_pending_saves:
+            return []
+        return self._train()
+
     def _backoff(self) -> float:
         base = self.policy.backoff_base
         if base <= 0:
@@ -477,7 +488,7 @@ class TrialMachine:
         if self.intent is None:
             if due:
                 actions += self._save()
-            return actions + self._train()
+            return actions + self._train_unless_saves_lag()
         if due or self._needs_final_save():
             actions += self._save()
         return actions + self._settle_if_idle()
@@ -498,6 +509,10 @@ class TrialMachine:
             actions.append(DeleteCheckpoints(tuple(doomed)))
         if self.intent is not None:
             actions += self._settle_if_idle()
+        elif not self.train_in_flight:
+            # Training waited for this save (or an intent was withdrawn while it was in
+            # flight, e.g. a resume cancelling a pause): go on.
+            actions += self._train_unless_saves_lag()
         return actions
 
     def _on_failure(self, event: Failure) -> list[Action]:

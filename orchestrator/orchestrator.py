@@ -82,6 +82,11 @@ class Orchestrator:
     save_retry_for:
         Seconds a checkpoint upload is retried while storage is unreachable (training
         goes on meanwhile); past that the trial pauses with the storage error.
+    max_pending_saves:
+        Checkpoints a trial may have saved but not yet persisted while it trains on
+        (default 2). When storage is slower than training, the trial's next step waits
+        for an upload to finish instead of piling more checkpoints into the node's
+        scratch space. ``0``: every checkpoint is persisted before training goes on.
     storage_options:
         Driver options for ``open_storage`` (e.g. ``endpoint_url``), used by the
         driver and by every trial's actor.
@@ -128,6 +133,7 @@ class Orchestrator:
         failure_backoff: float = 0.2,
         fallback_to_scratch: bool = False,
         save_retry_for: float = 300.0,
+        max_pending_saves: int = 2,
         hook_slow_after: float = 10.0,
         storage_options: Mapping[str, Any] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
@@ -145,8 +151,9 @@ class Orchestrator:
         if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
             raise ConfigError(f"experiment name must be a non-empty str without '/', got {name!r}")
         _check_failures(max_failures, "Orchestrator")
-        _check_positive_int(result_buffer, "result_buffer", "Orchestrator")
-        _check_positive_int(trials_per_worker, "trials_per_worker", "Orchestrator")
+        _check_int_at_least(result_buffer, "result_buffer", "Orchestrator")
+        _check_int_at_least(trials_per_worker, "trials_per_worker", "Orchestrator")
+        _check_int_at_least(max_pending_saves, "max_pending_saves", "Orchestrator", least=0)
         self.name = name
         self.trials_per_worker = trials_per_worker
         self.max_failures = max_failures
@@ -155,6 +162,7 @@ class Orchestrator:
         self.failure_backoff = float(failure_backoff)
         self.fallback_to_scratch = bool(fallback_to_scratch)
         self.save_retry_for = float(save_retry_for)
+        self.max_pending_saves = max_pending_saves
         self.resume = bool(resume)
         self.resume_errored = bool(resume_errored)
         self._journal_interval = float(journal_interval)
@@ -237,7 +245,7 @@ class Orchestrator:
         failures = self.max_failures if max_failures is None else max_failures
         _check_failures(failures, f"trial {trial_id}")
         buffer = self.result_buffer if result_buffer is None else result_buffer
-        _check_positive_int(buffer, "result_buffer", f"trial {trial_id}")
+        _check_int_at_least(buffer, "result_buffer", f"trial {trial_id}")
         retention = self.retention
         if keep_checkpoints is not None or checkpoint_score is not None:
             retention = RetentionPolicy(
@@ -481,6 +489,7 @@ class Orchestrator:
             fallback_to_scratch=self.fallback_to_scratch,
             steps_per_call=result_buffer,
             iteration_limit=stop.iteration_limit,
+            max_pending_saves=self.max_pending_saves,
         )
         trial = Trial(
             trial_id,
@@ -571,9 +580,9 @@ def _check_failures(value: Any, where: str) -> None:
         )
 
 
-def _check_positive_int(value: Any, what: str, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: {what} must be an int >= 1, got {value!r}")
+def _check_int_at_least(value: Any, what: str, where: str, least: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{where}: {what} must be an int >= {least}, got {value!r}")
 
 
 def _check_resources(resources: Mapping[str, float] | None, trial_id: str) -> dict[str, float]:

@@ -307,6 +307,49 @@ def test_resume_cancels_a_pending_pause() -> None:
     assert kinds(actions) == ["Report", "Train"]
 
 
+def test_resume_while_the_pause_save_is_in_flight_trains_on_once_it_lands() -> None:
+    m = running(checkpoint_every=0)
+    m.handle(PauseRequested())
+    assert kinds(result(m)) == ["Report", "Save"]
+    assert m.handle(ResumeRequested()) == []  # the pause's save is still in flight
+    actions = m.handle(SaveDone(m.generation, ckpt(1)))
+    assert kinds(actions)[-1] == "Train"
+    assert m.state is TrialState.RUNNING and m.train_in_flight
+
+
+def test_training_waits_when_too_many_saves_are_unpersisted() -> None:
+    m = running(checkpoint_every=1, max_pending_saves=2)
+    assert kinds(result(m)) == ["Report", "Save", "Train"]
+    assert kinds(result(m)) == ["Report", "Save", "Train"]
+    assert kinds(result(m)) == ["Report", "Save"]  # a third unpersisted one: wait
+    assert m.saves_in_flight == 3 and not m.train_in_flight
+    assert kinds(m.handle(SaveDone(m.generation, ckpt(1)))) == [
+        "RecordCheckpoint",
+        "Notify",
+        "Train",
+    ]
+    assert kinds(result(m)) == ["Report", "Save"]  # iteration 4: three in flight again
+    m.handle(SaveDone(m.generation, ckpt(2)))
+    m.handle(SaveDone(m.generation, ckpt(3)))  # the step is in flight: no second one
+    assert m.train_in_flight and m.saves_in_flight == 1
+
+
+def test_max_pending_saves_zero_persists_each_checkpoint_before_training_on() -> None:
+    m = running(checkpoint_every=2, max_pending_saves=0)
+    assert kinds(result(m)) == ["Report", "Train"]
+    assert kinds(result(m)) == ["Report", "Save"]
+    assert kinds(m.handle(SaveDone(m.generation, ckpt(2))))[-1] == "Train"
+
+
+def test_stop_while_training_waits_for_saves_settles_after_them() -> None:
+    m = running(checkpoint_every=1, max_pending_saves=0, stop={"training_iteration": 10})
+    result(m)  # saves 1 and waits
+    assert m.handle(StopRequested()) == []
+    actions = m.handle(SaveDone(m.generation, ckpt(1)))
+    assert "StopActor" in kinds(actions) and "Train" not in kinds(actions)
+    assert m.state is TrialState.TERMINATED
+
+
 def test_restore_mid_run_rolls_back() -> None:
     m = running(checkpoint_every=2)
     for i in range(1, 5):
@@ -464,7 +507,9 @@ def _events() -> st.SearchStrategy[tuple[str, int]]:
 def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> None:
     """Whatever arrives, in any order: each event transitions or raises, and the
     machine's invariants hold after every step."""
-    m = machine(checkpoint_every=2, max_failures=2, retention=RetentionPolicy(keep=2))
+    m = machine(
+        checkpoint_every=2, max_failures=2, retention=RetentionPolicy(keep=2), max_pending_saves=1
+    )
     by_name = {t.__name__: t for t in ALL_EVENT_TYPES}
     for name, gen_offset in seq:
         event_type = by_name[name]
@@ -475,10 +520,12 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
             m.handle(event)
         except InvalidTransition:
             pass
-        assert m.saves_in_flight >= 0
+        assert 0 <= m.saves_in_flight <= m.policy.max_pending_saves + 1
         assert not (m.state.is_settled and (m.train_in_flight or m.saves_in_flight))
         if m.state is TrialState.RUNNING:
             assert m.train_in_flight or m.saves_in_flight or m.intent is not None
+            if m.intent is None and not m.train_in_flight:  # only saves can hold it back
+                assert m.saves_in_flight > m.policy.max_pending_saves
         assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
         assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
 

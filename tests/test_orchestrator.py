@@ -30,6 +30,7 @@ from .trainables import (
     BadStep,
     Counter,
     NotATrainable,
+    SeesItsCheckpoints,
     assert_failure_free_history,
 )
 
@@ -111,6 +112,34 @@ async def test_small_local_checkpoints_are_committed_by_the_trial_itself(
         assert committed(tmp_path / "inplace", trial) == ["checkpoint_000015", "checkpoint_000020"]
         manifest = json.loads((Path(trial.checkpoints[-1].path or "") / MANIFEST_NAME).read_text())
         assert len(manifest["files"]) == files
+
+
+@pytest.mark.parametrize("pending", [0, None])
+async def test_max_pending_saves_bounds_how_far_training_runs_ahead_of_uploads(
+    tmp_path: Path, pending: int | None
+) -> None:
+    """With 10-file checkpoints the node's persister uploads each one while the trial
+    trains on; ``max_pending_saves=0`` makes every step wait for the previous
+    checkpoint's commit. The default lets training run ahead (which is what the first
+    case would see without the bound)."""
+    options = {} if pending is None else {"max_pending_saves": pending}
+    async with Orchestrator(storage=tmp_path, name="lag", **options) as orch:
+        trial = orch.add_trial(
+            SeesItsCheckpoints,
+            {"padding_files": 9, "trial_dir": str(tmp_path / "lag" / "t")},
+            stop={"training_iteration": 12},
+            checkpoint_every=1,
+            resources=CPU,
+            trial_id="t",
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert_failure_free_history(trial, 12)
+    ahead = [r["training_iteration"] for r in trial.results if not r["previous_committed"]]
+    if pending == 0:
+        assert ahead == []
+    else:
+        assert ahead  # the persister's uploads take longer than a trivial step
 
 
 async def test_callable_stop_and_async_trainable(tmp_path: Path) -> None:
@@ -320,6 +349,8 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
         Orchestrator(storage=tmp_path, max_failures=-2)
     with pytest.raises(ConfigError, match="keep_checkpoints"):
         Orchestrator(storage=tmp_path, keep_checkpoints=0)
+    with pytest.raises(ConfigError, match="max_pending_saves must be an int >= 0"):
+        Orchestrator(storage=tmp_path, max_pending_saves=-1)
     assert orch.trials == []  # nothing half-added
 
 

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from orchestrator import Trainable, Trial
+from storage import MANIFEST_NAME
 
 
 def assert_failure_free_history(trial: Trial, final: int | None = None) -> None:
@@ -75,6 +76,16 @@ class Counter(Trainable):
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         with open(os.path.join(checkpoint_dir, "state.json")) as fh:
             self.count = json.load(fh)["count"]
+
+
+class SeesItsCheckpoints(Counter):
+    """A Counter whose every step reports whether its previous iteration's checkpoint
+    was already committed under ``config["trial_dir"]`` (saves every iteration)."""
+
+    def step(self) -> dict[str, Any]:
+        previous = os.path.join(self.config["trial_dir"], f"checkpoint_{self.count:06d}")
+        committed = self.count == 0 or os.path.exists(os.path.join(previous, MANIFEST_NAME))
+        return {**super().step(), "previous_committed": committed}
 
 
 class AsyncCounter(Counter):
