@@ -41,8 +41,9 @@ def _sweep_scratch(trial_ids: list[str]) -> int:
     """Remove the actors' node-local scratch dirs that outlived them (a SIGKILLed actor
     cleans nothing up); return how many bytes they held."""
     leaked = 0
+    scratch = os.path.join(tempfile.gettempdir(), "trialflow", "*")  # one dir per host
     for trial_id in trial_ids:
-        for path in glob.glob(os.path.join(tempfile.gettempdir(), "trialflow", f"{trial_id}-g*")):
+        for path in glob.glob(os.path.join(scratch, f"{trial_id}-g*")):
             for root, _, files in os.walk(path):
                 for name in files:
                     with contextlib.suppress(OSError):

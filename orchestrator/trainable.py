@@ -17,6 +17,7 @@ import asyncio
 import inspect
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Mapping
@@ -102,7 +103,10 @@ class _HostedTrial:
         self.next_seq = 0
         self.awaiter = _Awaiter()
         self.scratch = os.path.join(
-            tempfile.gettempdir(), "trialflow", f"{trial_id}-g{generation}-{os.getpid()}"
+            tempfile.gettempdir(),
+            "trialflow",
+            socket.gethostname(),
+            f"{trial_id}-g{generation}-{os.getpid()}",
         )
 
     def turn(self, seq: int) -> None:
@@ -120,12 +124,11 @@ class _HostedTrial:
 
     def release(self) -> None:
         """Run the trainable's cleanup (best effort) and drop its scratch space, and
-        that of this trial's killed predecessors on this node.
+        that of killed actors on this host (see :func:`_remove_dead_scratch`).
 
         A predecessor killed just before this generation's :meth:`TrialActor.setup`
-        may not have been reaped yet when setup looked; by now it has. Its pending
-        uploads, if any, belong to a generation the driver has given up: a partial one
-        would be garbage-collected, never listed.
+        may not have been reaped yet when setup looked; by now it has. So has, often,
+        the actor of a trial that ended in ERROR, which nobody released.
         """
         try:
             if self.trainable is not None:
@@ -312,19 +315,22 @@ RemoteTrialActor: Any = ray.remote(TrialActor)
 
 
 def _remove_dead_scratch(own: str) -> None:
-    """Drop the scratch directories that killed actors of this trial left on this node.
+    """Drop the scratch directories that killed trial actors left on this host.
 
-    A SIGKILLed actor cannot clean up after itself; its directory (named
-    ``<trial>-g<generation>-<pid>``) is removed once its process is gone.
+    A SIGKILLed actor cannot clean up after itself. Its directory, named
+    ``<trial>-g<generation>-<pid>``, is removed once its process is gone: whatever it
+    holds belongs to a generation the driver has given up (a pending upload from it
+    would be garbage-collected, never listed), whichever trial or experiment it was.
+    Directories are grouped by host name, so a temporary directory shared between
+    machines never has one host judge another's processes dead.
     """
     parent, name = os.path.split(own)
-    trial_part = name.rsplit("-g", 1)[0]
     try:
         entries = os.listdir(parent)
     except FileNotFoundError:
         return
     for entry in entries:
-        if entry == name or entry.rsplit("-g", 1)[0] != trial_part:
+        if entry == name:
             continue
         try:
             pid = int(entry.rsplit("-", 1)[1])

@@ -1,8 +1,10 @@
-"""The actor's clean-up of scratch space that killed predecessors left behind."""
+"""The actor's clean-up of scratch space that killed actors left behind."""
 
 from __future__ import annotations
 
 import os
+import socket
+import tempfile
 from pathlib import Path
 
 from orchestrator.trainable import _HostedTrial, _remove_dead_scratch
@@ -12,27 +14,41 @@ from .trainables import Counter
 DEAD_PID = 2**22 + 12345  # above the default pid_max: no such process
 
 
-def test_dead_generations_scratch_is_removed_live_and_other_trials_kept(tmp_path: Path) -> None:
-    dead_pid = DEAD_PID
-    dead = tmp_path / f"trial-g1-{dead_pid}"
+def test_dead_actors_scratch_is_removed_whatever_its_trial_and_live_ones_kept(
+    tmp_path: Path,
+) -> None:
+    dead = tmp_path / f"trial-g1-{DEAD_PID}"
+    other_trial_dead = tmp_path / f"other-g1-{DEAD_PID}"
     alive = tmp_path / f"trial-g2-{os.getpid()}"
-    other_trial = tmp_path / f"other-g1-{dead_pid}"
-    for path in (dead, alive, other_trial):
+    other_trial_alive = tmp_path / f"other-g2-{os.getppid()}"
+    not_ours = tmp_path / "somebody-elses-dir"
+    for path in (dead, other_trial_dead, alive, other_trial_alive, not_ours):
         (path / "checkpoint_000001").mkdir(parents=True)
     _remove_dead_scratch(str(tmp_path / "trial-g3-1"))
-    assert not dead.exists()
-    assert alive.exists() and other_trial.exists()
+    assert not dead.exists() and not other_trial_dead.exists()
+    assert alive.exists() and other_trial_alive.exists() and not_ours.exists()
 
 
-def test_a_released_trial_sweeps_its_dead_predecessors_scratch(tmp_path: Path) -> None:
-    """A predecessor killed just before setup looked may still have been a zombie then;
-    the trial's own release sweeps again (its own and other trials' live ones stay)."""
+def test_a_released_trial_sweeps_dead_actors_scratch(tmp_path: Path) -> None:
+    """A predecessor killed just before setup looked may still have been a zombie then,
+    and an actor whose trial went to ERROR is never released: the next release on the
+    host sweeps them (live ones stay)."""
     hosted = _HostedTrial(Counter, "trial", 3, None)
     hosted.scratch = str(tmp_path / f"trial-g3-{os.getpid()}")
     dead = tmp_path / f"trial-g2-{DEAD_PID}"
-    other_trial = tmp_path / f"other-g1-{DEAD_PID}"
-    for path in (Path(hosted.scratch), dead, other_trial):
+    errored_trial = tmp_path / f"other-g1-{DEAD_PID}"
+    alive = tmp_path / f"third-g1-{os.getppid()}"
+    for path in (Path(hosted.scratch), dead, errored_trial, alive):
         (path / "checkpoint_000001").mkdir(parents=True)
     hosted.release()
-    assert not Path(hosted.scratch).exists() and not dead.exists()
-    assert other_trial.exists()
+    assert not Path(hosted.scratch).exists()
+    assert not dead.exists() and not errored_trial.exists()
+    assert alive.exists()
+
+
+def test_scratch_is_grouped_by_host() -> None:
+    """Another machine sharing the temporary directory sweeps only its own host's
+    directory, never judging this host's processes by its own pid table."""
+    hosted = _HostedTrial(Counter, "trial", 1, None)
+    parent = Path(hosted.scratch).parent
+    assert parent == Path(tempfile.gettempdir()) / "trialflow" / socket.gethostname()
