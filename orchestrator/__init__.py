@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .errors import (
         ConfigError,
         InvalidTransition,
+        JournalError,
         NoCheckpointError,
         OrchestratorError,
         TrialError,
@@ -31,6 +32,7 @@ _WHERE = {
     "Checkpoint": ".checkpoints",
     "ConfigError": ".errors",
     "InvalidTransition": ".errors",
+    "JournalError": ".errors",
     "NoCheckpointError": ".errors",
     "Orchestrator": ".orchestrator",
     "OrchestratorError": ".errors",
@@ -48,6 +50,7 @@ __all__ = [
     "Checkpoint",
     "ConfigError",
     "InvalidTransition",
+    "JournalError",
     "NoCheckpointError",
     "Orchestrator",
     "OrchestratorError",

@@ -42,3 +42,7 @@ class NoCheckpointError(OrchestratorError, LookupError):
 
 class TrialNotRunning(OrchestratorError):
     """An operation needs a live orchestrator loop (inside ``run()``), and there is none."""
+
+
+class JournalError(OrchestratorError):
+    """The experiment's journal in storage cannot be read back (``resume=True``)."""

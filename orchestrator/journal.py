@@ -1,21 +1,35 @@
 """The experiment journal: what a restarted driver needs to carry on.
 
-The driver writes one JSON document, ``experiment_state.json``, to the experiment's
-storage: every trial's spec (trainable, config, stop criterion, policy), state,
-checkpoints (with their manifests), failure count, last error and result history.
-Writes are atomic (the storage's ``write_bytes``), batched (at most one per
-``interval``), and done by a background task, so the loop never waits for them. Each
-result is serialised once, when it is reported, so a write costs a string join, not a
-walk over every result; the join runs in a worker thread.
+The driver keeps, in the experiment's storage, every trial's spec (trainable, config,
+stop criterion, policy), state, checkpoints (with their manifests), failure count, last
+error and result history. Writes are atomic (the storage's ``write_bytes``), batched (at
+most one per ``interval``), and done by a background task, so the loop never waits for
+them. Each result is serialised once, when it is reported.
 
-The document holds every result, so it grows with the experiment (about 100 bytes a
-result: 100 MB at a million). The pause between writes therefore grows with what a
-write costs: with the CPU time of building the document (:data:`WRITE_SHARE`), so the
-journal never takes more than a small share of the driver's CPU whatever its size, and
-with the time storage took to take it (:data:`STORAGE_SHARE`), so a slow bucket is not
-kept busy. Wall time alone was a poor measure of the first: under load, or through one
-slow fsync, a small journal's write looked expensive and the next waited seconds, and
-a driver that died then resumed from older checkpoints than it needed to.
+Two kinds of object hold it, so that a write costs what changed, not what the
+experiment has accumulated (about 100 bytes a result: 100 MB at a million):
+
+* ``experiment_state.json``, the *head*: every trial's small part (spec, state,
+  checkpoints, how many results it has) and the ordered list of result segments. It is
+  rewritten on every write; replacing it is what commits a write.
+* result *segments* under ``experiment_state.results/``: each holds the results
+  recorded since the previous write, as ``{"trial", "from", "rows"}`` lines (rows
+  replace a trial's results from index ``from`` on, which is how a rollback is
+  recorded). A segment is written, under a name never used before, before the head
+  that lists it, so a driver that dies between the two leaves only an unlisted object.
+  When the segments since the first (the *base*) outweigh it, or number
+  :data:`COMPACT_AFTER` of them, the next write rewrites every result into a new base;
+  the old segments are deleted once the head no longer lists them. Every result is so
+  rewritten a bounded number of times on average, and a resume reads at most
+  :data:`COMPACT_AFTER` objects.
+
+The pause between writes grows with what a write costs: with the CPU time of building
+it (:data:`WRITE_SHARE`), so the journal never takes more than a small share of the
+driver's CPU, and with the time storage took to take it (:data:`STORAGE_SHARE`), so a
+slow bucket is not kept busy. Wall time alone was a poor measure of the first: under
+load, or through one slow fsync, a small journal's write looked expensive and the next
+waited seconds, and a driver that died then resumed from older checkpoints than it
+needed to.
 
 ``Orchestrator(resume=True)`` reads it back (see :func:`load`): a trial that was
 training restarts from its newest checkpoint that is both journaled *and* still in
@@ -30,6 +44,7 @@ import contextlib
 import importlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,12 +53,18 @@ from typing import Any
 import cloudpickle
 
 from .checkpoints import Checkpoint
+from .errors import JournalError
 from .trial import Trial
 
 log = logging.getLogger("orchestrator.journal")
 
 JOURNAL_KEY = "experiment_state.json"
-FORMAT_VERSION = 1
+SEGMENTS_PREFIX = "experiment_state.results"
+#: Names a trial may not take: the journal's own objects share the experiment's root.
+RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX})
+FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
+#: Segments the head may list before the next write compacts them into one base.
+COMPACT_AFTER = 32
 
 
 def _json_default(value: Any) -> Any:
@@ -99,6 +120,17 @@ WRITE_SHARE = 0.05
 STORAGE_SHARE = 0.25
 
 
+@dataclass
+class _Write:
+    """What one write stores, captured on the loop: the head's parts and, per trial
+    with new results, the index they start at and their serialised rows."""
+
+    header: dict[str, Any]
+    heads: list[str]
+    rows: list[tuple[str, int, list[str]]]
+    compact: bool
+
+
 class Journal:
     """Batches and writes the experiment's state; see the module docstring."""
 
@@ -107,8 +139,18 @@ class Journal:
         self._name = name
         self._interval = interval
         self._trials: dict[str, Trial] = {}
-        self._specs: dict[str, dict[str, Any]] = {}
+        self._specs: dict[str, str] = {}  # each trial's spec: the start of its head
         self._results: dict[str, list[str]] = {}
+        # Per trial, how many of its results the listed segments hold as they are now,
+        # and the lowest length it was cut to (a rollback) while a write was under way.
+        self._stored: dict[str, int] = {}
+        self._cut: dict[str, int] = {}
+        self._segments: list[str] = []  # the keys the head in storage lists, oldest first
+        self._base_bytes = 0
+        self._tail_bytes = 0  # segments after the base
+        self._swept = False  # segments of an earlier driver are deleted at the first base
+        self._token = secrets.token_hex(4)
+        self._next_segment = 0
         self._dirty = asyncio.Event()
         self._after_write: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
@@ -120,8 +162,10 @@ class Journal:
 
     def track(self, trial: Trial, spec: Mapping[str, Any]) -> None:
         self._trials[trial.id] = trial
-        self._specs[trial.id] = dict(spec)
+        fields = dumps(dict(spec))[1:-1]  # never changes: serialised once
+        self._specs[trial.id] = "{" + fields + ("," if fields else "")
         self._results[trial.id] = [dumps(r) for r in trial.results]
+        self._stored[trial.id] = 0
         self.touch()
 
     def record_result(self, trial: Trial, result: Mapping[str, Any]) -> None:
@@ -130,6 +174,8 @@ class Journal:
 
     def truncate(self, trial: Trial, length: int) -> None:
         del self._results[trial.id][length:]
+        self._stored[trial.id] = min(self._stored[trial.id], length)
+        self._cut[trial.id] = min(self._cut.get(trial.id, length), length)
         self._dirty.set()
 
     def touch(self) -> None:
@@ -163,21 +209,31 @@ class Journal:
         self._dirty.clear()
         waiting, self._after_write = self._after_write, []
         cpu = time.thread_time()
-        parts = self._capture()
+        write = self._capture()
+        self._cut = {}
         cpu = time.thread_time() - cpu
+        key = None
+        if write.rows:  # a name never used before: no listed segment is ever replaced
+            key = f"{SEGMENTS_PREFIX}/{self._token}-{self._next_segment:06d}.jsonl"
+            self._next_segment += 1
+        listed = ([] if write.compact else list(self._segments)) + ([key] if key else [])
         written = False
         try:
-            # The join is O(all results): off the loop, from copies of the lists taken
-            # on it (results recorded meanwhile go into the next write).
-            data, joined_cpu = await asyncio.to_thread(_assemble_timed, *parts)
+            # Building the segment is O(its rows), a base's O(all results): off the
+            # loop, from the copies taken on it (results recorded meanwhile go into the
+            # next write).
+            segment, head, built_cpu = await asyncio.to_thread(_build_timed, write, listed)
             stored = time.monotonic()
-            await self._storage.write_bytes(JOURNAL_KEY, data)
+            if key is not None:
+                await self._storage.write_bytes(key, segment)
+            await self._storage.write_bytes(JOURNAL_KEY, head)
             stored = time.monotonic() - stored
             self._pause = max(
-                self._interval, (cpu + joined_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
+                self._interval, (cpu + built_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
             )
             written = True
             self.writes += 1
+            replaced = self._committed(write, listed, len(segment))
         except Exception as err:  # storage outage: keep going, the next write catches up
             self.failed_writes += 1
             self._dirty.set()
@@ -191,6 +247,35 @@ class Journal:
                     fn()
                 except Exception:  # one bad callback must not stop the others
                     log.exception("after a journal write")
+            if write.compact:
+                await self._delete_unlisted(replaced)
+
+    def _committed(self, write: _Write, listed: list[str], size: int) -> list[str]:
+        """Record that the head in storage now lists ``listed``; returns the segments
+        it no longer lists."""
+        replaced = [k for k in self._segments if k not in listed]
+        self._segments = listed
+        if write.compact:
+            self._base_bytes, self._tail_bytes = size, 0
+        else:
+            self._tail_bytes += size
+        for trial_id, start, rows in write.rows:
+            self._stored[trial_id] = min(start + len(rows), self._cut.get(trial_id, 1 << 62))
+        return replaced
+
+    async def _delete_unlisted(self, replaced: list[str]) -> None:
+        """Delete segments the head stopped listing: the ones a base replaced and, the
+        first time, any an earlier driver (or an interrupted write) left."""
+        doomed = set(replaced)
+        try:
+            if not self._swept:
+                doomed.update(await self._storage.list(SEGMENTS_PREFIX))
+                self._swept = True
+            for key in sorted(doomed - set(self._segments)):
+                await self._storage.delete(key)
+        except Exception as err:  # left for the next base's sweep
+            self._swept = False
+            log.warning("could not delete old journal segments (will retry): %s", err)
 
     async def _writer(self) -> None:
         while True:
@@ -198,21 +283,22 @@ class Journal:
             await self.flush()
             await asyncio.sleep(self._pause)
 
-    def snapshot(self) -> str:
-        """The journal document as it stands (what :meth:`flush` writes)."""
-        return _assemble(*self._capture()).decode()
-
-    def _capture(self) -> tuple[str, list[str], list[list[str]]]:
-        """The document's header, each trial's head (small, built now) and a copy of
-        each trial's result list."""
-        header = dumps({"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()})
+    def _capture(self) -> _Write:
+        """The head's parts and the rows a write must store, from the state as it is."""
+        compact = (
+            not self._segments
+            or len(self._segments) >= COMPACT_AFTER
+            or self._tail_bytes > self._base_bytes
+        )
+        header = {"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()}
         heads: list[str] = []
-        results: list[list[str]] = []
+        rows: list[tuple[str, int, list[str]]] = []
         for trial_id, trial in self._trials.items():
+            results = self._results[trial_id]
             heads.append(
-                dumps(
+                self._specs[trial_id]
+                + dumps(
                     {
-                        **self._specs[trial_id],
                         "id": trial_id,
                         "state": trial.state.value,
                         "iteration": trial.iteration,
@@ -220,28 +306,43 @@ class Journal:
                         "error": str(trial.error) if trial.error is not None else None,
                         "checkpoints": [c.to_dict() for c in trial.checkpoints],
                         "last_result": trial.last_result,
+                        "results_count": len(results),
                     }
-                )
+                )[1:]
             )
-            results.append(list(self._results[trial_id]))
-        return header, heads, results
+            start = 0 if compact else self._stored[trial_id]
+            if start < len(results):
+                rows.append((trial_id, start, results[start:]))
+        return _Write(header, heads, rows, compact)
 
 
-def _assemble_timed(header: str, heads: list[str], results: list[list[str]]) -> tuple[bytes, float]:
-    """:func:`_assemble`, and the CPU-seconds it took (in the thread that ran it)."""
+def _build_timed(write: _Write, segments: list[str]) -> tuple[bytes, bytes, float]:
+    """The segment and the head a write stores, and the CPU-seconds they took (in the
+    thread that built them)."""
     start = time.thread_time()
-    data = _assemble(header, heads, results)
-    return data, time.thread_time() - start
+    segment = _segment(write.rows)
+    head = _head(write.header, segments, write.heads)
+    return segment, head, time.thread_time() - start
 
 
-def _assemble(header: str, heads: list[str], results: list[list[str]]) -> bytes:
-    """The document from :meth:`Journal._capture`'s parts: the header, then each trial's
-    head with its results spliced in."""
-    parts = [
-        head[:-1] + ',"results":[' + ",".join(rows) + "]}"
-        for head, rows in zip(heads, results, strict=True)
-    ]
-    return (header[:-1] + ',"trials":[' + ",".join(parts) + "]}").encode()
+def _segment(rows: list[tuple[str, int, list[str]]]) -> bytes:
+    """The segment holding ``rows``, one line per trial (empty: none)."""
+    return "".join(
+        '{"trial":'
+        + dumps(trial_id)
+        + ',"from":'
+        + str(first)
+        + ',"rows":['
+        + ",".join(serialised)
+        + "]}\n"
+        for trial_id, first, serialised in rows
+    ).encode()
+
+
+def _head(header: dict[str, Any], segments: list[str], heads: list[str]) -> bytes:
+    return (
+        dumps({**header, "segments": segments})[:-1] + ',"trials":[' + ",".join(heads) + "]}"
+    ).encode()
 
 
 @dataclass(frozen=True)
@@ -300,6 +401,7 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
     if not await storage.exists(JOURNAL_KEY):
         return None
     doc = json.loads(await storage.read_bytes(JOURNAL_KEY))
+    results = await _load_results(storage, doc)
     trials = []
     for entry in doc["trials"]:
         trial_id = entry["id"]
@@ -334,7 +436,34 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
                 num_failures=int(entry.get("num_failures", 0)),
                 error=entry.get("error"),
                 checkpoints=checkpoints,
-                results=list(entry.get("results", [])),
+                results=results.get(trial_id, []),
             )
         )
     return trials
+
+
+async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Every trial's results: inline in a format-1 document, else replayed from the
+    segments the head lists, in order, and cut to the length the head records."""
+    if int(doc.get("format", 1)) < 2:
+        return {entry["id"]: list(entry.get("results", [])) for entry in doc["trials"]}
+    results: dict[str, list[Any]] = {entry["id"]: [] for entry in doc["trials"]}
+    for key in doc.get("segments", []):
+        try:
+            data = await storage.read_bytes(key)
+        except Exception as err:
+            raise JournalError(
+                f"the journal at {storage.uri_for(JOURNAL_KEY)} lists result segment "
+                f"{storage.uri_for(key)}, which cannot be read ({err}); the experiment "
+                "cannot be resumed with its result history"
+            ) from err
+        for line in data.splitlines():
+            if not line:
+                continue
+            part = json.loads(line)
+            rows = results.setdefault(part["trial"], [])
+            del rows[part["from"] :]
+            rows.extend(part["rows"])
+    for entry in doc["trials"]:
+        del results[entry["id"]][entry.get("results_count", len(results[entry["id"]])) :]
+    return results

@@ -227,6 +227,13 @@ class Orchestrator:
             trial_id = f"{trainable.__name__}_{self._token}_{index:05d}"
         if not isinstance(trial_id, str) or not trial_id or "/" in trial_id:
             raise ConfigError(f"trial_id must be a non-empty str without '/', got {trial_id!r}")
+        from .journal import RESERVED_NAMES
+
+        if trial_id in RESERVED_NAMES:
+            raise ConfigError(
+                f"trial_id {trial_id!r} is the name of the experiment's journal in storage; "
+                "choose another"
+            )
         if trial_id in self._trials:
             raise ConfigError(f"trial {trial_id} already exists in experiment {self.name!r}")
         if config is not None and not isinstance(config, Mapping):

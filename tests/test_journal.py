@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 
 import orchestrator.journal as journal_module
-from orchestrator.journal import JOURNAL_KEY, Journal
+from orchestrator import ConfigError, JournalError, Orchestrator, Trial
+from orchestrator.journal import JOURNAL_KEY, SEGMENTS_PREFIX, Journal
+from orchestrator.journal import load as load_journal
 from storage import Storage, StorageError, open_storage
+
+from .trainables import Counter
 
 
 class SlowWrites:
@@ -22,6 +26,9 @@ class SlowWrites:
         self.store = store
         self.delay = delay
         self.started: list[float] = []
+
+    def __getattr__(self, name: str) -> object:  # the rest as the real storage does it
+        return getattr(self.store, name)
 
     async def write_bytes(self, key: str, data: bytes) -> None:
         self.started.append(time.monotonic())
@@ -62,9 +69,9 @@ async def test_writes_space_out_as_storage_gets_slower(
 async def test_writes_space_out_as_the_document_costs_more_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Building the document is O(results) of driver CPU: the pause grows with that CPU
-    time, not with the wall time a loaded machine or a slow fsync adds."""
-    build = journal_module._assemble
+    """Building a write (a base holds every result) costs driver CPU: the pause grows
+    with that CPU time, not with the wall time a loaded machine or a slow fsync adds."""
+    build = journal_module._head
 
     def costly(*parts: object) -> bytes:
         start = time.thread_time()
@@ -72,7 +79,7 @@ async def test_writes_space_out_as_the_document_costs_more_cpu(
             pass
         return build(*parts)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(journal_module, "_assemble", costly)
+    monkeypatch.setattr(journal_module, "_head", costly)
     monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.25)
     async with open_storage(tmp_path) as store:
         gaps = await _gaps_between_writes(store, delay=0.0, seconds=2.5)
@@ -98,6 +105,9 @@ class FailingWrites:
     def __init__(self, store: Storage, failures: int) -> None:
         self.store = store
         self.failures = failures
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
 
     async def write_bytes(self, key: str, data: bytes) -> None:
         if self.failures:
@@ -138,3 +148,148 @@ async def test_a_cancelled_write_keeps_what_waits_for_it(tmp_path: Path) -> None
         slow.delay = 0.0
         await journal.flush()
         assert ran == ["delete"]
+
+
+# -- results in segments -----------------------------------------------------------------
+
+
+def _trials(tmp_path: Path, *ids: str) -> dict[str, Trial]:
+    """Trials with their journal specs, as ``add_trial`` builds them (no Ray needed)."""
+    orch = Orchestrator(storage=tmp_path / "unused", name="exp")
+    return {i: orch.add_trial(Counter, trial_id=i) for i in ids}
+
+
+class Recorded:
+    """A storage that records the size of each object written, by key."""
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+        self.written: list[tuple[str, int]] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        self.written.append((key, len(data)))
+        await self.store.write_bytes(key, data)
+
+
+async def _loaded_results(store: Storage) -> dict[str, list[int]]:
+    loaded = await load_journal(store)
+    assert loaded is not None
+    return {t.id: [r["n"] for r in t.results] for t in loaded}
+
+
+async def test_results_survive_segments_rollbacks_and_new_bases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever mix of appends, rollbacks and compactions the writes saw, the journal
+    reads back each trial's results exactly, and storage keeps only listed segments."""
+    monkeypatch.setattr(journal_module, "COMPACT_AFTER", 3)
+    trials = _trials(tmp_path, "a", "b")
+    expected: dict[str, list[int]] = {"a": [], "b": []}
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal = Journal(store, name="exp", interval=0.01)
+        for trial in trials.values():
+            journal.track(trial, trial._spec)
+        n = 0
+        for round_ in range(12):
+            for trial_id, trial in trials.items():
+                for _ in range(1 + round_ % 3):
+                    n += 1
+                    journal.record_result(trial, {"n": n})
+                    expected[trial_id].append(n)
+            if round_ % 4 == 2:  # a rollback, as a restore to an older checkpoint makes
+                keep = len(expected["a"]) // 2
+                journal.truncate(trials["a"], keep)
+                del expected["a"][keep:]
+            await journal.flush()
+            assert await _loaded_results(store) == expected, round_
+            head = json.loads(await store.read_bytes(JOURNAL_KEY))
+            assert 1 <= len(head["segments"]) <= 3
+            assert await store.list(SEGMENTS_PREFIX) == sorted(head["segments"])
+
+
+async def test_a_write_stores_what_changed_not_every_result(tmp_path: Path) -> None:
+    trial = _trials(tmp_path, "a")["a"]
+    async with open_storage(tmp_path / "store", create=True) as store:
+        recorded = Recorded(store)
+        journal = Journal(recorded, name="exp", interval=0.01)
+        journal.track(trial, trial._spec)
+        for n in range(2000):
+            journal.record_result(trial, {"n": n, "loss": 1.0 / (n + 1)})
+        await journal.flush()
+        base = sum(size for key, size in recorded.written if key != JOURNAL_KEY)
+        recorded.written.clear()
+        journal.record_result(trial, {"n": 2000, "loss": 0.0})
+        await journal.flush()
+        segment = sum(size for key, size in recorded.written if key != JOURNAL_KEY)
+        assert base > 50_000 and segment < 200
+        assert (await _loaded_results(store))["a"] == list(range(2001))
+
+
+async def test_a_segment_whose_head_was_never_written_is_not_read(tmp_path: Path) -> None:
+    """A driver that dies between a segment and the head that lists it leaves an
+    unlisted object: the journal reads as before it, and the next base sweeps it."""
+    trial = _trials(tmp_path, "a")["a"]
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal = Journal(store, name="exp", interval=0.01)
+        journal.track(trial, trial._spec)
+        journal.record_result(trial, {"n": 1})
+        await journal.flush()
+
+        class HeadFails(Recorded):
+            async def write_bytes(self, key: str, data: bytes) -> None:
+                if key == JOURNAL_KEY:
+                    raise StorageError("storage is down", uri="test://")
+                await super().write_bytes(key, data)
+
+        journal._storage = HeadFails(store)
+        journal.record_result(trial, {"n": 2})
+        await journal.flush()
+        assert journal.failed_writes == 1
+        assert len(await store.list(SEGMENTS_PREFIX)) == 2  # one of them unlisted
+        assert (await _loaded_results(store))["a"] == [1]
+
+        resumed = Journal(store, name="exp", interval=0.01)  # as after a driver restart
+        trial.results = [{"n": 1}]  # what the restarted driver read back
+        resumed.track(trial, trial._spec)
+        resumed.record_result(trial, {"n": 2})
+        await resumed.flush()
+        assert (await _loaded_results(store))["a"] == [1, 2]
+        head = json.loads(await store.read_bytes(JOURNAL_KEY))
+        assert await store.list(SEGMENTS_PREFIX) == head["segments"]  # the rest swept
+
+
+async def test_a_journal_of_the_earlier_format_still_loads(tmp_path: Path) -> None:
+    trial = _trials(tmp_path, "a")["a"]
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal = Journal(store, name="exp", interval=0.01)
+        journal.track(trial, trial._spec)
+        await journal.flush()
+        head = json.loads(await store.read_bytes(JOURNAL_KEY))
+        head["format"] = 1
+        del head["segments"]
+        head["trials"][0]["results"] = [{"n": 1}, {"n": 2}]
+        del head["trials"][0]["results_count"]
+        await store.write_bytes(JOURNAL_KEY, json.dumps(head).encode())
+        assert (await _loaded_results(store))["a"] == [1, 2]
+
+
+async def test_a_missing_segment_is_a_clear_error(tmp_path: Path) -> None:
+    trial = _trials(tmp_path, "a")["a"]
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal = Journal(store, name="exp", interval=0.01)
+        journal.track(trial, trial._spec)
+        journal.record_result(trial, {"n": 1})
+        await journal.flush()
+        await store.delete(SEGMENTS_PREFIX)
+        with pytest.raises(JournalError, match="lists result segment .*cannot be read"):
+            await load_journal(store)
+
+
+def test_a_trial_may_not_take_the_journals_names(tmp_path: Path) -> None:
+    orch = Orchestrator(storage=tmp_path, name="exp")
+    for name in (JOURNAL_KEY, SEGMENTS_PREFIX):
+        with pytest.raises(ConfigError, match="the name of the experiment's journal"):
+            orch.add_trial(Counter, trial_id=name)
