@@ -148,7 +148,6 @@ class Journal:
         self._segments: list[str] = []  # the keys the head in storage lists, oldest first
         self._base_bytes = 0
         self._tail_bytes = 0  # segments after the base
-        self._swept = False  # segments of an earlier driver are deleted at the first base
         self._token = secrets.token_hex(4)
         self._next_segment = 0
         self._dirty = asyncio.Event()
@@ -233,7 +232,7 @@ class Journal:
             )
             written = True
             self.writes += 1
-            replaced = self._committed(write, listed, len(segment))
+            self._committed(write, listed, len(segment))
         except Exception as err:  # storage outage: keep going, the next write catches up
             self.failed_writes += 1
             self._dirty.set()
@@ -248,12 +247,10 @@ class Journal:
                 except Exception:  # one bad callback must not stop the others
                     log.exception("after a journal write")
             if write.compact:
-                await self._delete_unlisted(replaced)
+                await self._delete_unlisted()
 
-    def _committed(self, write: _Write, listed: list[str], size: int) -> list[str]:
-        """Record that the head in storage now lists ``listed``; returns the segments
-        it no longer lists."""
-        replaced = [k for k in self._segments if k not in listed]
+    def _committed(self, write: _Write, listed: list[str], size: int) -> None:
+        """Record that the head in storage now lists ``listed``."""
         self._segments = listed
         if write.compact:
             self._base_bytes, self._tail_bytes = size, 0
@@ -261,20 +258,15 @@ class Journal:
             self._tail_bytes += size
         for trial_id, start, rows in write.rows:
             self._stored[trial_id] = min(start + len(rows), self._cut.get(trial_id, 1 << 62))
-        return replaced
 
-    async def _delete_unlisted(self, replaced: list[str]) -> None:
-        """Delete segments the head stopped listing: the ones a base replaced and, the
-        first time, any an earlier driver (or an interrupted write) left."""
-        doomed = set(replaced)
+    async def _delete_unlisted(self) -> None:
+        """After a new base: delete every segment the head does not list (the ones the
+        base replaced, and any an earlier driver or an interrupted write left)."""
         try:
-            if not self._swept:
-                doomed.update(await self._storage.list(SEGMENTS_PREFIX))
-                self._swept = True
-            for key in sorted(doomed - set(self._segments)):
-                await self._storage.delete(key)
-        except Exception as err:  # left for the next base's sweep
-            self._swept = False
+            for key in await self._storage.list(SEGMENTS_PREFIX):
+                if key not in self._segments:
+                    await self._storage.delete(key)
+        except Exception as err:  # left for the next base
             log.warning("could not delete old journal segments (will retry): %s", err)
 
     async def _writer(self) -> None:
