@@ -127,8 +127,7 @@ class _HostedTrial:
         that of killed actors on this host (see :func:`_remove_dead_scratch`).
 
         A predecessor killed just before this generation's :meth:`TrialActor.setup`
-        may not have been reaped yet when setup looked; by now it has. So has, often,
-        the actor of a trial that ended in ERROR, which nobody released.
+        may not have been reaped yet when setup looked; by now it has.
         """
         try:
             if self.trainable is not None:
@@ -314,30 +313,45 @@ def _step(hosted: _HostedTrial) -> dict[str, Any]:
 RemoteTrialActor: Any = ray.remote(TrialActor)
 
 
+#: Seconds another trial's dead actor's scratch must have been left untouched before a
+#: trial actor removes it (see :func:`_remove_dead_scratch`).
+FOREIGN_SCRATCH_GRACE_S = 600.0
+
+
 def _remove_dead_scratch(own: str) -> None:
     """Drop the scratch directories that killed trial actors left on this host.
 
     A SIGKILLed actor cannot clean up after itself. Its directory, named
     ``<trial>-g<generation>-<pid>``, is removed once its process is gone: whatever it
     holds belongs to a generation the driver has given up (a pending upload from it
-    would be garbage-collected, never listed), whichever trial or experiment it was.
-    Directories are grouped by host name, so a temporary directory shared between
-    machines never has one host judge another's processes dead.
+    would be garbage-collected, never listed). For this trial's own dead actors that is
+    certain: a new generation exists. Another trial's actor may have died a moment ago,
+    its death not yet seen by the driver, while its node's persister still uploads a
+    save from that directory; so another trial's directory goes only once it has been
+    left untouched for :data:`FOREIGN_SCRATCH_GRACE_S` (the actor of a trial that ended
+    in ERROR, which nobody releases, say). Directories are grouped by host name, so a
+    temporary directory shared between machines never has one host judge another's
+    processes dead.
     """
     parent, name = os.path.split(own)
+    trial_part = name.rsplit("-g", 1)[0]
     try:
         entries = os.listdir(parent)
     except FileNotFoundError:
         return
+    stale_before = time.time() - FOREIGN_SCRATCH_GRACE_S
     for entry in entries:
         if entry == name:
             continue
+        path = os.path.join(parent, entry)
         try:
             pid = int(entry.rsplit("-", 1)[1])
+            if entry.rsplit("-g", 1)[0] != trial_part and os.stat(path).st_mtime > stale_before:
+                continue
             os.kill(pid, 0)
         except ProcessLookupError:
-            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-        except (ValueError, IndexError, PermissionError):
+            shutil.rmtree(path, ignore_errors=True)
+        except (ValueError, IndexError, OSError):
             continue
 
 

@@ -5,28 +5,43 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import time
 from pathlib import Path
 
-from orchestrator.trainable import _HostedTrial, _remove_dead_scratch
+from orchestrator.trainable import FOREIGN_SCRATCH_GRACE_S, _HostedTrial, _remove_dead_scratch
 
 from .trainables import Counter
 
 DEAD_PID = 2**22 + 12345  # above the default pid_max: no such process
 
 
-def test_dead_actors_scratch_is_removed_whatever_its_trial_and_live_ones_kept(
-    tmp_path: Path,
-) -> None:
-    dead = tmp_path / f"trial-g1-{DEAD_PID}"
-    other_trial_dead = tmp_path / f"other-g1-{DEAD_PID}"
-    alive = tmp_path / f"trial-g2-{os.getpid()}"
-    other_trial_alive = tmp_path / f"other-g2-{os.getppid()}"
-    not_ours = tmp_path / "somebody-elses-dir"
-    for path in (dead, other_trial_dead, alive, other_trial_alive, not_ours):
+def _make(*paths: Path) -> None:
+    for path in paths:
         (path / "checkpoint_000001").mkdir(parents=True)
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_dead_actors_scratch_is_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    """This trial's dead generations go at once; another trial's dead actor only once
+    its directory has been left alone for the grace period (its death may not have
+    reached the driver yet, and a persister may still read a save there)."""
+    dead = tmp_path / f"trial-g1-{DEAD_PID}"
+    other_just_died = tmp_path / f"other-g1-{DEAD_PID}"
+    other_long_dead = tmp_path / f"errored-g1-{DEAD_PID}"
+    alive = tmp_path / f"trial-g2-{os.getpid()}"
+    other_alive = tmp_path / f"third-g2-{os.getppid()}"
+    not_ours = tmp_path / "somebody-elses-dir"
+    _make(dead, other_just_died, other_long_dead, alive, other_alive, not_ours)
+    _age(other_long_dead, FOREIGN_SCRATCH_GRACE_S + 60)
+    _age(other_alive, FOREIGN_SCRATCH_GRACE_S + 60)
     _remove_dead_scratch(str(tmp_path / "trial-g3-1"))
-    assert not dead.exists() and not other_trial_dead.exists()
-    assert alive.exists() and other_trial_alive.exists() and not_ours.exists()
+    assert not dead.exists() and not other_long_dead.exists()
+    assert other_just_died.exists()
+    assert alive.exists() and other_alive.exists() and not_ours.exists()
 
 
 def test_a_released_trial_sweeps_dead_actors_scratch(tmp_path: Path) -> None:
@@ -38,8 +53,8 @@ def test_a_released_trial_sweeps_dead_actors_scratch(tmp_path: Path) -> None:
     dead = tmp_path / f"trial-g2-{DEAD_PID}"
     errored_trial = tmp_path / f"other-g1-{DEAD_PID}"
     alive = tmp_path / f"third-g1-{os.getppid()}"
-    for path in (Path(hosted.scratch), dead, errored_trial, alive):
-        (path / "checkpoint_000001").mkdir(parents=True)
+    _make(Path(hosted.scratch), dead, errored_trial, alive)
+    _age(errored_trial, FOREIGN_SCRATCH_GRACE_S + 60)
     hosted.release()
     assert not Path(hosted.scratch).exists()
     assert not dead.exists() and not errored_trial.exists()
