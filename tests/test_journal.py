@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,6 +181,16 @@ async def _loaded_results(store: Storage) -> dict[str, list[int]]:
     return {t.id: [r["n"] for r in t.results] for t in loaded}
 
 
+async def _written(store: Storage, trial: Trial, *results: dict[str, Any]) -> Journal:
+    """A journal of ``trial`` with ``results`` recorded, after one write."""
+    journal = Journal(store, name="exp", interval=0.01)
+    journal.track(trial, trial._spec)
+    for result in results:
+        journal.record_result(trial, result)
+    await journal.flush()
+    return journal
+
+
 async def test_results_survive_segments_rollbacks_and_new_bases(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -233,10 +244,7 @@ async def test_a_segment_whose_head_was_never_written_is_not_read(tmp_path: Path
     unlisted object: the journal reads as before it, and the next base sweeps it."""
     trial = _trials(tmp_path, "a")["a"]
     async with open_storage(tmp_path / "store", create=True) as store:
-        journal = Journal(store, name="exp", interval=0.01)
-        journal.track(trial, trial._spec)
-        journal.record_result(trial, {"n": 1})
-        await journal.flush()
+        journal = await _written(store, trial, {"n": 1})
 
         class HeadFails(Recorded):
             async def write_bytes(self, key: str, data: bytes) -> None:
@@ -264,9 +272,7 @@ async def test_a_segment_whose_head_was_never_written_is_not_read(tmp_path: Path
 async def test_a_journal_of_the_earlier_format_still_loads(tmp_path: Path) -> None:
     trial = _trials(tmp_path, "a")["a"]
     async with open_storage(tmp_path / "store", create=True) as store:
-        journal = Journal(store, name="exp", interval=0.01)
-        journal.track(trial, trial._spec)
-        await journal.flush()
+        await _written(store, trial)
         head = json.loads(await store.read_bytes(JOURNAL_KEY))
         head["format"] = 1
         del head["segments"]
@@ -279,10 +285,7 @@ async def test_a_journal_of_the_earlier_format_still_loads(tmp_path: Path) -> No
 async def test_a_missing_segment_is_a_clear_error(tmp_path: Path) -> None:
     trial = _trials(tmp_path, "a")["a"]
     async with open_storage(tmp_path / "store", create=True) as store:
-        journal = Journal(store, name="exp", interval=0.01)
-        journal.track(trial, trial._spec)
-        journal.record_result(trial, {"n": 1})
-        await journal.flush()
+        await _written(store, trial, {"n": 1})
         await store.delete(SEGMENTS_PREFIX)
         with pytest.raises(JournalError, match="lists result segment .*cannot be read"):
             await load_journal(store)
