@@ -344,6 +344,36 @@ class StorageContract:
             watcher.cancel()
         assert 0 < peak <= st.part_size * 2
 
+    # -- what the orchestrator stores besides checkpoints ------------------------------
+
+    async def test_experiment_journal_roundtrip(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The journal's head and result segments through this driver: appends, a
+        rollback, compactions into new bases and the sweep of unlisted segments."""
+        import orchestrator.journal as journal_module
+        from orchestrator import Orchestrator
+
+        from ..trainables import Counter
+
+        monkeypatch.setattr(journal_module, "COMPACT_AFTER", 2)
+        trial = Orchestrator(storage=tmp_path, name="exp").add_trial(Counter, trial_id="a")
+        journal = journal_module.Journal(store, name="exp", interval=0.01)
+        journal.track(trial, trial._spec)
+        expected: list[int] = []
+        for n in range(6):
+            journal.record_result(trial, {"n": n})
+            expected.append(n)
+            if n == 3:
+                journal.truncate(trial, 2)
+                del expected[2:]
+            await journal.flush()
+        loaded = await journal_module.load(store)
+        assert loaded is not None and [r["n"] for r in loaded[0].results] == expected
+        head = json.loads(await store.read_bytes(journal_module.JOURNAL_KEY))
+        segments = await store.list(journal_module.SEGMENTS_PREFIX)
+        assert segments == sorted(head["segments"]) and 1 <= len(segments) <= 2
+
 
 class NetworkContract:
     """Retries, through a proxy that breaks connections. Subclasses provide
