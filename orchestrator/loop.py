@@ -22,8 +22,6 @@ import collections
 import enum
 import functools
 import logging
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -72,7 +70,7 @@ from .lifecycle import (
     TrainResult,
 )
 from .persist import PersisterPool
-from .trainable import RemoteTrialActor
+from .trainable import RemoteTrialActor, fetch_dir
 from .trial import Trial
 
 log = logging.getLogger("orchestrator.loop")
@@ -572,9 +570,7 @@ class Dispatcher:
         source, target = ckpt.node_id, trial.node_id
         if self._node_local and ckpt.path and source and target and source != target:
             # Its files are on another node's disk: stream them here first.
-            staged = os.path.join(
-                tempfile.gettempdir(), "trialflow-fetch", f"{trial.id}-g{trial._machine.generation}"
-            )
+            staged = fetch_dir(trial.id, trial._machine.generation)
             self._fetches += 1
             import transfer  # imported here: trial workers that import this module skip it
 

@@ -184,6 +184,7 @@ class TrialActor:
         hosted = _HostedTrial(trainable_cls, trial_id, generation, stop)
         hosted.turn(0)
         _remove_dead_scratch(hosted.scratch)
+        _remove_stale_fetches(trial_id, generation)
         trainable = trainable_cls()
         trainable.config = config
         trainable.trial_id = trial_id
@@ -353,6 +354,27 @@ def _remove_dead_scratch(own: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
         except (ValueError, IndexError, OSError):
             continue
+
+
+def fetch_dir(trial_id: str, generation: int) -> str:
+    """Where the driver streams a checkpoint from another node's disk for ``trial_id``'s
+    actor of ``generation`` to load (the actor removes it once loaded)."""
+    return os.path.join(tempfile.gettempdir(), "trialflow-fetch", f"{trial_id}-g{generation}")
+
+
+def _remove_stale_fetches(trial_id: str, generation: int) -> None:
+    """Drop what was streamed for this trial's earlier actors and never loaded: one that
+    died, or was given up, before its restore ran. A new generation's stream starts
+    only after its actor's setup, so none of these is in use."""
+    parent = os.path.dirname(fetch_dir(trial_id, generation))
+    try:
+        entries = os.listdir(parent)
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        owner, _, gen = entry.rpartition("-g")
+        if owner == trial_id and gen.isdigit() and int(gen) < generation:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
 
 
 def _fresh_dir(path: str) -> str:

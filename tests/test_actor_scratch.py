@@ -8,7 +8,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator.trainable import FOREIGN_SCRATCH_GRACE_S, _HostedTrial, _remove_dead_scratch
+import pytest
+
+from orchestrator.trainable import (
+    FOREIGN_SCRATCH_GRACE_S,
+    _HostedTrial,
+    _remove_dead_scratch,
+    _remove_stale_fetches,
+    fetch_dir,
+)
 
 from .trainables import Counter
 
@@ -67,3 +75,18 @@ def test_scratch_is_grouped_by_host() -> None:
     hosted = _HostedTrial(Counter, "trial", 1, None)
     parent = Path(hosted.scratch).parent
     assert parent == Path(tempfile.gettempdir()) / "trialflow" / socket.gethostname()
+
+
+def test_setup_drops_what_was_streamed_for_its_trials_earlier_actors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint streamed from another node for an actor that died before loading it
+    stays behind; the trial's next actor removes it (never the current generation's,
+    nor another trial's)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = [Path(fetch_dir("trial", g)) for g in (1, 2)]
+    current, other = Path(fetch_dir("trial", 3)), Path(fetch_dir("trial-2", 1))
+    _make(*old, current, other)
+    _remove_stale_fetches("trial", 3)
+    assert not any(p.exists() for p in old)
+    assert current.exists() and other.exists()
