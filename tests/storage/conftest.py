@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -106,10 +105,9 @@ def gcs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("gcs") / "gcs.log"
-    exe = str(_BIN / "gcp-storage-emulator")
-    if not os.path.exists(exe):
-        exe = shutil.which("gcp-storage-emulator") or exe
-    cmd = [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"]
+    launcher = str(Path(__file__).with_name("_gcs_emulator.py"))  # adds a socket timeout
+    cmd = [sys.executable, launcher, "start", "--host", "127.0.0.1", "--port", str(port)]
+    cmd.append("--in-memory")
     proc = _start(cmd, url, log)
     try:
         r = requests.post(f"{url}/storage/v1/b", params={"project": "x"}, json={"name": BUCKET})

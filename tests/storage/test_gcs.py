@@ -3,6 +3,8 @@ emulator, plus GCS specifics: STORAGE_EMULATOR_HOST and a missing bucket."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -133,3 +135,19 @@ async def test_missing_bucket(gcs_url: str) -> None:
     with pytest.raises(BucketNotFound) as info:
         await st.open()
     assert "gs://no-such-bucket/p" in str(info.value)
+
+
+def test_the_emulator_serves_on_while_a_client_stalls_mid_request(gcs_url: str) -> None:
+    """The fixture's emulator answers one request at a time; a request whose body
+    stops halfway (an upload cancelled mid-part) must not hold every later one."""
+    host, port = gcs_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as stalled:
+        stalled.sendall(
+            f"POST /upload/storage/v1/b/{BUCKET}/o?uploadType=media&name=x HTTP/1.1\r\n"
+            f"Host: {host}\r\nContent-Length: 1000\r\n\r\n0123456789".encode()
+        )
+        time.sleep(0.2)  # the emulator is now reading the rest of that body
+        started = time.monotonic()
+        reply = requests.get(f"{gcs_url}/storage/v1/b/{BUCKET}/o", timeout=30)
+        assert reply.status_code == 200
+        assert time.monotonic() - started < 20
