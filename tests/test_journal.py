@@ -19,17 +19,25 @@ from storage import Storage, StorageError, open_storage
 from .trainables import Counter
 
 
-class SlowWrites:
+class StorageView:
+    """The journal's view of a real storage: everything passes through to it, except
+    what a subclass overrides (``write_bytes``, in the tests here)."""
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+
+class SlowWrites(StorageView):
     """The journal's view of a storage whose writes take ``delay`` seconds (a large
     journal on a slow bucket), writing through to a real one."""
 
     def __init__(self, store: Storage, delay: float) -> None:
-        self.store = store
+        super().__init__(store)
         self.delay = delay
         self.started: list[float] = []
-
-    def __getattr__(self, name: str) -> object:  # the rest as the real storage does it
-        return getattr(self.store, name)
 
     async def write_bytes(self, key: str, data: bytes) -> None:
         self.started.append(time.monotonic())
@@ -100,15 +108,12 @@ async def test_a_slow_store_of_a_small_journal_does_not_stall_it_for_long(
     assert max(gaps) < 2.5, gaps
 
 
-class FailingWrites:
+class FailingWrites(StorageView):
     """A storage whose first ``failures`` journal writes fail, as in an outage."""
 
     def __init__(self, store: Storage, failures: int) -> None:
-        self.store = store
+        super().__init__(store)
         self.failures = failures
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.store, name)
 
     async def write_bytes(self, key: str, data: bytes) -> None:
         if self.failures:
@@ -160,15 +165,12 @@ def _trials(tmp_path: Path, *ids: str) -> dict[str, Trial]:
     return {i: orch.add_trial(Counter, trial_id=i) for i in ids}
 
 
-class Recorded:
+class Recorded(StorageView):
     """A storage that records the size of each object written, by key."""
 
     def __init__(self, store: Storage) -> None:
-        self.store = store
+        super().__init__(store)
         self.written: list[tuple[str, int]] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.store, name)
 
     async def write_bytes(self, key: str, data: bytes) -> None:
         self.written.append((key, len(data)))
