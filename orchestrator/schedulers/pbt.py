@@ -1,0 +1,358 @@
+"""Population-based training (Jaderberg et al., https://arxiv.org/abs/1711.09846).
+
+Every ``perturbation_interval`` of ``time_attr`` (boundaries at its multiples, none before
+``burn_in_period``) a trial in the worst ``quantile_fraction`` of the population is told
+to *exploit* one in the best ``quantile_fraction``: restart from that donor's newest
+persisted checkpoint with the donor's config, *explored* (mutated). Asynchronous by
+default (each trial is decided as it reaches its boundary); ``synch=True`` waits for the
+whole population at each boundary and decides for everyone at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from .base import (
+    Decision,
+    Exploit,
+    Pause,
+    Population,
+    Resume,
+    ResumeQueue,
+    Scheduler,
+    TrialInfo,
+    check_number,
+    is_live,
+    rng_state,
+    set_rng_state,
+)
+
+_MISSING = object()
+
+
+def _check_mutations(mutations: Any, path: str = "") -> None:
+    if not isinstance(mutations, Mapping):
+        raise ConfigError(f"hyperparam_mutations{path} must be a dict, got {mutations!r}")
+    for key, spec in mutations.items():
+        where = f"hyperparam_mutations{path}[{key!r}]"
+        if isinstance(spec, Mapping):
+            _check_mutations(spec, f"{path}[{key!r}]")
+        elif isinstance(spec, (list, tuple)):
+            if not spec:
+                raise ConfigError(f"{where} is an empty list: give the values to choose from")
+        elif not (callable(getattr(spec, "sample", None)) or callable(spec)):
+            raise ConfigError(
+                f"{where} must be a list or tuple of values, a search-space domain (with "
+                f".sample(rng)), a function of no arguments, or a dict of these; got {spec!r}"
+            )
+
+
+def _quantiles(scores: Sequence[tuple[str, float]], fraction: float) -> tuple[list[str], list[str]]:
+    """(lower, upper): the ids of the worst and of the best ``fraction`` of ``scores``.
+
+    Ray Tune's rounding: ``ceil(len * fraction)`` trials each, at most half the
+    population; both empty with fewer than 2 trials. Ties rank by trial id.
+    """
+    ranked = [tid for tid, _ in sorted(scores, key=lambda e: (e[1], e[0]))]  # worst first
+    if len(ranked) <= 1:
+        return [], []
+    num = int(math.ceil(len(ranked) * fraction))
+    if num > len(ranked) / 2:
+        num = len(ranked) // 2
+    return ranked[:num], ranked[len(ranked) - num :]
+
+
+class PBT(Scheduler):
+    """Population-based training, with Ray Tune's PopulationBasedTraining's arguments.
+
+    Decisions (async): Exploit, or nothing. A trial ranks by its newest result (NaN
+    worst) among the live trials that have one. Donors are picked at random (seeded) from
+    the upper quantile among those whose ``checkpoint`` is not None; none such: nothing.
+    The explored config is a deep copy of the donor's with each key of
+    ``hyperparam_mutations`` mutated (see :meth:`explore`), then ``custom_explore_fn``.
+    Checkpoints are only read from the population at decision time: PBT works best when
+    trials persist a checkpoint at each boundary (``next_decision_at`` names them). The
+    exploiting trial goes on from the donor's checkpoint, so the boundaries up to that
+    checkpoint's time count as passed for it.
+
+    Decisions (synch): Pause each trial at the boundary; once every live trial has
+    arrived (``on_idle``: those present), Exploit for the lower quantile that has a donor
+    and Resume for the rest (the last arriving trial: Exploit or nothing).
+
+    ``lineage`` has one entry per exploit: ``trial_id``, ``time`` (its time_attr value),
+    ``donor_id``, ``donor_checkpoint_iteration``, ``old_config`` (the trial's config before
+    the exploit) and ``new_config``.
+    """
+
+    def __init__(
+        self,
+        time_attr: str = "training_iteration",
+        metric: str | None = None,
+        mode: str | None = None,
+        perturbation_interval: float = 60.0,
+        burn_in_period: float = 0.0,
+        hyperparam_mutations: Mapping[str, Any] | None = None,
+        quantile_fraction: float = 0.25,
+        resample_probability: float = 0.25,
+        perturbation_factors: tuple[float, ...] = (1.2, 0.8),
+        custom_explore_fn: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+        synch: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(time_attr, metric, mode)
+        if not hyperparam_mutations and custom_explore_fn is None:
+            raise ConfigError(
+                "PBT needs hyperparam_mutations or custom_explore_fn (or both): "
+                "say how to explore a donor's config"
+            )
+        _check_mutations(hyperparam_mutations or {})
+        if custom_explore_fn is not None and not callable(custom_explore_fn):
+            raise ConfigError(f"custom_explore_fn must be callable, got {custom_explore_fn!r}")
+        check_number("perturbation_interval", perturbation_interval)
+        check_number("burn_in_period", burn_in_period, lambda v: 0 <= v < math.inf, "a number >= 0")
+        check_number("quantile_fraction", quantile_fraction, lambda v: 0 < v <= 0.5, "in (0, 0.5]")
+        check_number(
+            "resample_probability", resample_probability, lambda v: 0 <= v <= 1, "in [0, 1]"
+        )
+        factors = perturbation_factors
+        if not isinstance(factors, (tuple, list)) or not factors:
+            raise ConfigError(f"perturbation_factors must be a non-empty tuple, got {factors!r}")
+        for factor in factors:
+            check_number("each of perturbation_factors", factor, math.isfinite, "a finite number")
+        self.perturbation_interval = perturbation_interval
+        self.burn_in_period = burn_in_period
+        self.hyperparam_mutations: Mapping[str, Any] = hyperparam_mutations or {}
+        self.quantile_fraction = quantile_fraction
+        self.resample_probability = resample_probability
+        self.perturbation_factors = tuple(perturbation_factors)
+        self.custom_explore_fn = custom_explore_fn
+        self.synch = synch
+        self.lineage: list[dict[str, Any]] = []
+        self._rng = random.Random(seed)
+        # The first boundary index (boundary k is at k * perturbation_interval) past burn-in.
+        self._first = max(1, math.ceil(burn_in_period / perturbation_interval - 1e-9))
+        self._last_k: dict[str, int] = {}  # trial id -> boundary index last decided
+        self._barrier = self._first  # synch: the boundary index everyone waits at
+        self._arrived: dict[str, tuple[float, float]] = {}  # synch: id -> (time, score)
+        self._pending = ResumeQueue()
+
+    def _index(self, time: float) -> int:
+        """How many boundaries lie at or below ``time`` (with a float tolerance)."""
+        return math.floor(time / self.perturbation_interval + 1e-9)
+
+    # -- events ---------------------------------------------------------------------
+
+    def on_trial_result(
+        self, trial: TrialInfo, result: Mapping[str, Any], population: Population
+    ) -> list[Decision]:
+        time, score = self._time_of(result), self._score_of(result)
+        if time is None or score is None:
+            return []
+        tid, k = trial.trial_id, self._index(time)
+        if not self.synch:
+            if k < self._first or k <= self._last_k.get(tid, 0):
+                return []
+            self._last_k[tid] = k
+            scores = [(tid, score)]
+            for other, info in population.items():
+                other_score = self._score_of(info.last_result)
+                if other != tid and is_live(info) and other_score is not None:
+                    scores.append((other, other_score))
+            lower, upper = _quantiles(scores, self.quantile_fraction)
+            if tid not in lower:
+                return []
+            exploit = self._exploit(tid, trial.config, time, upper, population)
+            return [exploit] if exploit is not None else []
+        self._pending.discard(tid)
+        decisions: dict[str, Decision] = {}
+        if tid in self._arrived:
+            decisions[tid] = Pause(tid)  # re-reported while waiting: it waits on
+        elif k >= self._barrier:
+            self._arrived[tid] = (time, score)
+            self._last_k[tid] = k
+            decisions[tid] = Pause(tid)
+            self._release(population, trial, decisions, force=False)
+        return self._out(decisions, population)
+
+    def on_trial_complete(
+        self, trial: TrialInfo, result: Mapping[str, Any] | None, population: Population
+    ) -> list[Decision]:
+        return self._leave(trial.trial_id, population)
+
+    def on_trial_error(self, trial: TrialInfo, population: Population) -> list[Decision]:
+        return self._leave(trial.trial_id, population)
+
+    def on_idle(self, population: Population) -> list[Decision]:
+        """Synch: release the barrier with the trials waiting at it."""
+        return self._released(population, force=True)
+
+    def next_decision_at(self, trial: TrialInfo) -> float | None:
+        current = self._current_time(trial)
+        k = max(self._index(current) + 1, self._last_k.get(trial.trial_id, 0) + 1, self._first)
+        if self.synch:
+            k = max(k, self._barrier)
+        return k * self.perturbation_interval
+
+    # -- exploit and explore --------------------------------------------------------
+
+    def _leave(self, trial_id: str, population: Population) -> list[Decision]:
+        self._pending.discard(trial_id)
+        self._arrived.pop(trial_id, None)
+        return self._released(population, force=False)
+
+    def _released(self, population: Population, force: bool) -> list[Decision]:
+        decisions: dict[str, Decision] = {}
+        if self.synch:
+            self._release(population, None, decisions, force)
+        return self._out(decisions, population)
+
+    def _out(self, decisions: dict[str, Decision], population: Population) -> list[Decision]:
+        return list(decisions.values()) + self._pending.flush(population, skip=decisions)
+
+    def _release(
+        self,
+        population: Population,
+        reporter: TrialInfo | None,
+        decisions: dict[str, Decision],
+        force: bool,
+    ) -> None:
+        """Synch: decide for every arrived trial once all live ones have (or ``force``)."""
+        reporter_id = reporter.trial_id if reporter is not None else None
+        for tid in list(self._arrived):
+            if tid != reporter_id and not is_live(population.get(tid)):
+                del self._arrived[tid]
+        if not self._arrived:
+            return
+        if not force:
+            if any(is_live(i) and t not in self._arrived for t, i in population.items()):
+                return
+        arrived, self._arrived = self._arrived, {}
+        self._barrier = max(self._barrier, *(self._index(t) for t, _ in arrived.values())) + 1
+        lower, upper = _quantiles([(t, s) for t, (_, s) in arrived.items()], self.quantile_fraction)
+        for tid in sorted(arrived):
+            decisions.pop(tid, None)
+            info = reporter if tid == reporter_id else population.get(tid)
+            if tid in lower and info is not None:
+                exploit = self._exploit(tid, info.config, arrived[tid][0], upper, population)
+                if exploit is not None:
+                    decisions[tid] = exploit
+                    continue
+            if tid == reporter_id:
+                continue  # it is running: no decision means Continue
+            if info is not None and info.state == "PAUSED":
+                decisions[tid] = Resume(tid)
+            else:
+                self._pending.add(tid)  # its pause has not landed yet
+
+    def _exploit(
+        self,
+        trial_id: str,
+        old_config: Mapping[str, Any],
+        time: float,
+        upper: list[str],
+        population: Population,
+    ) -> Exploit | None:
+        donors = []
+        for tid in upper:
+            info = population.get(tid)
+            if tid != trial_id and info is not None and info.checkpoint is not None:
+                donors.append(info)
+        if not donors:
+            return None
+        donor = self._rng.choice(donors)
+        new_config = self.explore(donor.config)
+        # The trial goes on from the donor's checkpoint: boundaries up to there are behind
+        # it (as Ray Tune hands it the donor's last perturbation time).
+        restored = self._checkpoint_time(donor.checkpoint)
+        if restored is not None:
+            self._last_k[trial_id] = max(self._last_k.get(trial_id, 0), self._index(restored))
+        self.lineage.append(
+            {
+                "trial_id": trial_id,
+                "time": time,
+                "donor_id": donor.trial_id,
+                "donor_checkpoint_iteration": getattr(donor.checkpoint, "iteration", None),
+                "old_config": copy.deepcopy(dict(old_config)),
+                "new_config": copy.deepcopy(new_config),
+            }
+        )
+        return Exploit(trial_id, donor.trial_id, donor.checkpoint, new_config)
+
+    def _checkpoint_time(self, checkpoint: Any) -> float | None:
+        if self.time_attr == "training_iteration":
+            return self._time_of({"training_iteration": getattr(checkpoint, "iteration", None)})
+        metrics = getattr(checkpoint, "metrics", None)
+        return self._time_of(metrics) if isinstance(metrics, Mapping) else None
+
+    def explore(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A mutated deep copy of ``config`` (draws from the scheduler's seeded RNG).
+
+        Per key of ``hyperparam_mutations``: a list/tuple resamples with
+        ``resample_probability`` (or when the value is not in it), else moves one step
+        left or right (clipped at the ends); a domain (``.sample(rng)``) or a function
+        resamples with ``resample_probability`` (or when the value is no number), else
+        scales the value by a random one of ``perturbation_factors``, ints rounded back
+        to ints and bools kept bools; a dict recurses. Then ``custom_explore_fn``.
+        """
+        new_config = self._explore(config, self.hyperparam_mutations)
+        if self.custom_explore_fn is not None:
+            explored = self.custom_explore_fn(new_config)
+            if not isinstance(explored, Mapping):
+                raise ConfigError(
+                    f"custom_explore_fn must return the new config (a dict), got {explored!r}"
+                )
+            new_config = dict(explored)
+        return new_config
+
+    def _explore(self, config: Mapping[str, Any], mutations: Mapping[str, Any]) -> dict[str, Any]:
+        rng, new = self._rng, copy.deepcopy(dict(config))
+        for key, spec in mutations.items():
+            old = config.get(key, _MISSING)
+            if isinstance(spec, Mapping):
+                new[key] = self._explore(old if isinstance(old, Mapping) else {}, spec)
+            elif isinstance(spec, (list, tuple)):
+                if rng.random() < self.resample_probability or old not in spec:
+                    new[key] = copy.deepcopy(rng.choice(spec))
+                else:
+                    index = spec.index(old) + rng.choice((-1, 1))
+                    new[key] = copy.deepcopy(spec[min(max(index, 0), len(spec) - 1)])
+            else:
+                if rng.random() < self.resample_probability or not isinstance(old, (int, float)):
+                    sample = getattr(spec, "sample", None)
+                    value = sample(rng) if callable(sample) else spec()
+                else:
+                    value = old * rng.choice(self.perturbation_factors)
+                if isinstance(old, bool):
+                    value = bool(value)
+                elif isinstance(old, int) and isinstance(value, (int, float)):
+                    value = int(round(value))
+                new[key] = value
+        return new
+
+    # -- state ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "mode": self.mode,
+            "rng": rng_state(self._rng),
+            "last_k": dict(self._last_k),
+            "barrier": self._barrier,
+            "arrived": {tid: list(v) for tid, v in self._arrived.items()},
+            "pending": self._pending.to_list(),
+            "lineage": copy.deepcopy(self.lineage),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.metric, self.mode = state["metric"], state["mode"]
+        set_rng_state(self._rng, state["rng"])
+        self._last_k = dict(state["last_k"])
+        self._barrier = state["barrier"]
+        self._arrived = {tid: (v[0], v[1]) for tid, v in state["arrived"].items()}
+        self._pending.load(state["pending"])
+        self.lineage = copy.deepcopy(state["lineage"])
