@@ -25,7 +25,10 @@ class Checkpoint:
     address (``file:///...``, ``s3://...``, ``gs://...``); ``path`` the local directory
     when the storage is a local path, else ``None``. ``metrics`` is the result reported
     at that iteration. ``manifest`` is the storage manifest (files, sizes, checksums).
-    ``node_id`` is the Ray node whose actor persisted it (where a node-local copy lives).
+    ``node_id`` is the Ray node whose actor persisted it, and ``host`` that node's host
+    name: with local storage the nodes do not share, where its files are. Node ids change
+    with every Ray start, so a restore or a delete looks for the files (see
+    :mod:`orchestrator.locality`) and uses these two only to know where to look first.
     """
 
     trial_id: str
@@ -36,6 +39,7 @@ class Checkpoint:
     metrics: Mapping[str, Any] = field(default_factory=dict)
     manifest: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
     node_id: str | None = field(default=None, compare=False)
+    host: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +51,7 @@ class Checkpoint:
             "metrics": dict(self.metrics),
             "manifest": dict(self.manifest) if self.manifest is not None else None,
             "node_id": self.node_id,
+            "host": self.host,
         }
 
     @classmethod
@@ -60,6 +65,7 @@ class Checkpoint:
             metrics=dict(data.get("metrics") or {}),
             manifest=data.get("manifest"),
             node_id=data.get("node_id"),
+            host=data.get("host"),
         )
 
 

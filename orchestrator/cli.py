@@ -171,6 +171,11 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode", choices=("max", "min"), default="max", help="with --metric (default max)"
     )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an existing experiment of that --name first (else it is an error)",
+    )
     _add_storage_args(parser, default_name="run-<timestamp>")
 
 
@@ -196,6 +201,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         hooks=[printer],
         trials_per_worker=args.trials_per_worker,
         result_buffer=args.result_buffer,
+        overwrite=args.overwrite,
     )
     trials = [
         orch.add_trial(

@@ -46,3 +46,17 @@ class TrialNotRunning(OrchestratorError):
 
 class JournalError(OrchestratorError):
     """The experiment's journal in storage cannot be read back (``resume=True``)."""
+
+
+class CheckpointNotVisible(OrchestratorError):
+    """A checkpoint in local storage is visible from no live node: its files are gone,
+    or only a dead node's disk holds them."""
+
+
+class ExperimentExists(ConfigError):
+    """An experiment of that name is already in storage, and neither ``resume=True`` nor
+    ``overwrite=True`` was given: it is never replaced silently."""
+
+
+class ExperimentNotFound(ConfigError):
+    """``resume=True`` for an experiment that storage does not hold."""

@@ -118,6 +118,13 @@ WRITE_SHARE = 0.05
 #: The largest share of wall time storage may spend taking journal writes: after one
 #: took ``t`` seconds to store, the next waits at least ``t / STORAGE_SHARE``.
 STORAGE_SHARE = 0.25
+#: An urgent write (a trial just ended or paused: see :meth:`Journal.urgent`) waits
+#: this long, so that trials ending together share one write, and comes at least
+#: ``URGENT_DELAY`` after the previous write...
+URGENT_DELAY = 0.05
+#: ...and at least the CPU the last write cost divided by this: even a stream of
+#: trials ending one after another keeps the journal under a quarter of a core.
+URGENT_CPU_SHARE = 0.25
 
 
 @dataclass
@@ -151,6 +158,8 @@ class Journal:
         self._token = secrets.token_hex(4)
         self._next_segment = 0
         self._dirty = asyncio.Event()
+        self._urgent = asyncio.Event()
+        self._urgent_gap = URGENT_DELAY  # before an urgent write, from the last one's cost
         self._after_write: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
@@ -180,6 +189,14 @@ class Journal:
     def touch(self) -> None:
         self._dirty.set()
 
+    def urgent(self) -> None:
+        """Write soon (within :data:`URGENT_DELAY` plus the write), not at the next
+        interval: a trial reached TERMINATED or ERROR, or settled a pause. A driver killed
+        right after must not run it again, so its end (and every result before it) must
+        be in storage at once. Requests that come together share one write."""
+        self._urgent.set()
+        self._dirty.set()
+
     # -- writing ----------------------------------------------------------------------
 
     def start(self) -> None:
@@ -206,6 +223,7 @@ class Journal:
 
     async def flush(self) -> None:
         self._dirty.clear()
+        self._urgent.clear()
         waiting, self._after_write = self._after_write, []
         cpu = time.thread_time()
         write = self._capture()
@@ -229,6 +247,9 @@ class Journal:
             stored = time.monotonic() - stored
             self._pause = max(
                 self._interval, (cpu + built_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
+            )
+            self._urgent_gap = min(
+                self._pause, max(URGENT_DELAY, (cpu + built_cpu) / URGENT_CPU_SHARE, stored)
             )
             written = True
             self.writes += 1
@@ -272,8 +293,27 @@ class Journal:
     async def _writer(self) -> None:
         while True:
             await self._dirty.wait()
+            if self._urgent.is_set():
+                await asyncio.sleep(URGENT_DELAY)  # the trials ending now share this write
             await self.flush()
-            await asyncio.sleep(self._pause)
+            await self._rest()
+
+    async def _rest(self) -> None:
+        """The pause after a write, cut short by :meth:`urgent` (but never below the
+        urgent gap, which bounds the journal's CPU share)."""
+        started = time.monotonic()
+        # Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation that
+        # arrives as the event is set, and aclose() would then wait for this task forever.
+        waiter = asyncio.ensure_future(self._urgent.wait())
+        try:
+            done, _ = await asyncio.wait({waiter}, timeout=self._pause)
+        finally:
+            waiter.cancel()
+        if not done:
+            return
+        left = self._urgent_gap - URGENT_DELAY - (time.monotonic() - started)
+        if left > 0:
+            await asyncio.sleep(left)
 
     def _capture(self) -> _Write:
         """The head's parts and the rows a write must store, from the state as it is."""

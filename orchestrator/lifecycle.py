@@ -570,8 +570,8 @@ class TrialMachine:
             return self._begin_running(None)
         self.error = TrialError(
             self.trial_id,
-            f"no checkpoint can reach its new actor (last: {event.error}); use storage "
-            "every node can read (s3://, gs://, NFS with storage_shared=True), or pass "
+            f"no checkpoint can reach its new actor (last: {event.error}); their files "
+            "are gone, or only on disks no live node can read: pass "
             "fallback_to_scratch=True to let it start over",
             event.error,
         )

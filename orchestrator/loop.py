@@ -43,7 +43,7 @@ from storage import StorageError
 
 from .checkpoints import Checkpoint
 from .collector import CheckpointCollector
-from .errors import InvalidTransition, OrchestratorError, TrialError
+from .errors import CheckpointNotVisible, InvalidTransition, OrchestratorError, TrialError
 from .hooks import HookRunner
 from .hosts import Host, HostPool, resource_key
 from .journal import Journal
@@ -70,7 +70,7 @@ from .lifecycle import (
     TrainResult,
 )
 from .persist import PersisterPool
-from .trainable import RemoteTrialActor, fetch_dir
+from .trainable import NOT_VISIBLE, RemoteTrialActor, fetch_dir
 from .trial import Trial
 
 log = logging.getLogger("orchestrator.loop")
@@ -143,8 +143,8 @@ class Dispatcher:
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[Trial, int]] = []
         self._runtime_env = dict(runtime_env) if runtime_env else None
-        # Checkpoints live on the disk of the node that saved them (local storage that
-        # the nodes do not share): a restore elsewhere streams them over first.
+        # Local storage the nodes may not share: a checkpoint is wherever a disk holds
+        # it; a restore looks for it (orchestrator.locality) and streams it if need be.
         self._node_local = node_local
         # Storage is a local directory: actors commit their small checkpoints themselves,
         # and a node's persister starts only when a larger one needs it.
@@ -285,6 +285,7 @@ class Dispatcher:
         self._events += 1
         if type(event) is Launch:
             self._launch_queued.discard(trial.id)
+        before = trial._machine.state
         try:
             actions = trial._machine.handle(event)
         except InvalidTransition:
@@ -304,7 +305,10 @@ class Dispatcher:
         trial._wake_waiters()
         self._note_settled(trial)
         if self._journal is not None:
-            self._journal.touch()
+            if trial.state is not before and trial.state.is_settled:
+                self._journal.urgent()  # a driver killed now must not run it again
+            else:
+                self._journal.touch()
 
     def _note_settled(self, trial: Trial) -> None:
         if trial.state.is_settled:
@@ -390,12 +394,12 @@ class Dispatcher:
             self._results += len(results)
             return TrainResult(gen, results)
         if kind is Kind.READY:
-            trial.node_id = value
+            trial.node_id, trial.host = value
             if trial._machine.policy.checkpoint_every > 0 and not self._local_storage:
-                self._persisters.for_node(value)  # starts with the trial, not at its save
+                self._persisters.for_node(trial.node_id)  # starts with the trial, not at its save
             return ActorReady(gen)
         if kind is Kind.SAVE:
-            iteration, key, metrics, node_id = pending.extra
+            iteration, key, metrics, node_id, host = pending.extra
             if isinstance(value, str):  # saved to scratch, too big to commit in place
                 self._upload(pending, value)
                 return None
@@ -408,6 +412,7 @@ class Dispatcher:
                 metrics=metrics,
                 manifest=value,
                 node_id=node_id,
+                host=host,
             )
             if gen != trial._machine.generation:
                 # Committed after its actor was given up: nobody will ever list it.
@@ -415,6 +420,9 @@ class Dispatcher:
                 return None
             return SaveDone(gen, ckpt)
         if kind is Kind.RESTORE:
+            if value == NOT_VISIBLE:  # not on this node's disk: stream it from one that sees it
+                self._fetch(trial, pending.extra)
+                return None
             return RestoreDone(gen, pending.extra)
         if kind is Kind.FETCH:
             ckpt, staged = pending.extra
@@ -506,7 +514,7 @@ class Dispatcher:
         generation = trial._machine.generation
         trial._actor = host.actor
         trial._host = host
-        trial.node_id = None
+        trial.node_id = trial.host = None
         ref = host.actor.setup.remote(
             trial.id, generation, trial.trainable_cls, trial.config, trial.stop_condition
         )
@@ -530,7 +538,7 @@ class Dispatcher:
         seq = self._next_seq(trial)
         assert trial.node_id is not None  # known since its actor was ready
         metrics = dict(trial._machine.last_metrics or {})
-        extra = (action.iteration, key, metrics, trial.node_id)
+        extra = (action.iteration, key, metrics, trial.node_id, trial.host)
         if self._local_storage:
             saved = actor.save_and_commit.remote(trial.id, seq, action.iteration, key)
             self._track(trial, Kind.SAVE, saved, extra)
@@ -548,7 +556,7 @@ class Dispatcher:
     def _upload(self, save: Pending, local_dir: str) -> None:
         """Hand a checkpoint its actor saved to scratch to its node's persister (which
         starts now if this is the node's first such checkpoint); the trial trains on."""
-        _iteration, key, _metrics, node_id = save.extra
+        _iteration, key, _metrics, node_id, _host = save.extra
         persister = self._persisters.for_node(node_id)
         ref = persister.persist.remote(local_dir, key, self._save_retry_for, save.trial.id)
         self._track_pending(Pending(save.trial, Kind.SAVE, save.generation, save.extra), ref)
@@ -567,21 +575,40 @@ class Dispatcher:
                 ckpt.uri,
                 ", ".join(skipped),
             )
-        source, target = ckpt.node_id, trial.node_id
-        if self._node_local and ckpt.path and source and target and source != target:
-            # Its files are on another node's disk: stream them here first.
-            staged = fetch_dir(trial.id, trial._machine.generation)
-            self._fetches += 1
-            import transfer  # imported here: trial workers that import this module skip it
+        # Local storage the nodes may not share: the actor loads the checkpoint only if
+        # it sees it, and says so otherwise (then it is streamed from a node that does).
+        look_first = self._node_local and ckpt.path is not None
+        self._submit_restore(trial, ckpt, None, look_first=look_first)
 
-            task = asyncio.ensure_future(transfer.copy_dir(source, ckpt.path, target, staged))
-            self._track_task(trial, Kind.FETCH, task, (ckpt, staged))
-            return
-        self._submit_restore(trial, ckpt, None)
+    def _fetch(self, trial: Trial, ckpt: Checkpoint) -> None:
+        """Stream ``ckpt`` to the trial's node from a live node that sees it."""
+        staged = fetch_dir(trial.id, trial._machine.generation)
+        task = asyncio.ensure_future(self._stream_from_where_visible(ckpt, trial.node_id, staged))
+        self._track_task(trial, Kind.FETCH, task, (ckpt, staged))
 
-    def _submit_restore(self, trial: Trial, ckpt: Checkpoint, local_dir: str | None) -> None:
+    async def _stream_from_where_visible(
+        self, ckpt: Checkpoint, target: str | None, staged: str
+    ) -> None:
+        # Imported here: trial workers that import this module skip them.
+        import transfer
+
+        from .node_local import find_visible
+
+        assert ckpt.path is not None and target is not None
+        source = await find_visible(ckpt, skip=target)
+        if source is None:
+            raise CheckpointNotVisible(
+                f"{ckpt.uri} is not visible from any live node (it was saved on host "
+                f"{ckpt.host or 'unknown'}, node {ckpt.node_id or 'unknown'})"
+            )
+        self._fetches += 1
+        await transfer.copy_dir(source, ckpt.path, target, staged)
+
+    def _submit_restore(
+        self, trial: Trial, ckpt: Checkpoint, local_dir: str | None, *, look_first: bool = False
+    ) -> None:
         ref = trial._actor.restore.remote(
-            trial.id, self._next_seq(trial), ckpt.to_dict(), local_dir
+            trial.id, self._next_seq(trial), ckpt.to_dict(), local_dir, look_first
         )
         self._track(trial, Kind.RESTORE, ref, ckpt)
 

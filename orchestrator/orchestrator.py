@@ -103,7 +103,12 @@ class Orchestrator:
         Continue the experiment ``name`` in ``storage`` from its journal (after the
         driver died or exited): TERMINATED trials keep their results and are not re-run,
         PAUSED ones stay paused, the others restart from their newest committed
-        checkpoint; ERROR ones are retried only with ``resume_errored=True``.
+        checkpoint; ERROR ones are retried only with ``resume_errored=True``. Without
+        ``resume``, an experiment of that name already in storage is an error
+        (:class:`~orchestrator.errors.ExperimentExists`); with it, a missing one is
+        (:class:`~orchestrator.errors.ExperimentNotFound`, and nothing is created).
+    overwrite:
+        Delete an existing experiment of that name, completely, before starting.
     result_buffer:
         Steps an actor may run per call (default 1). Above 1 the actor runs ahead while
         no decision is pending, never past a checkpoint or the stop condition, so stop,
@@ -140,6 +145,7 @@ class Orchestrator:
         storage_shared: bool = False,
         resume: bool = False,
         resume_errored: bool = False,
+        overwrite: bool = False,
         journal_interval: float = 1.0,
         num_cpus: float | None = None,
         log_to_driver: bool = True,
@@ -163,8 +169,14 @@ class Orchestrator:
         self.fallback_to_scratch = bool(fallback_to_scratch)
         self.save_retry_for = float(save_retry_for)
         self.max_pending_saves = max_pending_saves
+        if resume and overwrite:
+            raise ConfigError(
+                f"experiment {name!r}: resume=True continues the experiment and "
+                "overwrite=True deletes it; pass one of them"
+            )
         self.resume = bool(resume)
         self.resume_errored = bool(resume_errored)
+        self.overwrite = bool(overwrite)
         self._journal_interval = float(journal_interval)
         self._journal: Journal | None = None
         self._hooks_list = list(hooks)
@@ -332,11 +344,13 @@ class Orchestrator:
         from .hooks import HookRunner
         from .journal import Journal
         from .journal import load as load_journal
+        from .locality import is_visible
         from .loop import Dispatcher
-        from .node_local import delete_on_node
+        from .node_local import delete_where_visible
 
         if self._dispatcher is not None:
             raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
+        await self._check_existing()
         self._owns_ray = _ensure_ray(self._ray_address, self._num_cpus, self._log_to_driver)
         try:
             store = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
@@ -352,26 +366,30 @@ class Orchestrator:
                 await store.aclose()
                 self._release_ray()
                 raise
-            if journaled is None:
-                log.info(
-                    "experiment %r has no journal in %s yet: starting it afresh",
-                    self.name,
-                    self.storage_uri,
-                )
             for entry in journaled or []:
                 if entry.id not in self._trials:
                     self._adopt(entry)
         self._journal = Journal(store, name=self.name, interval=self._journal_interval)
         self._hooks = HookRunner(self._hooks_list, slow_after=self._hook_slow_after)
         node_local = self._is_local and not self.storage_shared
-        driver_node = ray.get_runtime_context().get_node_id()
         root = store.uri
 
         async def delete(ckpt: Checkpoint) -> None:
-            if node_local and ckpt.node_id and ckpt.node_id != driver_node:
-                await delete_on_node(ckpt.node_id, root, ckpt.key)
-            else:
+            # Local storage the nodes may not share: delete it where it is visible (here,
+            # or on a live node that sees it); one that no live node sees is dropped.
+            if not node_local or ckpt.path is None:
                 await store.delete_checkpoint(ckpt.key)
+                return
+            manifest = dict(ckpt.manifest) if ckpt.manifest is not None else None
+            if await asyncio.to_thread(is_visible, ckpt.path, manifest):
+                await store.delete_checkpoint(ckpt.key)
+            elif not await delete_where_visible(root, ckpt):
+                log.info(
+                    "trial %s: checkpoint %s is visible from no live node; dropped from the "
+                    "books (delete it by hand if a disk that holds it comes back)",
+                    ckpt.trial_id,
+                    ckpt.uri,
+                )
 
         dispatcher = Dispatcher(
             storage_uri=self.storage_uri,
@@ -515,6 +533,37 @@ class Orchestrator:
             result_buffer=result_buffer,
         )
         return trial
+
+    async def _check_existing(self) -> None:
+        """Refuse to open an existing experiment without ``resume`` (or to resume a
+        missing one), before Ray starts; with ``overwrite``, delete the old one."""
+        import storage as storage_pkg
+
+        from .existing import delete_all, find, refuse_or_accept
+
+        options = dict(self._storage_options)
+        if self._is_local:
+            options["create"] = False  # looking must create nothing
+        store = storage_pkg.open_storage(self.storage_uri, **options)
+        try:
+            try:
+                await store.open()
+            except storage_pkg.BucketNotFound:
+                if not self._is_local:
+                    raise
+                found = None  # no directory: no experiment
+            else:
+                found = await find(store)
+            if refuse_or_accept(
+                found,
+                uri=self.storage_uri,
+                name=self.name,
+                resume=self.resume,
+                overwrite=self.overwrite,
+            ):
+                await delete_all(store, store.uri if self._is_local else None)
+        finally:
+            await store.aclose()
 
     def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
         if self._dispatcher is None or self._hooks is None:

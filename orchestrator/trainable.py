@@ -176,8 +176,9 @@ class TrialActor:
         trainable_cls: type[Trainable],
         config: dict[str, Any],
         stop: Any = None,
-    ) -> str:
-        """Start hosting ``trial_id`` (call #0 of this generation); returns the node id."""
+    ) -> tuple[str, str]:
+        """Start hosting ``trial_id`` (call #0 of this generation); returns the node's id
+        and host name."""
         previous = self._trials.pop(trial_id, None)
         if previous is not None:  # an earlier generation this actor hosted: replaced
             previous.release()
@@ -192,7 +193,7 @@ class TrialActor:
         hosted.awaiter.call(trainable.setup, config)
         hosted.trainable = trainable
         self._trials[trial_id] = hosted
-        return str(ray.get_runtime_context().get_node_id())
+        return str(ray.get_runtime_context().get_node_id()), socket.gethostname()
 
     def train(self, trial_id: str, seq: int) -> dict[str, Any]:
         return _step(self._trial(trial_id, seq))
@@ -261,11 +262,23 @@ class TrialActor:
         seq: int,
         checkpoint: Mapping[str, Any],
         local_dir: str | None = None,
-    ) -> None:
+        look_first: bool = False,
+    ) -> str | None:
         """Load ``checkpoint``: from ``local_dir`` when the driver already streamed it to
-        this node (it is removed afterwards), else downloaded from storage."""
+        this node (it is removed afterwards), else from storage.
+
+        With ``look_first`` (local storage the nodes may not share) the checkpoint is
+        loaded only if this process sees it, committed and complete, at its path;
+        otherwise nothing is loaded and :data:`NOT_VISIBLE` is returned, for the driver
+        to stream it from a node that sees it (see :mod:`orchestrator.locality`)."""
         hosted = self._trial(trial_id, seq)
         trainable = hosted.require()
+        if look_first and local_dir is None:
+            from .locality import is_visible
+
+            path = checkpoint.get("path")
+            if not path or not is_visible(str(path), checkpoint.get("manifest")):
+                return NOT_VISIBLE
         if local_dir is None:
             target = os.path.join(hosted.scratch, f"restore_{checkpoint['iteration']:06d}")
             source = self._io.fetch(str(checkpoint["key"]), target)
@@ -276,6 +289,7 @@ class TrialActor:
         finally:
             shutil.rmtree(source, ignore_errors=True)
         trainable.iteration = int(checkpoint["iteration"])
+        return None
 
     def stop(self, trial_id: str, seq: int) -> None:
         """Stop hosting ``trial_id``: its cleanup runs, its scratch space goes."""
@@ -312,6 +326,9 @@ def _step(hosted: _HostedTrial) -> dict[str, Any]:
 
 
 RemoteTrialActor: Any = ray.remote(TrialActor)
+
+#: What :meth:`TrialActor.restore` returns when it does not see the checkpoint.
+NOT_VISIBLE = "not-visible"
 
 
 #: Seconds another trial's dead actor's scratch must have been left untouched before a

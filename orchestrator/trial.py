@@ -53,6 +53,7 @@ class Trial:
         self.last_result: dict[str, Any] | None = None
         self.discarded_results = 0
         self.node_id: str | None = None
+        self.host: str | None = None  # the host name of ``node_id``
         self._machine = machine
         self._dispatcher: Dispatcher | None = None
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []

@@ -20,6 +20,21 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 HEAD_CPUS = 4
 
+#: Ray's node health checks, relaxed for a busy 2-core CI machine. A check that gets
+#: no answer within the timeout counts as a miss, and a node is declared dead after
+#: ``failure_threshold`` misses in a row: with Ray's defaults (10 s, 5 misses) a raylet
+#: starved of CPU for a while was declared dead mid-test. A raylet that really died
+#: refuses the check at once, so a removed node is still noticed within about
+#: ``period x threshold`` (10 s).
+HEALTH_CHECKS = {
+    "health_check_initial_delay_ms": 2000,
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 60000,
+    "health_check_failure_threshold": 10,
+}
+#: Seconds the GCS may take to notice a removed node (see HEALTH_CHECKS), generously.
+NODE_DEATH_TIMEOUT_S = 120.0
+
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
@@ -33,6 +48,7 @@ def ray_cluster() -> Iterator[Any]:
             "num_cpus": HEAD_CPUS,
             "object_store_memory": 256 * 1024**2,
             "include_dashboard": False,
+            "_system_config": HEALTH_CHECKS,
         },
     )
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=True)
@@ -70,4 +86,27 @@ def add_node(ray_cluster: Any) -> Iterator[Callable[..., Any]]:
     yield _add
     for node in added:
         if node in ray_cluster.worker_nodes:
-            ray_cluster.remove_node(node, allow_graceful=False)
+            ray_cluster.remove_node(node, allow_graceful=True)
+    wait_until_dead([node.node_id for node in added])
+
+
+def wait_until_dead(node_ids: list[str]) -> None:
+    """Block until the GCS reports every node in ``node_ids`` dead.
+
+    A node killed at the end of one test (or by it) is still "alive" to the GCS until its
+    health checks fail, and Ray would place the next test's actors on it: they died at
+    creation ("the actor died unexpectedly"), a flaky failure of whichever test came next.
+    """
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + NODE_DEATH_TIMEOUT_S
+    wanted = set(node_ids)
+    while wanted:
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        if not wanted & alive:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nodes still alive {NODE_DEATH_TIMEOUT_S} s after removal")
+        time.sleep(0.2)

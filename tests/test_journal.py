@@ -298,3 +298,70 @@ def test_a_trial_may_not_take_the_journals_names(tmp_path: Path) -> None:
     for name in (JOURNAL_KEY, SEGMENTS_PREFIX):
         with pytest.raises(ConfigError, match="the name of the experiment's journal"):
             orch.add_trial(Counter, trial_id=name)
+
+
+# -- urgent writes -------------------------------------------------------------------------
+
+
+class CountedWrites(StorageView):
+    """Records when each journal head was written."""
+
+    def __init__(self, store: Storage) -> None:
+        super().__init__(store)
+        self.heads: list[float] = []
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        await self.store.write_bytes(key, data)
+        if key == JOURNAL_KEY:
+            self.heads.append(time.monotonic())
+
+
+async def _wait_writes(store: CountedWrites, count: int, timeout: float = 30.0) -> None:
+    async def poll() -> None:
+        while len(store.heads) < count:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def test_an_urgent_write_does_not_wait_for_the_interval(tmp_path: Path) -> None:
+    """A trial's end is journaled at once, though the next write is a minute away."""
+    async with open_storage(tmp_path) as store:
+        counted = CountedWrites(store)
+        journal = Journal(counted, name="exp", interval=60.0)
+        journal.start()
+        journal.touch()
+        await _wait_writes(counted, 1)
+        journal.touch()
+        await asyncio.sleep(0.3)
+        assert len(counted.heads) == 1  # an ordinary change waits for the interval
+        journal.urgent()
+        await _wait_writes(counted, 2)  # well within the 60 s interval
+        await journal.aclose()
+
+
+async def test_urgent_writes_that_come_together_share_a_write(tmp_path: Path) -> None:
+    async with open_storage(tmp_path) as store:
+        counted = CountedWrites(store)
+        journal = Journal(counted, name="exp", interval=60.0)
+        journal.start()
+        journal.touch()
+        await _wait_writes(counted, 1)
+        for _ in range(200):  # two hundred trials ending in the same moment
+            journal.urgent()
+        await _wait_writes(counted, 2)
+        await asyncio.sleep(0.5)
+        assert len(counted.heads) == 2
+        await journal.aclose()
+
+
+async def test_closing_while_an_urgent_write_is_asked_for_returns(tmp_path: Path) -> None:
+    """aclose() cancels the writer; an urgent request landing as it does must not
+    swallow the cancellation (asyncio.wait_for could, before Python 3.12)."""
+    async with open_storage(tmp_path) as store:
+        for _ in range(20):
+            journal = Journal(store, name="exp", interval=60.0)
+            journal.start()
+            await asyncio.sleep(0.02)
+            journal.urgent()
+            await asyncio.wait_for(journal.aclose(), 10)

@@ -1,0 +1,81 @@
+"""What an experiment's storage already holds, before anything is written to it.
+
+Opening an experiment that exists without ``resume=True`` would mix two runs in one
+journal and one set of checkpoint folders (the second run's journal listing only its
+own trials, the first's results deleted, same-named checkpoints overwritten), and a
+``resume=True`` of an experiment that never existed would quietly start afresh. Both
+are refused here with what was found and the ways on; ``overwrite=True`` deletes the
+old experiment first, completely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import ExperimentExists, ExperimentNotFound
+from .journal import JOURNAL_KEY
+
+log = logging.getLogger("orchestrator")
+
+
+@dataclass(frozen=True)
+class Found:
+    """An experiment in storage, as its journal's head describes it."""
+
+    trials: int
+    written_at: float | None
+
+    @property
+    def updated(self) -> str:
+        if self.written_at is None:
+            return "unknown"
+        return datetime.fromtimestamp(self.written_at).strftime("%Y-%m-%d %H:%M:%S")
+
+
+async def find(store: Any) -> Found | None:
+    """The experiment ``store`` (opened) holds, or None when it has no journal."""
+    if not await store.exists(JOURNAL_KEY):
+        return None
+    try:
+        head = json.loads(await store.read_bytes(JOURNAL_KEY))
+        return Found(len(head.get("trials", [])), head.get("written_at"))
+    except (ValueError, AttributeError):
+        return Found(0, None)  # unreadable, but there: it still is not ours to replace
+
+
+def refuse_or_accept(
+    found: Found | None, *, uri: str, name: str, resume: bool, overwrite: bool
+) -> bool:
+    """Raise when opening is refused; True when the old experiment must be deleted."""
+    if resume and found is None:
+        raise ExperimentNotFound(
+            f"experiment {name!r}: nothing to resume at {uri} (no experiment_state.json); "
+            "check storage and name, or drop resume=True to start it"
+        )
+    if found is not None and not resume:
+        if overwrite:
+            return True
+        raise ExperimentExists(
+            f"experiment {name!r} already exists at {uri} ({found.trials} trial(s), last "
+            f"updated {found.updated}); pass resume=True to continue it, overwrite=True to "
+            "replace it, or choose another name"
+        )
+    return False
+
+
+async def delete_all(store: Any, local_root: str | None) -> None:
+    """Delete everything the experiment holds: the journal's head first (so an
+    interrupted delete never leaves a head listing missing segments), then the rest."""
+    await store.delete(JOURNAL_KEY)
+    if local_root is not None:  # hidden staging directories and all
+        await asyncio.to_thread(shutil.rmtree, local_root, True)
+    else:
+        for top in sorted({key.split("/", 1)[0] for key in await store.list("")}):
+            await store.delete(top)
+    log.info("deleted the earlier experiment at %s (overwrite=True)", store.uri)

@@ -1,0 +1,143 @@
+"""A driver SIGKILLed together with the Ray it started, then resumed by a new process
+with a new Ray (new node ids), on local storage with default options: what a laptop
+user sees after a crash. Finished trials are never run again; the others continue
+from their newest journaled checkpoint, found on disk where the journal says."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from orchestrator.journal import JOURNAL_KEY
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COMMON = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    sys.path.insert(0, {root!r})
+    from orchestrator import Orchestrator
+    from tests.trainables import Recorder
+    """
+)
+
+#: The first driver starts its own Ray (no address: a private local one). Its journal
+#: interval is long, so only the urgent write of a trial's end can journal it in time.
+FIRST = COMMON + textwrap.dedent(
+    """
+    async def main():
+        async with Orchestrator(storage={storage!r}, name="crash", journal_interval=30,
+                                num_cpus=2) as orch:
+            orch.add_trial(Recorder, {{"delay": 0.3, "marks": {marks!r}}},
+                           stop={{"training_iteration": 3}}, checkpoint_every=1,
+                           resources={{"cpu": 0.25}}, trial_id="short")
+            for i in range(3):
+                # Slow until the test has killed this driver, then fast.
+                orch.add_trial(Recorder, {{"delay": 0.1, "marks": {marks!r},
+                                           "fast_after": {marks!r} + "/fast"}},
+                               stop={{"training_iteration": 200}}, checkpoint_every=5,
+                               resources={{"cpu": 0.25}}, trial_id=f"long{{i}}")
+            await orch.run()
+    asyncio.run(main())
+    """
+)
+
+SECOND = COMMON + textwrap.dedent(
+    """
+    async def main():
+        async with Orchestrator(storage={storage!r}, name="crash", resume=True,
+                                num_cpus=2) as orch:
+            before = {{t.id: t.state.value for t in orch.trials}}
+            await orch.run()
+        report = {{t.id: {{"before": before[t.id], "state": t.state.value,
+                          "error": str(t.error), "results": t.results}} for t in orch.trials}}
+        with open({report!r}, "w") as f:
+            json.dump(report, f)
+    asyncio.run(main())
+    """
+)
+
+
+def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
+    driver = psutil.Process(proc.pid)
+    victims = [driver, *driver.children(recursive=True)]
+    assert any("raylet" in _command(p) for p in victims[1:]), "the driver started no Ray"
+    for victim in victims:
+        try:
+            victim.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+    psutil.wait_procs(victims, timeout=30)
+
+
+def _command(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # gone, or a zombie
+        return ""
+
+
+def read_journal(path: Path) -> dict[str, Any] | None:
+    try:
+        return {t["id"]: t for t in json.loads(path.read_text())["trials"]}
+    except (OSError, ValueError, KeyError):
+        return None  # not written yet (or being replaced: retry)
+
+
+async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: Path) -> None:
+    marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
+    marks.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = FIRST.format(root=str(ROOT), storage=str(storage), marks=str(marks))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=str(ROOT))
+    journal = storage / "crash" / JOURNAL_KEY
+    first_seen: float | None = None
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            assert proc.poll() is None, "the first driver ended before it could be killed"
+            trials = read_journal(journal)
+            if trials is None:
+                continue
+            first_seen = first_seen or time.monotonic()
+            if trials.get("short", {}).get("state") == "TERMINATED":
+                # Journaled by the urgent write at its end: the next regular write
+                # would come only 30 s after the first.
+                assert time.monotonic() - first_seen < 25
+                assert all(trials[f"long{i}"]["state"] != "TERMINATED" for i in range(3))
+                break
+        else:
+            pytest.fail("the short trial's end never reached the journal")
+    finally:
+        kill_with_its_ray(proc)
+    (marks / "fast").touch()  # the long trials need not be slow any more
+
+    script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
+    second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
+    assert await asyncio.wait_for(second.wait(), 240) == 0
+    trials = json.loads(report.read_text())
+    assert set(trials) == {"short", "long0", "long1", "long2"}
+    assert trials["short"]["before"] == "TERMINATED"
+    assert (marks / "short.setups").read_text() == "x"  # ran no step after the kill
+    for trial_id, final in [("short", 3), ("long0", 200), ("long1", 200), ("long2", 200)]:
+        trial = trials[trial_id]
+        assert trial["state"] == "TERMINATED", trial["error"]
+        its = [r["training_iteration"] for r in trial["results"]]
+        assert its == list(range(1, final + 1)), (trial_id, its[-5:])
+        assert all(r["count"] == r["training_iteration"] for r in trial["results"])
+    for i in range(3):
+        assert (marks / f"long{i}.setups").read_text() == "xx"  # one restart each
