@@ -14,15 +14,15 @@ $(PY):
 	$(PIP) install -q --upgrade pip
 
 $(VENV)/.base: pyproject.toml | $(PY)
-	$(PIP) install -q -e .
+	$(PIP) install -q -e ".[demo]"
 	touch $@
 
 $(VENV)/.test: pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[s3,gcs,test]"
+	$(PIP) install -q -e ".[s3,gcs,optuna,test]"
 	touch $@
 
 $(VENV)/.bench: pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[s3,gcs,test,bench]"
+	$(PIP) install -q -e ".[s3,gcs,optuna,test,bench]"
 	touch $@
 
 demo: $(VENV)/.base

@@ -139,7 +139,10 @@ class ActorIO:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         with self._lock:
             if self._loop is None:
+                from storage import quiet_sdk_noise
+
                 self._loop = asyncio.new_event_loop()
+                quiet_sdk_noise(self._loop)
                 self._thread = threading.Thread(
                     target=self._loop.run_forever, name="trialflow-io", daemon=True
                 )

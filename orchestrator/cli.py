@@ -40,6 +40,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from storage import StorageError
+
 from .errors import ConfigError, OrchestratorError
 from .lifecycle import TrialState
 from .orchestrator import Orchestrator
@@ -142,28 +144,10 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         help="checkpoint every N iterations (default 0: never)",
     )
     parser.add_argument(
-        "--max-failures",
-        type=int,
-        default=0,
-        metavar="N",
-        help="failures a trial recovers from before ERROR (-1: no limit; default 0)",
-    )
-    parser.add_argument(
         "--cpu", type=_non_negative_float, default=1.0, help="Ray CPUs per trial (default 1)"
     )
     parser.add_argument(
-        "--trials-per-worker",
-        type=_positive_int,
-        default=1,
-        metavar="N",
-        help="trials that may share one worker process (default 1: one each)",
-    )
-    parser.add_argument(
-        "--result-buffer",
-        type=_positive_int,
-        default=1,
-        metavar="N",
-        help="steps an actor may run per call (default 1)",
+        "--gpu", type=_non_negative_float, default=0.0, help="GPUs per trial (default 0)"
     )
     parser.add_argument(
         "--metric", default=None, help="sort the final table by this metric (last result)"
@@ -176,7 +160,104 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="delete an existing experiment of that --name first (else it is an error)",
     )
+    _add_trial_args(parser)
+    _add_orchestrator_args(parser)
     _add_storage_args(parser, default_name="run-<timestamp>")
+
+
+def _add_trial_args(parser: argparse.ArgumentParser) -> None:
+    """The per-trial options of ``add_trial`` (and their experiment-wide defaults)."""
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="failures a trial recovers from before ERROR (-1: no limit; default 0)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="keep the N newest checkpoints (or the N best with --checkpoint-score) and "
+        "the newest; default: keep all",
+    )
+    parser.add_argument(
+        "--checkpoint-score",
+        type=_score,
+        default=None,
+        metavar="METRIC:max|min",
+        help="with --keep-checkpoints: keep the best by this metric, e.g. loss:min",
+    )
+    parser.add_argument(
+        "--result-buffer",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="steps an actor may run per call (default 1)",
+    )
+
+
+def _add_orchestrator_args(parser: argparse.ArgumentParser) -> None:
+    """``Orchestrator`` options a command-line user may need (see its docstring)."""
+    parser.add_argument(
+        "--trials-per-worker",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="trials that may share one worker process (default 1: one each)",
+    )
+    parser.add_argument(
+        "--failure-backoff",
+        type=_non_negative_float,
+        default=0.2,
+        metavar="S",
+        help="seconds before the first restart after a failure, doubling (default 0.2)",
+    )
+    parser.add_argument(
+        "--fallback-to-scratch",
+        action="store_true",
+        help="start a trial over when none of its checkpoints can be loaded",
+    )
+    parser.add_argument(
+        "--save-retry-for",
+        type=_non_negative_float,
+        default=300.0,
+        metavar="S",
+        help="seconds an upload is retried while storage is down before the trial pauses "
+        "(default 300)",
+    )
+    parser.add_argument(
+        "--max-pending-saves",
+        type=_non_negative_int,
+        default=2,
+        metavar="N",
+        help="unpersisted checkpoints a trial may train ahead of (default 2)",
+    )
+    parser.add_argument(
+        "--storage-shared",
+        action="store_true",
+        help="a local --storage path that every node sees (NFS): skip looking for "
+        "checkpoints on other nodes",
+    )
+    parser.add_argument(
+        "--no-strict-metrics",
+        dest="strict_metrics",
+        action="store_false",
+        help="allow --stop metrics that the first result does not report yet",
+    )
+
+
+def _orchestrator_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "trials_per_worker": args.trials_per_worker,
+        "failure_backoff": args.failure_backoff,
+        "fallback_to_scratch": args.fallback_to_scratch,
+        "save_retry_for": args.save_retry_for,
+        "max_pending_saves": args.max_pending_saves,
+        "storage_shared": args.storage_shared,
+        "strict_metrics": args.strict_metrics,
+    }
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -198,18 +279,21 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         storage=args.storage,
         name=name,
         max_failures=args.max_failures,
+        keep_checkpoints=args.keep_checkpoints,
+        checkpoint_score=args.checkpoint_score,
         hooks=[printer],
-        trials_per_worker=args.trials_per_worker,
         result_buffer=args.result_buffer,
         overwrite=args.overwrite,
+        **_orchestrator_options(args),
     )
+    args.resume_hint = _resume_command(orch)
     trials = [
         orch.add_trial(
             trainable,
             config,
             stop=stop,
             checkpoint_every=args.checkpoint_every,
-            resources={"cpu": args.cpu},
+            resources={"cpu": args.cpu, **({"gpu": args.gpu} if args.gpu else {})},
         )
         for config in configs
         for _ in range(args.trials)
@@ -243,6 +327,7 @@ def _configure_resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume-errored", action="store_true", help="also retry trials that ended in ERROR"
     )
+    _add_orchestrator_args(parser)
     parser.add_argument(
         "--metric", default=None, help="sort the final table by this metric (last result)"
     )
@@ -262,7 +347,9 @@ def _resume(args: argparse.Namespace, console: Console) -> int:
         hooks=[printer],
         resume=True,
         resume_errored=args.resume_errored,
+        **_orchestrator_options(args),
     )
+    args.resume_hint = _resume_command(orch)
 
     async def main() -> list[Trial]:
         async with orch:
@@ -522,8 +609,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RayStartError as err:
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
+    except StorageError as err:
+        print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"trialflow {args.command}: interrupted", file=sys.stderr)
+        hint = getattr(args, "resume_hint", None)
+        if hint:
+            print(f"continue it with: {hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -581,6 +674,21 @@ def _parse_stop(items: Sequence[str]) -> dict[str, float]:
                 f"--stop {item!r}: expected METRIC=NUMBER, e.g. training_iteration=10"
             ) from None
     return stop
+
+
+def _resume_command(orch: Orchestrator) -> str:
+    """The exact command that continues ``orch``'s experiment."""
+    import shlex
+
+    base, _, name = orch.storage_uri.rpartition("/")
+    return f"python -m orchestrator resume --storage {shlex.quote(base)} --name {shlex.quote(name)}"
+
+
+def _score(text: str) -> tuple[str, str]:
+    metric, _, mode = text.rpartition(":")
+    if not metric or mode not in ("max", "min"):
+        raise argparse.ArgumentTypeError(f"expected METRIC:max or METRIC:min, got {text!r}")
+    return metric, mode
 
 
 def _cell(value: Any) -> str:

@@ -60,3 +60,8 @@ class ExperimentExists(ConfigError):
 
 class ExperimentNotFound(ConfigError):
     """``resume=True`` for an experiment that storage does not hold."""
+
+
+class TrainableUnavailable(OrchestratorError):
+    """A trial's worker process cannot load its trainable (its module is not installed
+    where the worker runs). Retrying cannot help: the trial goes to ERROR at once."""

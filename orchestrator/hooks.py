@@ -38,7 +38,44 @@ HOOK_NAMES = (
     "on_experiment_end",
 )
 
+#: Each hook's arguments, as the runner passes them (checked when hooks are given).
+HOOK_SIGNATURES = {
+    "on_trial_start": ("trial",),
+    "on_trial_result": ("trial", "result"),
+    "on_checkpoint": ("trial", "checkpoint"),
+    "on_trial_restore": ("trial", "checkpoint"),
+    "on_trial_error": ("trial", "error"),
+    "on_trial_complete": ("trial",),
+    "on_experiment_end": ("trials",),
+}
+
 _SYNC_HOOK_THREADS = 8
+
+
+def check_hooks(hooks: Iterable[Any]) -> None:
+    """Refuse a hook method that cannot take the arguments it will be called with, now,
+    instead of a traceback logged at every call."""
+    from .errors import ConfigError
+
+    for hook in hooks:
+        for name, params in HOOK_SIGNATURES.items():
+            method = getattr(hook, name, None)
+            if method is None:
+                continue
+            expected = f"{name}({', '.join(params)})"
+            if not callable(method):
+                raise ConfigError(f"hook {type(hook).__name__}.{name} must be a method {expected}")
+            try:
+                signature = inspect.signature(method)
+            except (TypeError, ValueError):  # a builtin or C callable: cannot tell
+                continue
+            try:
+                signature.bind(*params)
+            except TypeError:
+                raise ConfigError(
+                    f"hook {_label(method)} takes {signature}, but it is called as "
+                    f"{expected}; define it as `def {expected}:` (or async def)"
+                ) from None
 
 
 @dataclass(frozen=True)

@@ -377,25 +377,98 @@ def _head(header: dict[str, Any], segments: list[str], heads: list[str]) -> byte
     ).encode()
 
 
+#: The fields of a trial's head that never change after it is added.
+SPEC_FIELDS = (
+    "trainable",
+    "trainable_pickle",
+    "config",
+    "config_pickle",
+    "stop_pickle",
+    "checkpoint_every",
+    "resources",
+    "max_failures",
+    "keep_checkpoints",
+    "checkpoint_score",
+    "result_buffer",
+)
+
+
 @dataclass(frozen=True)
 class JournaledTrial:
-    """One trial as the journal recorded it, ready to be rebuilt."""
+    """One trial as the journal recorded it, ready to be rebuilt.
+
+    Its code (trainable, pickled config and stop criterion) is loaded only when asked
+    for: a finished trial needs none of it, so resuming an experiment whose trials all
+    finished works where their module cannot be imported."""
 
     id: str
-    trainable: type
-    config: dict[str, Any]
-    stop: Any
-    checkpoint_every: int
-    resources: dict[str, float]
-    max_failures: int
-    keep_checkpoints: int | None
-    checkpoint_score: tuple[str, str] | None
-    result_buffer: int
+    spec: dict[str, Any]  # SPEC_FIELDS as journaled
     state: str
     num_failures: int
     error: str | None
     checkpoints: list[Checkpoint]
     results: list[dict[str, Any]]
+
+    @property
+    def trainable_name(self) -> str:
+        path = self.spec.get("trainable")
+        return str(path) if path else "(a trainable pickled with the journal)"
+
+    @property
+    def plain_config(self) -> dict[str, Any]:
+        """The config as JSON recorded it (no code imported; odd values as repr)."""
+        return dict(self.spec.get("config") or {})
+
+    @property
+    def checkpoint_every(self) -> int:
+        return int(self.spec["checkpoint_every"])
+
+    @property
+    def resources(self) -> dict[str, float]:
+        return dict(self.spec["resources"])
+
+    @property
+    def max_failures(self) -> int:
+        return int(self.spec["max_failures"])
+
+    @property
+    def keep_checkpoints(self) -> int | None:
+        return self.spec.get("keep_checkpoints")
+
+    @property
+    def checkpoint_score(self) -> tuple[str, str] | None:
+        score = self.spec.get("checkpoint_score")
+        return (score[0], score[1]) if score else None
+
+    @property
+    def result_buffer(self) -> int:
+        return int(self.spec.get("result_buffer", 1))
+
+    def load_trainable(self) -> type:
+        path = self.spec.get("trainable")
+        if path:
+            return self._load(lambda: import_class(path))  # type: ignore[no-any-return]
+        return self._load(lambda: unpickle_b64(self.spec["trainable_pickle"]))  # type: ignore[no-any-return]
+
+    def load_config(self) -> dict[str, Any]:
+        return dict(self._load(lambda: unpickle_b64(self.spec["config_pickle"])))
+
+    def load_stop(self) -> Any:
+        return self._load(lambda: unpickle_b64(self.spec["stop_pickle"]))
+
+    def _load(self, load: Callable[[], Any]) -> Any:
+        try:
+            return load()
+        except Exception as err:
+            from .errors import ConfigError
+
+            module = getattr(err, "name", None) if isinstance(err, ImportError) else None
+            where = f"module {module!r}" if module else f"{self.trainable_name}"
+            raise ConfigError(
+                f"trial {self.id}: cannot load its code to resume it: {where} cannot be "
+                f"imported here ({type(err).__name__}: {err}); run from the directory that "
+                "holds it, or add that directory to PYTHONPATH"
+            ) from err
 
 
 def spec_of(
@@ -447,23 +520,10 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
                 log.info(
                     "trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri
                 )
-        if entry.get("trainable"):
-            trainable = import_class(entry["trainable"])
-        else:
-            trainable = unpickle_b64(entry["trainable_pickle"])
-        score = entry.get("checkpoint_score")
         trials.append(
             JournaledTrial(
                 id=trial_id,
-                trainable=trainable,
-                config=unpickle_b64(entry["config_pickle"]),
-                stop=unpickle_b64(entry["stop_pickle"]),
-                checkpoint_every=int(entry["checkpoint_every"]),
-                resources=dict(entry["resources"]),
-                max_failures=int(entry["max_failures"]),
-                keep_checkpoints=entry.get("keep_checkpoints"),
-                checkpoint_score=(score[0], score[1]) if score else None,
-                result_buffer=int(entry.get("result_buffer", 1)),
+                spec={k: entry.get(k) for k in SPEC_FIELDS},
                 state=entry["state"],
                 num_failures=int(entry.get("num_failures", 0)),
                 error=entry.get("error"),

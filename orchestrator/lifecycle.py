@@ -144,10 +144,13 @@ class RestoreDone(ActorEvent):
 
 @dataclass(frozen=True)
 class Failure(ActorEvent):
-    """Work on the actor failed. ``actor_died`` tells a lost actor from a raised error."""
+    """Work on the actor failed. ``actor_died`` tells a lost actor from a raised error;
+    ``permanent``: retrying cannot help (the trainable cannot even be imported where the
+    actor runs), so the trial goes to ERROR at once, whatever its failure budget."""
 
     error: BaseException
     actor_died: bool = False
+    permanent: bool = False
 
 
 @dataclass(frozen=True)
@@ -274,6 +277,9 @@ class TrialPolicy:
     steps_per_call: int = 1  # > 1: the actor may run ahead, never past a save or a stop
     iteration_limit: int | None = None  # a training_iteration stop threshold, if any
     max_pending_saves: int = 2  # unpersisted checkpoints a trial may train ahead of
+    # Metrics the trial's first result must report (the stop criterion's keys): a name
+    # that is not there is an error at once, not a trial that never stops.
+    required_metrics: tuple[str, ...] = ()
 
 
 Handler = Callable[["TrialMachine", Any], list[Action]]
@@ -296,7 +302,9 @@ class TrialMachine:
         self.num_failures = 0  # every failure, for the record
         self.failures_counted = 0  # against max_failures; reset when the user revives it
         self.consecutive_failures = 0  # for back-off; reset by the next result
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None  # the last failure, until it recovers
+        self.errors: list[BaseException] = []  # every failure, oldest first
+        self.metrics_checked = False
         self.last_metrics: Mapping[str, Any] | None = None
         # Work in flight on the current actor.
         self.train_in_flight = False
@@ -475,12 +483,19 @@ class TrialMachine:
     def _on_train_result(self, event: TrainResult) -> list[Action]:
         self.train_in_flight = False
         self.consecutive_failures = 0
+        if not self.storage_down:
+            self.error = None  # it recovered: the history stays in ``errors``
         actions: list[Action] = []
         for metrics in event.results:
             self.iteration += 1
             result = {**metrics, "training_iteration": self.iteration, "trial_id": self.trial_id}
             self.last_metrics = result
             actions.append(Report(result))
+            if not self.metrics_checked:
+                self.metrics_checked = True
+                missing = [k for k in self.policy.required_metrics if k not in result]
+                if missing:
+                    return actions + self._fail_at_once(_missing_metrics(self, missing, result))
             if self.policy.should_stop(result):
                 self._want(Intent.FINISH)
         every = self.policy.checkpoint_every
@@ -515,7 +530,29 @@ class TrialMachine:
             actions += self._train_unless_saves_lag()
         return actions
 
+    def _fail_at_once(self, error: TrialError) -> list[Action]:
+        """ERROR now, without a retry: retrying cannot fix this one."""
+        self.num_failures += 1
+        self.error = error
+        self.errors.append(error)
+        actions: list[Action] = [
+            StopActor(self.generation, graceful=False),
+            Notify("on_trial_error", (error,)),
+        ]
+        self.state = TrialState.ERROR
+        self.train_in_flight = False
+        self.saves_in_flight = 0
+        self.intent = None
+        self.intent_checkpoint = None
+        self.restore_target = None
+        return actions
+
     def _on_failure(self, event: Failure) -> list[Action]:
+        if event.permanent:
+            error = event.error
+            if not isinstance(error, TrialError):
+                error = TrialError(self.trial_id, str(error), error)
+            return self._fail_at_once(error)
         load_failed = self.state is TrialState.RESTORING and not event.actor_died
         if load_failed and self.restore_target is not None:
             # The trainable could not load this checkpoint: fall back to an older one.
@@ -526,6 +563,7 @@ class TrialMachine:
         if not (load_failed and fallback is not None):
             self.failures_counted += 1  # a usable older checkpoint costs no budget
         self.error = event.error
+        self.errors.append(event.error)
         intent, wanted = self.intent, self.intent_checkpoint
         actions: list[Action] = [
             StopActor(self.generation, graceful=False),
@@ -575,6 +613,7 @@ class TrialMachine:
             "fallback_to_scratch=True to let it start over",
             event.error,
         )
+        self.errors.append(self.error)
         actions: list[Action] = [
             StopActor(self.generation, graceful=False),
             Notify("on_trial_error", (self.error,)),
@@ -588,6 +627,7 @@ class TrialMachine:
         self.saves_in_flight -= 1
         self.storage_down = True
         self.error = event.error
+        self.errors.append(event.error)
         self._want(Intent.PAUSE)
         return [Notify("on_trial_error", (event.error,))] + self._settle_if_idle()
 
@@ -644,6 +684,19 @@ class TrialMachine:
 
     def _ignore(self, event: Event) -> list[Action]:
         return []
+
+
+def _missing_metrics(
+    machine: TrialMachine, missing: list[str], result: Mapping[str, Any]
+) -> TrialError:
+    names = ", ".join(repr(k) for k in missing)
+    reported = ", ".join(repr(k) for k in result)
+    return TrialError(
+        machine.trial_id,
+        f"its stop criterion uses {names}, which its first result does not report "
+        f"(it reported {reported}); fix the metric's name, or pass strict_metrics=False "
+        "if it first appears in later results",
+    )
 
 
 _ACTOR_EVENTS: dict[type[Event], Handler] = {Failure: TrialMachine._on_failure}

@@ -43,7 +43,13 @@ from storage import StorageError
 
 from .checkpoints import Checkpoint
 from .collector import CheckpointCollector
-from .errors import CheckpointNotVisible, InvalidTransition, OrchestratorError, TrialError
+from .errors import (
+    CheckpointNotVisible,
+    InvalidTransition,
+    OrchestratorError,
+    TrainableUnavailable,
+    TrialError,
+)
 from .hooks import HookRunner
 from .hosts import Host, HostPool, resource_key
 from .journal import Journal
@@ -70,6 +76,7 @@ from .lifecycle import (
     TrainResult,
 )
 from .persist import PersisterPool
+from .results import ResultWarnings, clean_result
 from .trainable import NOT_VISIBLE, RemoteTrialActor, fetch_dir
 from .trial import Trial
 
@@ -90,6 +97,10 @@ STOP_GRACE_S = 10.0
 #: With ``trials_per_worker > 1``: how long trials about to start are gathered, so that
 #: those failing together (their process died) are placed together.
 PLACE_GATHER_S = 0.1
+#: A trial whose actor has waited this long for resources that no node of the cluster
+#: has in total gets a warning, repeated every ``UNPLACEABLE_REPEAT_S``.
+UNPLACEABLE_AFTER_S = 3.0
+UNPLACEABLE_REPEAT_S = 60.0
 
 
 class Kind(enum.Enum):
@@ -177,6 +188,12 @@ class Dispatcher:
         self._keys: dict[str, set[str]] = {}
         self._events = 0
         self._results = 0
+        self._result_warnings = ResultWarnings()
+        self._empty_checkpoints_said: set[str] = set()
+        # Trials whose actor was asked for and is not ready yet: since when, and when
+        # they were last warned about resources no node has.
+        self._waiting: dict[str, float] = {}
+        self._warned_unplaceable: dict[str, float] = {}
         self.running = False
 
     # -- lifetime ----------------------------------------------------------------------
@@ -185,6 +202,7 @@ class Dispatcher:
         self._loop = asyncio.get_running_loop()
         self.running = True
         self._task = self._loop.create_task(self._serve(), name="orchestrator-loop")
+        self._loop.call_later(UNPLACEABLE_AFTER_S, self._check_waiting)
 
     async def aclose(self) -> None:
         """Stop every live actor and the loop. Trials keep their state and history."""
@@ -387,6 +405,9 @@ class Dispatcher:
             died = _is_lost(err)
             if died and gen == trial._machine.generation and trial._host is not None:
                 self._hosts.mark_dead(trial._host)  # its other trials must not rejoin it
+            if isinstance(error.cause, TrainableUnavailable):
+                cause = TrialError(trial.id, str(error.cause), error.cause)
+                return Failure(gen, cause, permanent=True)
             return Failure(gen, error, actor_died=died)
         kind = pending.kind
         if kind is Kind.TRAIN:
@@ -394,6 +415,7 @@ class Dispatcher:
             self._results += len(results)
             return TrainResult(gen, results)
         if kind is Kind.READY:
+            self._waiting.pop(trial.id, None)
             trial.node_id, trial.host = value
             if trial._machine.policy.checkpoint_every > 0 and not self._local_storage:
                 self._persisters.for_node(trial.node_id)  # starts with the trial, not at its save
@@ -418,6 +440,15 @@ class Dispatcher:
                 # Committed after its actor was given up: nobody will ever list it.
                 self._collector.submit((ckpt,))
                 return None
+            if not value.get("files") and trial.id not in self._empty_checkpoints_said:
+                self._empty_checkpoints_said.add(trial.id)
+                log.warning(
+                    "trial %s: save_checkpoint() wrote nothing into its directory: the "
+                    "checkpoint at iteration %d is empty, and a restore from it starts "
+                    "from nothing. Write the trainable's state into checkpoint_dir",
+                    trial.id,
+                    iteration,
+                )
             return SaveDone(gen, ckpt)
         if kind is Kind.RESTORE:
             if value == NOT_VISIBLE:  # not on this node's disk: stream it from one that sees it
@@ -433,6 +464,47 @@ class Dispatcher:
         if pending.extra is not None:
             _kill(pending.extra)
         return None
+
+    # -- resources no node has -----------------------------------------------------------
+
+    def _check_waiting(self) -> None:
+        """Every few seconds: warn about trials waiting for more than any node has."""
+        if not self.running or self._loop is None:
+            return
+        now = self._loop.time()
+        due = []
+        for trial_id, since in list(self._waiting.items()):
+            trial = self._trials.get(trial_id)
+            if trial is None or trial.state.value != "STARTING" or trial._host is None:
+                del self._waiting[trial_id]
+                continue
+            last = self._warned_unplaceable.get(trial_id, -UNPLACEABLE_REPEAT_S)
+            if now - since >= UNPLACEABLE_AFTER_S and now - last >= UNPLACEABLE_REPEAT_S:
+                due.append(trial)
+        if due:
+            task = self._loop.create_task(self._warn_unplaceable(due))
+            task.add_done_callback(_log_crash)
+        self._loop.call_later(UNPLACEABLE_AFTER_S, self._check_waiting)
+
+    async def _warn_unplaceable(self, trials: list[Trial]) -> None:
+        nodes = await asyncio.to_thread(ray.nodes)
+        totals = [dict(n.get("Resources") or {}) for n in nodes if n.get("Alive")]
+        assert self._loop is not None
+        for trial in trials:
+            demand = _ray_demand(trial.resources, trial._host.capacity if trial._host else 1)
+            if any(all(node.get(k, 0.0) >= v for k, v in demand.items()) for node in totals):
+                continue  # it fits a node: it waits its turn, as it should
+            self._warned_unplaceable[trial.id] = self._loop.time()
+            largest = max(totals, key=lambda n: n.get("CPU", 0.0), default={})
+            shown = {k: v for k, v in largest.items() if not k.startswith("node:")}
+            log.warning(
+                "trial %s asks for %s, but no node of the Ray cluster has that much (the "
+                "largest: %s); it waits until a node that can hold it joins. Ignore this if "
+                "the cluster is autoscaling; otherwise ask for less",
+                trial.id,
+                _shown(demand),
+                _shown(shown),
+            )
 
     def _trial_error(self, pending: Pending, err: BaseException) -> TrialError:
         trial = pending.trial
@@ -514,10 +586,20 @@ class Dispatcher:
         generation = trial._machine.generation
         trial._actor = host.actor
         trial._host = host
+        if trial._trainable_loader is not None:  # a finished trial started again
+            try:
+                trial._load_code()
+            except OrchestratorError as err:
+                cause = TrialError(trial.id, str(err).removeprefix(f"trial {trial.id}: "), err)
+                self.request(trial, Failure(generation, cause, permanent=True))
+                return
         trial.node_id = trial.host = None
-        ref = host.actor.setup.remote(
-            trial.id, generation, trial.trainable_cls, trial.config, trial.stop_condition
-        )
+        assert self._loop is not None
+        self._waiting[trial.id] = self._loop.time()
+        from ray import cloudpickle
+
+        payload = cloudpickle.dumps((trial.trainable_cls, trial.config, trial.stop_condition))
+        ref = host.actor.setup.remote(trial.id, generation, payload)
         trial._seq = 1  # setup was call #0
         self._track(trial, Kind.READY, ref)
 
@@ -635,6 +717,7 @@ class Dispatcher:
     def _report(self, trial: Trial, action: Report) -> None:
         result = action.result  # a fresh dict the machine built for this result
         assert isinstance(result, dict)
+        clean_result(result, self._result_warnings.for_trial(trial.id))
         trial.results.append(result)
         trial.last_result = result
         if self._journal is not None:
@@ -726,6 +809,27 @@ def _actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
     if custom:
         options["resources"] = custom
     return options
+
+
+def _ray_demand(resources: Mapping[str, float], trials: int) -> dict[str, float]:
+    """What an actor for ``trials`` trials asking ``resources`` reserves, in Ray's names."""
+    options = _actor_options({k: v * trials for k, v in resources.items()})
+    demand = {"CPU": float(options["num_cpus"])}
+    if "num_gpus" in options:
+        demand["GPU"] = float(options["num_gpus"])
+    if "memory" in options:
+        demand["memory"] = float(options["memory"])
+    demand.update(options.get("resources", {}))
+    return {k: v for k, v in demand.items() if v > 0}
+
+
+def _shown(resources: Mapping[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(resources.items())) + "}"
+
+
+def _log_crash(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("checking the cluster's resources failed: %s", task.exception())
 
 
 def _kill(actor: Any) -> None:

@@ -109,6 +109,10 @@ class Orchestrator:
         (:class:`~orchestrator.errors.ExperimentNotFound`, and nothing is created).
     overwrite:
         Delete an existing experiment of that name, completely, before starting.
+    strict_metrics:
+        A metric of the stop criterion that a trial's first result does not report is an
+        error (the trial goes to ERROR naming it and the keys reported), as in Ray Tune;
+        ``False`` for metrics that first appear in later results.
     result_buffer:
         Steps an actor may run per call (default 1). Above 1 the actor runs ahead while
         no decision is pending, never past a checkpoint or the stop condition, so stop,
@@ -146,6 +150,7 @@ class Orchestrator:
         resume: bool = False,
         resume_errored: bool = False,
         overwrite: bool = False,
+        strict_metrics: bool = True,
         journal_interval: float = 1.0,
         num_cpus: float | None = None,
         log_to_driver: bool = True,
@@ -177,9 +182,13 @@ class Orchestrator:
         self.resume = bool(resume)
         self.resume_errored = bool(resume_errored)
         self.overwrite = bool(overwrite)
+        self.strict_metrics = bool(strict_metrics)
         self._journal_interval = float(journal_interval)
         self._journal: Journal | None = None
+        from .hooks import check_hooks
+
         self._hooks_list = list(hooks)
+        check_hooks(self._hooks_list)
         self._hook_slow_after = hook_slow_after
         self._ray_address = ray_address
         self._num_cpus = num_cpus
@@ -203,6 +212,7 @@ class Orchestrator:
         self._hooks: HookRunner | None = None
         self._collector: CheckpointCollector | None = None
         self._runs_in_progress = 0
+        self._loop_handler: Any = None  # the loop's exception handler before ours
 
     # -- trials ------------------------------------------------------------------------
 
@@ -261,6 +271,7 @@ class Orchestrator:
                 f"trial {trial_id}: checkpoint_every must be >= 0 (0 disables checkpoints), "
                 f"got {checkpoint_every}"
             )
+        _check_sendable(config or {}, trial_id)
         failures = self.max_failures if max_failures is None else max_failures
         _check_failures(failures, f"trial {trial_id}")
         buffer = self.result_buffer if result_buffer is None else result_buffer
@@ -359,6 +370,7 @@ class Orchestrator:
             self._release_ray()
             raise
         self._storage = store
+        self._loop_handler = storage_pkg.quiet_sdk_noise(asyncio.get_running_loop())
         if self.resume:
             try:
                 journaled = await load_journal(store)
@@ -440,32 +452,56 @@ class Orchestrator:
             if self._storage is not None:
                 await self._storage.aclose()
                 self._storage = None
+                asyncio.get_running_loop().set_exception_handler(self._loop_handler)
         finally:
             self._release_ray()
 
     # -- internals ---------------------------------------------------------------------
 
     def _adopt(self, entry: JournaledTrial) -> Trial:
-        """Rebuild a journaled trial as it should continue after a driver restart."""
+        """Rebuild a journaled trial as it should continue after a driver restart.
+
+        A trial that will not run (TERMINATED, PAUSED, or ERROR when not retried) is
+        rebuilt without its code, so its module need not be importable here; its code is
+        loaded if it is ever started again."""
         from .checkpoints import RetentionPolicy
         from .lifecycle import TrialState
 
+        state = TrialState(entry.state)
+        finished = state in (TrialState.TERMINATED, TrialState.PAUSED) or (
+            state is TrialState.ERROR and not self.resume_errored
+        )
+        if finished:
+            trainable: Any = _not_loaded(entry)
+            config = entry.plain_config
+            try:
+                stop = entry.load_stop()
+            except ConfigError:
+                stop = StopCondition(entry.id, None)
+        else:
+            trainable, config, stop = entry.load_trainable(), entry.load_config(), entry.load_stop()
         trial = self._build_trial(
             entry.id,
-            entry.trainable,
-            entry.config,
-            entry.stop,
+            trainable,
+            config,
+            stop,
             entry.resources,
             checkpoint_every=entry.checkpoint_every,
             max_failures=entry.max_failures,
             retention=RetentionPolicy(entry.keep_checkpoints, entry.checkpoint_score),  # type: ignore[arg-type]
             result_buffer=entry.result_buffer,
         )
+        trial._spec = dict(entry.spec)  # as journaled: it never changes
+        if finished:
+            trial._trainable_loader = lambda: (
+                entry.load_trainable(),
+                entry.load_config(),
+                entry.load_stop(),
+            )
         machine = trial._machine
         machine.checkpoints = list(entry.checkpoints)
         machine.num_failures = entry.num_failures
         results = entry.results
-        state = TrialState(entry.state)
         if state is TrialState.ERROR and self.resume_errored:
             state = TrialState.PENDING
         if state is TrialState.TERMINATED or state is TrialState.ERROR:
@@ -515,6 +551,7 @@ class Orchestrator:
             steps_per_call=result_buffer,
             iteration_limit=stop.iteration_limit,
             max_pending_saves=self.max_pending_saves,
+            required_metrics=stop.metrics if self.strict_metrics else (),
         )
         trial = Trial(
             trial_id,
@@ -588,6 +625,14 @@ class Orchestrator:
         self._owns_ray = False
 
 
+def _not_loaded(entry: JournaledTrial) -> type[Trainable]:
+    """Stands for a finished trial's trainable, which was not imported; the loop loads
+    the real one if the trial is ever started again (see ``Trial._trainable_loader``)."""
+    path = entry.spec.get("trainable") or ""
+    name = path.rpartition(":")[2].rpartition(".")[2] or "Trainable"
+    return type(name, (Trainable,), {"__doc__": f"{entry.trainable_name}, not loaded"})
+
+
 def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
     if storage is None:
         base = os.environ.get("TRIALFLOW_RESULTS_DIR") or DEFAULT_RESULTS_DIR
@@ -627,6 +672,39 @@ def _ensure_ray(address: str | None, num_cpus: float | None, log_to_driver: bool
         ray.shutdown()
         ray.init(**options)
     return True
+
+
+def _check_sendable(config: Mapping[str, Any], trial_id: str) -> None:
+    """The config goes to a worker process (pickled): name the key that cannot."""
+    import cloudpickle
+
+    try:
+        cloudpickle.dumps(config)
+        return
+    except Exception as err:
+        path, cause = _unpicklable(config, ()) or ((), err)
+    where = ".".join(path) or "(the whole config)"
+    raise ConfigError(
+        f"trial {trial_id}: config key {where!r} cannot be sent to a worker process "
+        f"({type(cause).__name__}: {cause}); put only picklable values in the config and "
+        "create locks, clients or open files in the trainable's setup()"
+    ) from cause
+
+
+def _unpicklable(value: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Exception] | None:
+    import cloudpickle
+
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _unpicklable(item, (*path, str(key)))
+            if found is not None:
+                return found
+        return None
+    try:
+        cloudpickle.dumps(value)
+    except Exception as err:
+        return path, err
+    return None
 
 
 def _check_failures(value: Any, where: str) -> None:

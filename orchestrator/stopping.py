@@ -58,6 +58,11 @@ class StopCondition:
                 return int(value) if value == int(value) else int(value) + 1
         return None
 
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The result keys the thresholds read (``training_iteration`` is always there)."""
+        return tuple(k for k, _ in self.thresholds if k != "training_iteration")
+
     def __call__(self, result: Mapping[str, Any]) -> bool:
         for key, threshold in self.thresholds:
             value = result.get(key)

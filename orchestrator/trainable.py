@@ -101,6 +101,7 @@ class _HostedTrial:
         self.stop = stop
         self.trainable: Trainable | None = None
         self.next_seq = 0
+        self.time_total = 0.0  # seconds in step(), restored with checkpoints
         self.awaiter = _Awaiter()
         self.scratch = os.path.join(
             tempfile.gettempdir(),
@@ -169,16 +170,15 @@ class TrialActor:
 
     # -- trainable calls (one thread, in submission order) -----------------------------
 
-    def setup(
-        self,
-        trial_id: str,
-        generation: int,
-        trainable_cls: type[Trainable],
-        config: dict[str, Any],
-        stop: Any = None,
-    ) -> tuple[str, str]:
+    def setup(self, trial_id: str, generation: int, payload: bytes) -> tuple[str, str]:
         """Start hosting ``trial_id`` (call #0 of this generation); returns the node's id
-        and host name."""
+        and host name.
+
+        ``payload`` is the pickled ``(trainable class, config, stop condition)``, loaded
+        here rather than by Ray so that a trainable this worker cannot import is reported
+        as what it is (:class:`TrainableUnavailable`, not retried) instead of a generic
+        task failure that the driver would retry again and again."""
+        trainable_cls, config, stop = _load_payload(payload)
         previous = self._trials.pop(trial_id, None)
         if previous is not None:  # an earlier generation this actor hosted: replaced
             previous.release()
@@ -193,6 +193,7 @@ class TrialActor:
         hosted.awaiter.call(trainable.setup, config)
         hosted.trainable = trainable
         self._trials[trial_id] = hosted
+        _announce_log_name(self._trials)
         return str(ray.get_runtime_context().get_node_id()), socket.gethostname()
 
     def train(self, trial_id: str, seq: int) -> dict[str, Any]:
@@ -289,6 +290,8 @@ class TrialActor:
         finally:
             shutil.rmtree(source, ignore_errors=True)
         trainable.iteration = int(checkpoint["iteration"])
+        total = (checkpoint.get("metrics") or {}).get("time_total_s")
+        hosted.time_total = float(total) if isinstance(total, (int, float)) else 0.0
         return None
 
     def stop(self, trial_id: str, seq: int) -> None:
@@ -320,12 +323,59 @@ def _step(hosted: _HostedTrial) -> dict[str, Any]:
             f"trial {hosted.trial_id}: {type(trainable).__name__}.step() must return a "
             f"dict of metrics, got {type(result).__name__}"
         )
+    took = time.perf_counter() - start
     trainable.iteration += 1
-    result.setdefault("time_this_iter_s", time.perf_counter() - start)
+    hosted.time_total += took
+    result.setdefault("time_this_iter_s", took)
+    result.setdefault("time_total_s", hosted.time_total)
     return result
 
 
 RemoteTrialActor: Any = ray.remote(TrialActor)
+
+
+def _load_payload(payload: bytes) -> tuple[Any, dict[str, Any], Any]:
+    import sys
+
+    from ray import cloudpickle
+
+    from .errors import TrainableUnavailable
+
+    try:
+        trainable_cls, config, stop = cloudpickle.loads(payload)
+    except Exception as err:
+        module = getattr(err, "name", None)
+        what = f"module {module!r}" if isinstance(err, ImportError) and module else "its code"
+        raise TrainableUnavailable(
+            f"its trainable cannot be loaded by the worker process on host "
+            f"{socket.gethostname()}: {what} is missing there ({type(err).__name__}: {err}). "
+            f"The worker's sys.path is {sys.path}; install the module on every node, or "
+            "ship it with Orchestrator(runtime_env={'working_dir': '.'}) (or "
+            "{'py_modules': [...]})"
+        ) from err
+    return trainable_cls, config, stop
+
+
+def _announce_log_name(trials: Mapping[str, Any]) -> None:
+    """Name this worker's output after the trials it hosts: Ray's log monitor prefixes
+    the lines that follow ``:actor_name:<name>`` with that name (its own protocol, also
+    how an actor's ``__repr__`` reaches the prefix), so users see ``(trial X pid=...)``
+    instead of ``(TrialActor pid=...)``."""
+    import sys
+
+    try:
+        from ray._private.ray_constants import LOG_PREFIX_ACTOR_NAME
+    except ImportError:  # a Ray without it: keep Ray's own prefix
+        return
+    ids = list(trials)
+    if not ids:
+        return
+    name = f"trial {ids[0]}" if len(ids) == 1 else f"trials {', '.join(ids[:3])}"
+    if len(ids) > 3:
+        name += f" +{len(ids) - 3}"
+    for stream in (sys.stdout, sys.stderr):
+        print(LOG_PREFIX_ACTOR_NAME + name, file=stream, flush=True)
+
 
 #: What :meth:`TrialActor.restore` returns when it does not see the checkpoint.
 NOT_VISIBLE = "not-visible"

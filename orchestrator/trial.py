@@ -63,6 +63,9 @@ class Trial:
         self._host: Any = None  # the loop's Host record for ``_actor``
         self._runs_started = 0
         self._spec: dict[str, Any] = {}  # what the journal records of the trial's set-up
+        # A finished trial resumed from a journal runs nothing, so its code was not
+        # imported; this loads it if the trial is ever started again.
+        self._trainable_loader: Callable[[], Any] | None = None
 
     # -- state ---------------------------------------------------------------------
 
@@ -81,8 +84,15 @@ class Trial:
 
     @property
     def error(self) -> BaseException | None:
-        """The cause of the last failure (kept in ERROR; cleared when revived)."""
+        """What is wrong with the trial now: the failure that put it in ERROR (or PAUSED
+        it, storage being down), or the one it is recovering from; ``None`` once it
+        reports results again. Every failure stays in :attr:`errors`."""
         return self._machine.error
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Every failure of the trial, oldest first (recovered ones included)."""
+        return list(self._machine.errors)
 
     @property
     def num_failures(self) -> int:
@@ -159,6 +169,16 @@ class Trial:
         return self
 
     # -- plumbing (used by the loop) ---------------------------------------------------
+
+    def _load_code(self) -> None:
+        """Import the trainable (and unpickle config and stop criterion) of a finished
+        trial resumed without them, now that it is to run again."""
+        assert self._trainable_loader is not None
+        self.trainable_cls, config, self.stop_condition = self._trainable_loader()
+        self.config = dict(config)
+        self._trainable_loader = None
+        self._machine.policy.should_stop = self.stop_condition
+        self._machine.policy.iteration_limit = self.stop_condition.iteration_limit
 
     def _training(self) -> bool:
         return self.state is TrialState.RUNNING and not self._machine.pausing

@@ -17,6 +17,8 @@ from .errors import (
     BucketNotFound,
     IntegrityError,
     InvalidKey,
+    MissingDriver,
+    NoCredentials,
     NotFound,
     PermissionDenied,
     StorageError,
@@ -25,6 +27,7 @@ from .errors import (
 )
 from .local import LocalStorage
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
+from .noise import quiet_sdk_noise
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ __all__ = [
     "LocalStorage",
     "Manifest",
     "ManifestEntry",
+    "MissingDriver",
+    "NoCredentials",
     "NotFound",
     "PermissionDenied",
     "RetryPolicy",
@@ -49,6 +54,7 @@ __all__ = [
     "TransientError",
     "UnsupportedURI",
     "open_storage",
+    "quiet_sdk_noise",
     "storage_uri",
 ]
 
@@ -84,13 +90,20 @@ def open_storage(uri: str | os.PathLike[str], **options: Any) -> Storage:
         bucket, prefix = parts.netloc, parts.path.strip("/")
         if not bucket or parts.query or parts.fragment:
             raise UnsupportedURI(f"expected {scheme}://bucket[/prefix], got {text!r}")
-        if scheme == "s3":
-            from .s3 import S3Storage
+        try:
+            if scheme == "s3":
+                from .s3 import S3Storage
 
-            return S3Storage(bucket, prefix, **options)
-        from .gcs import GCSStorage
+                return S3Storage(bucket, prefix, **options)
+            from .gcs import GCSStorage
 
-        return GCSStorage(bucket, prefix, **options)
+            return GCSStorage(bucket, prefix, **options)
+        except ImportError as err:
+            raise MissingDriver(
+                f"{scheme}:// storage needs packages that are not installed ({err}): "
+                f"pip install 'trialflow[{scheme if scheme == 's3' else 'gcs'}]'",
+                uri=text,
+            ) from err
     raise UnsupportedURI(
         f"unknown storage scheme {scheme!r} in {text!r}; use a path, file://, s3:// or gs://"
     )

@@ -112,3 +112,12 @@ class TransientError(StorageError):
     Drivers raise it from single attempts; :mod:`storage.retry` retries it and, once the
     attempts are spent, lets the last one propagate.
     """
+
+
+class NoCredentials(PermissionDenied):
+    """No credentials for the cloud storage could be found at all: waiting will not
+    change that, so it is said at once, with how to provide them."""
+
+
+class MissingDriver(UnsupportedURI):
+    """The packages of the driver a URI needs are not installed (an optional extra)."""

@@ -27,6 +27,7 @@ from ._files import CHUNK, Digest, Sink
 from .base import Storage
 from .errors import (
     BucketNotFound,
+    NoCredentials,
     NotFound,
     PermissionDenied,
     StorageError,
@@ -42,6 +43,30 @@ T = TypeVar("T")
 
 _QUANTUM = 256 * 1024  # resumable chunks must be multiples of this
 _SDK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
+
+
+def _credentials_found(service_file: str | None) -> bool:
+    """Whether the Google credential chain can produce anything: a key file (given, in
+    GOOGLE_APPLICATION_CREDENTIALS, or gcloud's application default), or a metadata
+    server. Without this check a machine with none spends its retry budget (half a
+    minute) on the metadata server's host name before saying "transient error"."""
+    import os
+    import socket
+
+    from gcloud.aio.auth.token import get_service_data
+
+    try:
+        if get_service_data(service_file):
+            return True
+    except Exception:  # an explicit file that cannot be read: let the SDK say so
+        return True
+    if os.environ.get("GCE_METADATA_HOST") or os.environ.get("GCE_METADATA_ROOT"):
+        return True
+    try:
+        socket.getaddrinfo("metadata.google.internal", 80)
+    except OSError:
+        return False
+    return True
 
 
 class GCSStorage(Storage):
@@ -131,6 +156,14 @@ class GCSStorage(Storage):
     async def _open(self) -> None:
         self._dev, self._root = init_api_root(self._api_root_option)
         self._root = self._root.rstrip("/")
+        if not self._dev and not await asyncio.to_thread(_credentials_found, self._service_file):
+            raise NoCredentials(
+                "no Google credentials found: set GOOGLE_APPLICATION_CREDENTIALS to a service "
+                "account key file, run `gcloud auth application-default login`, pass "
+                "storage_options={'service_file': ...}, or run on Google Cloud (its metadata "
+                "server provides them)",
+                uri=self.uri,
+            )
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=120),
             connector=aiohttp.TCPConnector(

@@ -38,6 +38,7 @@ from ._files import CHUNK, Digest, Sink
 from .base import Storage
 from .errors import (
     BucketNotFound,
+    NoCredentials,
     NotFound,
     PermissionDenied,
     StorageError,
@@ -172,6 +173,12 @@ class S3Storage(Storage):
             # every part once more on the event loop (HTTPS leaves payloads unsigned anyway).
             s3={"payload_signing_enabled": False},
         )
+        if await _session().get_credentials() is None:
+            raise NoCredentials(
+                "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or AWS_PROFILE with ~/.aws/credentials, or run with an instance role",
+                uri=self.uri,
+            )
         stack = AsyncExitStack()
         try:
             self._client = await stack.enter_async_context(

@@ -7,8 +7,10 @@ in-process: they must be reported before Ray starts.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -194,6 +196,75 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
     assert "resuming" in proc.stdout and "2 TERMINATED" in proc.stdout
     assert "started" not in proc.stdout
     assert "2/2 trials TERMINATED" in proc.stdout
+    # Finished trials need no code: it resumes where tinytrain cannot be imported...
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    resume = ("resume", "--storage", str(tmp_path / "results"), "--name", "tiny")
+    proc = _run_cli(*resume, cwd=elsewhere, timeout=120)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    # ...but a trial that is to run again does, and says where it looked.
+    journal = tmp_path / "results" / "tiny" / "experiment_state.json"
+    doc = json.loads(journal.read_text())
+    doc["trials"][0]["state"] = "RUNNING"
+    journal.write_text(json.dumps(doc))
+    proc = _run_cli(*resume, cwd=elsewhere, timeout=120)
+    assert proc.returncode == 2, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "module 'tinytrain'" in proc.stderr and "PYTHONPATH" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+LONG_TRAINABLE = """
+import time
+
+from orchestrator import Trainable
+
+
+class Slow(Trainable):
+    def step(self):
+        time.sleep(0.2)
+        return {"x": 1}
+"""
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path) -> None:
+    (tmp_path / "slowtrain.py").write_text(textwrap.dedent(LONG_TRAINABLE))
+    store = tmp_path / "results"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            "slowtrain:Slow",
+            "--cpu",
+            "0.25",
+            "--stop",
+            "training_iteration=100000",
+            "--storage",
+            str(store),
+            "--name",
+            "slow",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "started" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert f"continue it with: python -m orchestrator resume --storage {store} --name slow" in err
 
 
 def test_resume_without_a_journal_is_a_usage_error(
