@@ -50,10 +50,11 @@ from ._core_common import RunSpec, median, parse_child_output, settle, steal_sec
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "core.json"
 
-SYSTEMS = ("tune", "ours", "ours-buf", "ours-pack", "raw")
+SYSTEMS = ("tune", "ours", "ours-buf", "ours-pack", "raw", "baseline")
 LABELS = {
     "tune": "Ray Tune",
     "ours": "ours",
+    "baseline": "ours, --baseline",
     "ours-buf": "ours (buffer={buffer})",
     "ours-pack": "ours (pack={pack})",
     "raw": "raw asyncio loop",
@@ -100,6 +101,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="another checkout of this project (e.g. `git worktree add /tmp/before HEAD~5`): "
+        "adds the system 'baseline', ours as that tree has it, to compare before and after "
+        "in one run",
+    )
+    parser.add_argument(
         "--report",
         type=Path,
         default=None,
@@ -110,6 +120,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = "100,60" if args.quick else "1000,200"
+    if args.baseline is not None and "baseline" not in args.systems:
+        args.systems += ",baseline"
+    elif args.baseline is None:
+        args.systems = ",".join(s for s in args.systems.split(",") if s.strip() != "baseline")
     args.steps = [int(s) for s in str(args.steps).split(",") if s.strip()]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = set(args.systems) - set(SYSTEMS)
@@ -122,7 +136,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
     return RunSpec(
-        system="ours" if system.startswith("ours") else system,
+        system="ours" if system.startswith("ours") or system == "baseline" else system,
         trials=args.trials,
         steps=steps,
         checkpoint_every=args.checkpoint_every,
@@ -133,7 +147,7 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
     )
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
     # Every child starts its own private cluster: the orchestrator by itself (it passes
     # address="local"), Tune and the raw loop by ray.init(address="local"). A
@@ -141,11 +155,13 @@ def _child_env() -> dict[str, str]:
     env.pop("RAY_ADDRESS", None)
     env.setdefault("RAY_AUTH_MODE", "disabled")
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     return env
 
 
-def run_one(spec: RunSpec, timeout: float, cooldown: float = 0.0) -> dict[str, Any]:
+def run_one(
+    spec: RunSpec, timeout: float, cooldown: float = 0.0, root: Path = ROOT
+) -> dict[str, Any]:
     """Run ``spec`` in a fresh interpreter (and so a fresh Ray) on a quiet machine;
     return its figures."""
     busy = settle(cooldown=cooldown)
@@ -156,8 +172,8 @@ def run_one(spec: RunSpec, timeout: float, cooldown: float = 0.0) -> dict[str, A
     try:
         proc = subprocess.run(
             command,
-            cwd=ROOT,
-            env=_child_env(),
+            cwd=root,
+            env=_child_env(root),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -235,11 +251,16 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
             rows[key][system] = row
         tune, raw = rows[key].get("tune"), rows[key].get("raw")
         ratios[key] = {}
+        base = rows[key].get("baseline")
         for system in ("ours", "ours-buf", "ours-pack"):
             ours = rows[key].get(system)
             if ours is None:
                 continue
             entry: dict[str, Any] = {}
+            if base is not None and system == "ours":
+                entry["e2e_vs_baseline"] = _ratio(ours["e2e_rate"], base["e2e_rate"])
+                entry["steady_vs_baseline"] = _ratio(ours["steady_rate"], base["steady_rate"])
+                entry["active_vs_baseline"] = _ratio(ours["active_rate"], base["active_rate"])
             if tune is not None:
                 entry["e2e_vs_tune"] = _ratio(ours["e2e_rate"], tune["e2e_rate"])
                 entry["e2e_vs_tune_target"] = E2E_TARGETS.get(steps)
@@ -321,6 +342,13 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                     f"{key:<9} {label:<20} steady / Tune       "
                     f"{_fmt(entry['steady_vs_tune'], '6.2f')}{_unit(entry['steady_vs_tune'], 'x')}"
                 )
+            if "e2e_vs_baseline" in entry:
+                for what in ("e2e", "steady", "active"):
+                    value = entry[f"{what}_vs_baseline"]
+                    print(
+                        f"{key:<9} {label:<20} {what} / baseline".ljust(51)
+                        + f"{_fmt(value, '6.2f')}{_unit(value, 'x')}"
+                    )
             if "steady_vs_raw" in entry:
                 value = entry["steady_vs_raw"]
                 pct = None if value is None else value * 100
@@ -356,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 rest = max(args.cooldown, args.rest_ratio * previous_s)
                 started = time.monotonic()
-                figures = run_one(spec, args.timeout, rest)
+                root = args.baseline if system == "baseline" else ROOT
+                figures = run_one(spec, args.timeout, rest, root)
                 previous_s = time.monotonic() - started - rest
                 figures["rest_s"] = rest
                 figures["system_label"] = system

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import shutil
 import threading
 import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
+
+from .backoff import Backoff
 
 log = logging.getLogger("orchestrator.actor")
 
@@ -164,12 +165,15 @@ class ActorIO:
 
         storage = self._open()
         deadline = time.monotonic() + retry_for
-        delay = 0.2
+        backoff = Backoff(0.2, 5.0, jitter="half")
+        attempt = 0
         while True:
             try:
                 manifest = await storage.put_checkpoint(local_dir, key)
                 return dict(manifest.to_dict())
             except StorageError as err:
+                attempt += 1
+                delay = backoff.delay(attempt)
                 if is_permanent(err) or time.monotonic() + delay > deadline:
                     raise
                 log.warning(
@@ -179,8 +183,7 @@ class ActorIO:
                     delay,
                     err,
                 )
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 5.0)
+                await asyncio.sleep(delay)
 
     async def _fetch(self, key: str, local_dir: str) -> None:
         await self._open().get_checkpoint(key, local_dir)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .backoff import Backoff
 from .checkpoints import Checkpoint
 
 log = logging.getLogger("orchestrator.gc")
@@ -73,7 +73,7 @@ class CheckpointCollector:
         await self._storage.delete_checkpoint(ckpt.key)
 
     async def _delete(self, ckpt: Checkpoint) -> None:
-        delay = self._retry_delay
+        backoff = Backoff(self._retry_delay, 30.0, jitter="half")
         attempt = 0
         while True:
             if self._is_pinned(ckpt.key):  # a restore uses it: wait, without counting
@@ -103,5 +103,4 @@ class CheckpointCollector:
                         ckpt.trial_id,
                     )
                     return
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 30.0)
+            await asyncio.sleep(backoff.delay(attempt))

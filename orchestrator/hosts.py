@@ -1,4 +1,4 @@
-"""Which trial actor hosts which trials.
+"""Which actor hosts which trials: placement as plans.
 
 By default every trial gets an actor (a worker process) of its own. Starting a Ray
 worker costs about a CPU-second here, which for short or light trials is most of their
@@ -7,16 +7,23 @@ share one actor: one process start instead of N, the actor reserving the sum of 
 trials' resources. A trial's exception still fails only that trial; the death of the
 process fails all of its trials, and each recovers on its own.
 
+The pool only decides (the httpcore way): :meth:`HostPool.place` returns a
+:class:`Placement` naming, for each trial, the host it goes to, and which of those hosts
+are new (their actors are for the caller to create, then :meth:`HostPool.created`);
+:meth:`HostPool.leave` says whether an emptied host must be retired or stays *idle*.
+An idle host (``keep_idle``: actor reuse) is given to the next trial that asks for the
+same resources, which then skips the process start; the caller retires idle hosts
+nobody took (:meth:`HostPool.take_idle`).
+
 Sizing: trials that start together are spread evenly over as few actors as the limit
 allows, each actor sized for the trials it got. A trial that leaves (stops, pauses or
 fails) frees its slot, which a later trial with the same resources may take, e.g. the
 same trial restarting after an exception: it then skips the process start as well.
-An actor with no trials left is retired and never gets a new one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +32,12 @@ ResourceKey = Hashable
 
 @dataclass(eq=False)
 class Host:
-    """One trial actor and the trials it hosts."""
+    """One trial actor and the trials it hosts (``actor`` is None until created)."""
 
-    actor: Any
     key: ResourceKey
+    resources: Mapping[str, float]  # per trial
     capacity: int
+    actor: Any = None
     members: set[str] = field(default_factory=set)
     alive: bool = True
 
@@ -37,56 +45,75 @@ class Host:
     def free(self) -> int:
         return self.capacity - len(self.members) if self.alive else 0
 
+    @property
+    def idle(self) -> bool:
+        return self.alive and not self.members
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A plan: ``hosts[i]`` takes the i-th trial; ``new`` lists the hosts whose actors
+    the caller must create (each sized ``capacity`` x ``resources``)."""
+
+    hosts: list[Host]
+    new: list[Host]
+
 
 def resource_key(resources: Mapping[str, float]) -> ResourceKey:
     return tuple(sorted((name.lower(), float(amount)) for name, amount in resources.items()))
 
 
 class HostPool:
-    """Places trials on actors; ``create(resources, n)`` makes an actor for n trials."""
+    """Decides where trials go; never creates or kills an actor itself."""
 
-    def __init__(
-        self, trials_per_worker: int, create: Callable[[Mapping[str, float], int], Any]
-    ) -> None:
+    def __init__(self, trials_per_worker: int, *, keep_idle: bool = False) -> None:
         if trials_per_worker < 1:
             raise ValueError(f"trials_per_worker must be >= 1, got {trials_per_worker}")
         self.trials_per_worker = trials_per_worker
-        self._create = create
+        self.keep_idle = keep_idle
         self._open: dict[ResourceKey, list[Host]] = {}  # hosts that may take more trials
 
-    def place(self, trial_ids: list[str], resources: Mapping[str, float]) -> list[Host]:
+    def place(self, trial_ids: list[str], resources: Mapping[str, float]) -> Placement:
         """Hosts for ``trial_ids`` (all asking for ``resources``), one per trial, in order.
 
-        Free slots of existing actors are used first; the rest are spread evenly over
-        new actors. ``create`` errors propagate (no trial is then placed).
-        """
+        Free slots of existing actors (idle ones included) are used first; the rest are
+        spread evenly over new hosts."""
         key = resource_key(resources)
         placed: list[Host] = []
         for host in self._open.get(key, []):
             while host.free and len(placed) < len(trial_ids):
                 placed.append(host)
                 host.members.add(trial_ids[len(placed) - 1])
+        new: list[Host] = []
         remaining = len(trial_ids) - len(placed)
         if remaining:
             per = self.trials_per_worker
             count = -(-remaining // per)
             sizes = [remaining // count + (1 if i < remaining % count else 0) for i in range(count)]
-            new_hosts = [Host(self._create(resources, size), key, size) for size in sizes]
-            for host, size in zip(new_hosts, sizes, strict=True):
-                for _ in range(size):
+            new = [Host(key, dict(resources), size) for size in sizes]
+            for host in new:
+                for _ in range(host.capacity):
                     placed.append(host)
                     host.members.add(trial_ids[len(placed) - 1])
-            if per > 1:
-                self._open.setdefault(key, []).extend(new_hosts)
+            if per > 1 or self.keep_idle:
+                self._open.setdefault(key, []).extend(new)
         self._forget_full()
-        return placed
+        return Placement(placed, new)
+
+    def created(self, host: Host, actor: Any) -> None:
+        host.actor = actor
+
+    def failed(self, host: Host) -> None:
+        """Its actor could not even be created: it takes no trial."""
+        self.mark_dead(host)
 
     def leave(self, host: Host, trial_id: str) -> bool:
-        """``trial_id`` no longer uses ``host``; True when that was its last trial (the
-        caller then retires the actor: it never gets another trial)."""
+        """``trial_id`` no longer uses ``host``; True when the host must be retired (that
+        was its last trial and idle hosts are not kept). An idle host that is kept waits
+        for the next trial with the same resources (see :meth:`take_idle`)."""
         host.members.discard(trial_id)
-        if host.members:
-            if host.alive and host.capacity > 1:
+        if host.members or (self.keep_idle and host.alive):
+            if host.alive and (host.capacity > 1 or self.keep_idle):
                 hosts = self._open.setdefault(host.key, [])
                 if host not in hosts:
                     hosts.append(host)
@@ -94,6 +121,17 @@ class HostPool:
         host.alive = False
         self._drop(host)
         return True
+
+    def take_idle(self) -> list[Host]:
+        """Every idle host, now retired (no trial took it): the caller kills their actors."""
+        idle = [h for hosts in self._open.values() for h in hosts if h.idle]
+        for host in idle:
+            host.alive = False
+            self._drop(host)
+        return idle
+
+    def idle_hosts(self) -> list[Host]:
+        return [h for hosts in self._open.values() for h in hosts if h.idle]
 
     def mark_dead(self, host: Host) -> None:
         """The actor died: no trial joins it any more (its trials fail on their own)."""

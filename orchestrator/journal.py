@@ -48,13 +48,15 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
 from .checkpoints import Checkpoint
 from .errors import JournalError
-from .trial import Trial
+
+if TYPE_CHECKING:
+    from .runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.journal")
 
@@ -145,7 +147,7 @@ class Journal:
         self._storage = storage
         self._name = name
         self._interval = interval
-        self._trials: dict[str, Trial] = {}
+        self._trials: dict[str, TrialRuntime] = {}
         self._specs: dict[str, str] = {}  # each trial's spec: the start of its head
         self._results: dict[str, list[str]] = {}
         # Per trial, how many of its results the listed segments hold as they are now,
@@ -168,19 +170,19 @@ class Journal:
 
     # -- recording (sync, cheap: called from the loop) ----------------------------------
 
-    def track(self, trial: Trial, spec: Mapping[str, Any]) -> None:
+    def track(self, trial: TrialRuntime) -> None:
         self._trials[trial.id] = trial
-        fields = dumps(dict(spec))[1:-1]  # never changes: serialised once
+        fields = dumps(trial.spec.to_json())[1:-1]  # never changes: serialised once
         self._specs[trial.id] = "{" + fields + ("," if fields else "")
         self._results[trial.id] = [dumps(r) for r in trial.results]
         self._stored[trial.id] = 0
         self.touch()
 
-    def record_result(self, trial: Trial, result: Mapping[str, Any]) -> None:
+    def record_result(self, trial: TrialRuntime, result: Mapping[str, Any]) -> None:
         self._results[trial.id].append(dumps(result))
         self._dirty.set()
 
-    def truncate(self, trial: Trial, length: int) -> None:
+    def truncate(self, trial: TrialRuntime, length: int) -> None:
         del self._results[trial.id][length:]
         self._stored[trial.id] = min(self._stored[trial.id], length)
         self._cut[trial.id] = min(self._cut.get(trial.id, length), length)
@@ -327,21 +329,23 @@ class Journal:
         rows: list[tuple[str, int, list[str]]] = []
         for trial_id, trial in self._trials.items():
             results = self._results[trial_id]
-            heads.append(
-                self._specs[trial_id]
-                + dumps(
-                    {
-                        "id": trial_id,
-                        "state": trial.state.value,
-                        "iteration": trial.iteration,
-                        "num_failures": trial.num_failures,
-                        "error": str(trial.error) if trial.error is not None else None,
-                        "checkpoints": [c.to_dict() for c in trial.checkpoints],
-                        "last_result": trial.last_result,
-                        "results_count": len(results),
-                    }
-                )[1:]
-            )
+            machine = trial.machine
+            changing: dict[str, Any] = {
+                "id": trial_id,
+                "state": machine.state.value,
+                "iteration": machine.iteration,
+                "num_failures": machine.num_failures,
+                "error": str(machine.error) if machine.error is not None else None,
+                "checkpoints": [c.to_dict() for c in machine.checkpoints],
+                "last_result": trial.last_result,
+                "results_count": len(results),
+            }
+            if trial.events:
+                changing["events"] = trial.events
+            if trial.config_pickle is not None:  # an exploit gave it a new config
+                changing["config_now"] = trial.config
+                changing["config_now_pickle"] = trial.config_pickle
+            heads.append(self._specs[trial_id] + dumps(changing)[1:])
             start = 0 if compact else self._stored[trial_id]
             if start < len(results):
                 rows.append((trial_id, start, results[start:]))
@@ -377,124 +381,41 @@ def _head(header: dict[str, Any], segments: list[str], heads: list[str]) -> byte
     ).encode()
 
 
-#: The fields of a trial's head that never change after it is added.
-SPEC_FIELDS = (
-    "trainable",
-    "trainable_pickle",
-    "config",
-    "config_pickle",
-    "stop_pickle",
-    "checkpoint_every",
-    "resources",
-    "max_failures",
-    "keep_checkpoints",
-    "checkpoint_score",
-    "result_buffer",
-)
-
-
 @dataclass(frozen=True)
 class JournaledTrial:
-    """One trial as the journal recorded it, ready to be rebuilt.
-
-    Its code (trainable, pickled config and stop criterion) is loaded only when asked
-    for: a finished trial needs none of it, so resuming an experiment whose trials all
-    finished works where their module cannot be imported."""
+    """One trial as the journal recorded it, plain data: its spec's journal fields
+    (``TrialSpec.from_json`` rebuilds it, loading its code only if asked) and what had
+    happened to it."""
 
     id: str
-    spec: dict[str, Any]  # SPEC_FIELDS as journaled
+    spec: dict[str, Any]
     state: str
+    iteration: int
     num_failures: int
     error: str | None
     checkpoints: list[Checkpoint]
     results: list[dict[str, Any]]
-
-    @property
-    def trainable_name(self) -> str:
-        path = self.spec.get("trainable")
-        return str(path) if path else "(a trainable pickled with the journal)"
-
-    @property
-    def plain_config(self) -> dict[str, Any]:
-        """The config as JSON recorded it (no code imported; odd values as repr)."""
-        return dict(self.spec.get("config") or {})
-
-    @property
-    def checkpoint_every(self) -> int:
-        return int(self.spec["checkpoint_every"])
-
-    @property
-    def resources(self) -> dict[str, float]:
-        return dict(self.spec["resources"])
-
-    @property
-    def max_failures(self) -> int:
-        return int(self.spec["max_failures"])
-
-    @property
-    def keep_checkpoints(self) -> int | None:
-        return self.spec.get("keep_checkpoints")
-
-    @property
-    def checkpoint_score(self) -> tuple[str, str] | None:
-        score = self.spec.get("checkpoint_score")
-        return (score[0], score[1]) if score else None
-
-    @property
-    def result_buffer(self) -> int:
-        return int(self.spec.get("result_buffer", 1))
-
-    def load_trainable(self) -> type:
-        path = self.spec.get("trainable")
-        if path:
-            return self._load(lambda: import_class(path))  # type: ignore[no-any-return]
-        return self._load(lambda: unpickle_b64(self.spec["trainable_pickle"]))  # type: ignore[no-any-return]
-
-    def load_config(self) -> dict[str, Any]:
-        return dict(self._load(lambda: unpickle_b64(self.spec["config_pickle"])))
-
-    def load_stop(self) -> Any:
-        return self._load(lambda: unpickle_b64(self.spec["stop_pickle"]))
-
-    def _load(self, load: Callable[[], Any]) -> Any:
-        try:
-            return load()
-        except Exception as err:
-            from .errors import ConfigError
-
-            module = getattr(err, "name", None) if isinstance(err, ImportError) else None
-            where = f"module {module!r}" if module else f"{self.trainable_name}"
-            raise ConfigError(
-                f"trial {self.id}: cannot load its code to resume it: {where} cannot be "
-                f"imported here ({type(err).__name__}: {err}); run from the directory that "
-                "holds it, or add that directory to PYTHONPATH"
-            ) from err
+    events: list[dict[str, Any]]
+    config_pickle: str | None  # its config since an exploit (None: the spec's)
 
 
-def spec_of(
-    trial: Trial,
-    *,
-    checkpoint_every: int,
-    max_failures: int,
-    keep_checkpoints: int | None,
-    checkpoint_score: tuple[str, str] | None,
-    result_buffer: int,
-) -> dict[str, Any]:
-    """The parts of a trial that never change, as journal fields."""
-    path = class_path(trial.trainable_cls)
-    return {
-        "trainable": path,
-        "trainable_pickle": None if path else pickle_b64(trial.trainable_cls),
-        "config": trial.config,
-        "config_pickle": pickle_b64(trial.config),
-        "stop_pickle": pickle_b64(trial.stop_condition),
-        "checkpoint_every": checkpoint_every,
-        "resources": trial.resources,
-        "max_failures": max_failures,
-        "keep_checkpoints": keep_checkpoints,
-        "checkpoint_score": list(checkpoint_score) if checkpoint_score else None,
-        "result_buffer": result_buffer,
+#: A head entry's fields that change as the trial runs; the rest is its spec.
+_CHANGING = frozenset(
+    {
+        "id",
+        "state",
+        "iteration",
+        "num_failures",
+        "error",
+        "checkpoints",
+        "last_result",
+        "results_count",
+        "results",
+        "events",
+        "config_now",
+        "config_now_pickle",
     }
+)
 
 
 async def load(storage: Any) -> list[JournaledTrial] | None:
@@ -520,15 +441,19 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
                 log.info(
                     "trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri
                 )
+        spec = {k: v for k, v in entry.items() if k not in _CHANGING}
         trials.append(
             JournaledTrial(
                 id=trial_id,
-                spec={k: entry.get(k) for k in SPEC_FIELDS},
+                spec=spec,
                 state=entry["state"],
+                iteration=int(entry.get("iteration", 0)),
                 num_failures=int(entry.get("num_failures", 0)),
                 error=entry.get("error"),
                 checkpoints=checkpoints,
                 results=results.get(trial_id, []),
+                events=list(entry.get("events") or []),
+                config_pickle=entry.get("config_now_pickle"),
             )
         )
     return trials

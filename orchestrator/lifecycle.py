@@ -1,9 +1,11 @@
 """The trial lifecycle: a sans-IO state machine.
 
 Everything that decides what happens to a trial lives in this file: its states, the
-events that move it, the actions each move asks for, and the one table of legal
-transitions. It imports neither Ray nor asyncio, so it is tested exhaustively on its
-own; the loop (``loop.py``) feeds it events and executes the actions it returns.
+one table of legal transitions, and the handlers that turn each event into the actions
+the loop must carry out (the events and actions themselves are small dataclasses in
+:mod:`orchestrator.events`). It imports neither Ray nor asyncio, so it is tested
+exhaustively on its own; the loop (``loop.py``) feeds it events and executes the
+actions it returns.
 
 Theory of operation
 -------------------
@@ -14,13 +16,17 @@ a failure, or killed on pause) is stale and silently dropped, which is what make
 results from dead actors harmless.
 
 While RUNNING, exactly one train step is in flight unless an *intent* is pending: the
-trial reached its stop condition (FINISH), or the user asked to STOP, PAUSE or
-RESTORE. An intent stops further training; once nothing is in flight (the last step
-returned and every pipelined save is persisted) the machine *settles* it. A save does
-not block training: it is asked for together with the next train step. But a trial
-trains ahead of at most ``max_pending_saves`` unpersisted checkpoints: past that, the
-next step waits for a save to be persisted, so scratch space and upload queues stay
-bounded when storage is slower than training.
+trial's judge decided it must end or pause (FINISH, PAUSE, or a RESTORE for an exploit),
+or the user asked to STOP, PAUSE or RESTORE. An intent stops further training; once
+nothing is in flight (the last step returned and every pipelined save is persisted)
+the machine *settles* it. The judge (:mod:`orchestrator.judge`: the stop criterion, a
+scheduler) sees every result before the next step is asked for, and caps how many steps
+a buffered call may run, so decisions are exact; it may also *hold* the trial (keep its
+actor, train no further) until a ``Decided`` event brings the decision. A save does not
+block training: it is asked for together with the next train step. But a trial trains
+ahead of at most ``max_pending_saves`` unpersisted checkpoints: past that, the next
+step waits for a save to be persisted, so scratch space and upload queues stay bounded
+when storage is slower than training.
 
 Failures (the trainable raised, its actor or node died) all take one path: the actor is
 dropped and, within ``max_failures``, a new one is started and restored from the
@@ -35,8 +41,47 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backoff import Backoff
 from .checkpoints import Checkpoint, RetentionPolicy
 from .errors import InvalidTransition, TrialError
+from .events import (
+    Action,
+    ActorEvent,
+    ActorReady,
+    ApplyConfig,
+    CheckpointUnavailable,
+    ConfigRefused,
+    Decided,
+    DeleteCheckpoints,
+    Event,
+    Failure,
+    Launch,
+    Notify,
+    PauseRequested,
+    Report,
+    Restore,
+    RestoreDone,
+    RestoreRequested,
+    ResumeRequested,
+    RunStarted,
+    Save,
+    SaveDone,
+    SaveFailed,
+    StartActor,
+    StopActor,
+    StopRequested,
+    Train,
+    TrainResult,
+)
+from .judge import Judge, Judgement, NoJudge, Verdict
+
+__all__ = [
+    "ALL_EVENT_TYPES",
+    "Intent",
+    "TrialMachine",
+    "TrialPolicy",
+    "TrialState",
+]
 
 
 class TrialState(enum.Enum):
@@ -71,211 +116,18 @@ class Intent(enum.Enum):
     STOP = 4
 
 
-# --------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True)
-class Event:
-    """Base of every event."""
-
-
-@dataclass(frozen=True)
-class ActorEvent(Event):
-    """An event that comes back from the trial's actor of one ``generation``."""
-
-    generation: int
-
-
-@dataclass(frozen=True)
-class Launch(Event):
-    """The orchestrator starts a PENDING trial."""
-
-
-@dataclass(frozen=True)
-class ActorReady(ActorEvent):
-    """The actor exists and the trainable's ``setup`` returned."""
-
-
-@dataclass(frozen=True)
-class TrainResult(ActorEvent):
-    """A train call returned the metrics of one or more steps, oldest first.
-
-    The machine numbers them: each reported result gets ``training_iteration`` and
-    ``trial_id``.
-    """
-
-    results: tuple[Mapping[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class SaveDone(ActorEvent):
-    """A checkpoint was written *and persisted* (its manifest is committed)."""
-
-    checkpoint: Checkpoint
-
-
-@dataclass(frozen=True)
-class SaveFailed(ActorEvent):
-    """Storage stayed unreachable past the retry limit: the checkpoint was not persisted.
-
-    Not a trial failure (the trainable is fine), but training on without a way to
-    persist would risk losing ever more work, so the trial pauses with this error.
-    """
-
-    iteration: int
-    error: BaseException
-
-
-@dataclass(frozen=True)
-class CheckpointUnavailable(ActorEvent):
-    """``checkpoint`` cannot reach the trial's actor (its node-local copy is on a node
-    that died, say). The actor is fine: try the next older checkpoint with it."""
-
-    checkpoint: Checkpoint
-    error: BaseException
-
-
-@dataclass(frozen=True)
-class RestoreDone(ActorEvent):
-    """The trainable loaded ``checkpoint`` (``None``: it was started fresh)."""
-
-    checkpoint: Checkpoint | None
-
-
-@dataclass(frozen=True)
-class Failure(ActorEvent):
-    """Work on the actor failed. ``actor_died`` tells a lost actor from a raised error;
-    ``permanent``: retrying cannot help (the trainable cannot even be imported where the
-    actor runs), so the trial goes to ERROR at once, whatever its failure budget."""
-
-    error: BaseException
-    actor_died: bool = False
-    permanent: bool = False
-
-
-@dataclass(frozen=True)
-class StopRequested(Event):
-    """The user (or a hook) asked the trial to end now."""
-
-
-@dataclass(frozen=True)
-class PauseRequested(Event):
-    """Save, then free the trial's resources; it can be resumed later."""
-
-
-@dataclass(frozen=True)
-class ResumeRequested(Event):
-    """Continue a PAUSED trial from its newest checkpoint."""
-
-
-@dataclass(frozen=True)
-class RestoreRequested(Event):
-    """Roll the trial back (or bring it back) to ``checkpoint`` and continue from it."""
-
-    checkpoint: Checkpoint
-
-
-# -------------------------------------------------------------------------- actions
-
-
-@dataclass(frozen=True)
-class Action:
-    """Base of every action the loop must carry out."""
-
-
-@dataclass(frozen=True)
-class StartActor(Action):
-    """Create the trial's actor (generation ``generation``) and run ``setup``.
-
-    ``delay`` seconds to wait first (back-off after a failure).
-    """
-
-    generation: int
-    delay: float = 0.0
-
-
-@dataclass(frozen=True)
-class Train(Action):
-    """Run up to ``steps`` training steps in one call (more than 1 only when buffering)."""
-
-    generation: int
-    steps: int = 1
-
-
-@dataclass(frozen=True)
-class Save(Action):
-    """Save the trainable's state after ``iteration`` and persist it."""
-
-    generation: int
-    iteration: int
-
-
-@dataclass(frozen=True)
-class Restore(Action):
-    """Load ``checkpoint`` into the trainable (``None``: nothing to load; fresh start)."""
-
-    generation: int
-    checkpoint: Checkpoint | None
-
-
-@dataclass(frozen=True)
-class StopActor(Action):
-    """Release the actor of ``generation``: ``graceful`` lets it clean up first."""
-
-    generation: int
-    graceful: bool = True
-
-
-@dataclass(frozen=True)
-class Report(Action):
-    """Record a result (``training_iteration`` already set) and run ``on_trial_result``."""
-
-    result: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Rollback(Action):
-    """Drop recorded results after ``iteration``: they belong to an abandoned timeline."""
-
-    iteration: int
-
-
-@dataclass(frozen=True)
-class RecordCheckpoint(Action):
-    checkpoint: Checkpoint
-
-
-@dataclass(frozen=True)
-class DeleteCheckpoints(Action):
-    """Garbage-collect these persisted checkpoints (off the loop's critical path)."""
-
-    checkpoints: tuple[Checkpoint, ...]
-
-
-@dataclass(frozen=True)
-class Notify(Action):
-    """Run the hook ``name`` (``on_trial_start``, ``on_trial_error``...) with ``args``."""
-
-    hook: str
-    args: tuple[Any, ...] = ()
-
-
-# -------------------------------------------------------------------------- machine
-
-
 @dataclass
 class TrialPolicy:
-    """The per-trial knobs the machine decides with (validated by the public API)."""
+    """The per-trial knobs the machine decides with (derived from the trial's spec and
+    the experiment's settings: ``spec.policy_for``)."""
 
     checkpoint_every: int = 0
     max_failures: int = 0  # -1: no limit
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
-    should_stop: Callable[[Mapping[str, Any]], bool] = lambda result: False
-    backoff_base: float = 0.0
-    backoff_max: float = 30.0
+    judge: Judge = field(default_factory=NoJudge)
+    restart_backoff: Backoff = field(default_factory=lambda: Backoff(0.0, 30.0))
     fallback_to_scratch: bool = False  # when no checkpoint can be loaded, start over
-    steps_per_call: int = 1  # > 1: the actor may run ahead, never past a save or a stop
-    iteration_limit: int | None = None  # a training_iteration stop threshold, if any
+    steps_per_call: int = 1  # > 1: the actor may run ahead, never past a decision point
     max_pending_saves: int = 2  # unpersisted checkpoints a trial may train ahead of
     # Metrics the trial's first result must report (the stop criterion's keys): a name
     # that is not there is an error at once, not a trial that never stops.
@@ -312,10 +164,39 @@ class TrialMachine:
         self.saved_iteration = -1  # the last iteration a save was asked for
         self.intent: Intent | None = None
         self.intent_checkpoint: Checkpoint | None = None
-        # What a starting actor restores once it is ready (None: a fresh start).
+        self.intent_config: Mapping[str, Any] | None = None  # a RESTORE with a new config
+        self.held = False  # the judge holds it: no step until a Decided event
+        # What a starting actor restores once it is ready (None: a fresh start), and
+        # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
+        self.restore_config: Mapping[str, Any] | None = None
         self.bad_checkpoints: set[str] = set()
         self.storage_down = False  # a save could not be persisted: no final save either
+
+    @classmethod
+    def resumed(
+        cls,
+        trial_id: str,
+        policy: TrialPolicy,
+        *,
+        state: TrialState,
+        checkpoints: list[Checkpoint],
+        num_failures: int,
+        iteration: int,
+        error: BaseException | None,
+    ) -> TrialMachine:
+        """A machine as a journal left it, for a driver that resumes the experiment:
+        TERMINATED, ERROR and PAUSED trials keep their state; any other is PENDING (it
+        starts again from ``checkpoints``' newest)."""
+        machine = cls(trial_id, policy)
+        machine.checkpoints = list(checkpoints)
+        machine.num_failures = num_failures
+        machine.iteration = iteration
+        machine.error = error
+        if error is not None:
+            machine.errors.append(error)
+        machine.state = state if state.is_settled else TrialState.PENDING
+        return machine
 
     # -- public ------------------------------------------------------------------
 
@@ -358,34 +239,42 @@ class TrialMachine:
     def _start_actor(self, target: Checkpoint | None, delay: float = 0.0) -> list[Action]:
         self.generation += 1
         self.state = TrialState.STARTING
+        self._clear_actor_work()
+        self.restore_target = target
+        return [StartActor(self.generation, delay)]
+
+    def _clear_actor_work(self) -> None:
         self.train_in_flight = False
         self.saves_in_flight = 0
         self.intent = None
         self.intent_checkpoint = None
-        self.restore_target = target
-        return [StartActor(self.generation, delay)]
+        self.intent_config = None
+        self.held = False
+        self.restore_target = None
+        self.restore_config = None
 
     def _release(self, state: TrialState) -> list[Action]:
         actions: list[Action] = []
         if self.state.has_actor:
             actions.append(StopActor(self.generation))
         self.state = state
-        self.train_in_flight = False
-        self.saves_in_flight = 0
-        self.intent = None
-        self.intent_checkpoint = None
-        self.restore_target = None
+        self._clear_actor_work()
         if state is TrialState.TERMINATED:
             actions.append(Notify("on_trial_complete"))
         return actions
 
-    def _want(self, intent: Intent, checkpoint: Checkpoint | None = None) -> None:
+    def _want(
+        self,
+        intent: Intent,
+        checkpoint: Checkpoint | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         if intent is Intent.RESTORE:
             # A restore request replaces a pending restore, but never a stop or pause.
             if self.intent in (None, Intent.RESTORE):
-                self.intent, self.intent_checkpoint = intent, checkpoint
+                self.intent, self.intent_checkpoint, self.intent_config = intent, checkpoint, config
         elif self.intent is None or intent.value > self.intent.value:
-            self.intent, self.intent_checkpoint = intent, None
+            self.intent, self.intent_checkpoint, self.intent_config = intent, None, None
 
     def _save(self) -> list[Action]:
         self.saves_in_flight += 1
@@ -403,17 +292,18 @@ class TrialMachine:
         """Carry out the pending intent once nothing is in flight."""
         if self.train_in_flight or self.saves_in_flight:
             return []
-        intent, target = self.intent, self.intent_checkpoint
+        intent, target, config = self.intent, self.intent_checkpoint, self.intent_config
         if intent in (Intent.FINISH, Intent.STOP):
             return self._release(TrialState.TERMINATED)
         if intent is Intent.PAUSE:
             return self._release(TrialState.PAUSED)
         if intent is Intent.RESTORE:
-            self.intent, self.intent_checkpoint = None, None
-            self.restore_target = target
+            assert target is not None
+            self.intent, self.intent_checkpoint, self.intent_config = None, None, None
+            self.restore_target, self.restore_config = target, config
             self.state = TrialState.RESTORING
-            return [Restore(self.generation, target)]
-        return self._train()
+            return [Restore(self.generation, target, config)]
+        return self._next_step()
 
     def _expect_save(self, event: Event) -> None:
         if self.saves_in_flight <= 0:
@@ -435,22 +325,43 @@ class TrialMachine:
             every = self.policy.checkpoint_every
             if every > 0:
                 steps = min(steps, every - self.iteration % every)
-            if self.policy.iteration_limit is not None:
-                steps = min(steps, max(1, self.policy.iteration_limit - self.iteration))
+            point = self.policy.judge.next_decision_at(self.iteration)
+            if point is not None:
+                steps = min(steps, max(1, point - self.iteration))
         return [Train(self.generation, steps)]
 
-    def _train_unless_saves_lag(self) -> list[Action]:
-        """The next step, unless too many saves are still being persisted: then
-        ``SaveDone`` asks for it once one is."""
-        if self.saves_in_flight > self.policy.max_pending_saves:
+    def _next_step(self) -> list[Action]:
+        """The next step, unless the judge holds the trial or too many saves are still
+        being persisted: then ``Decided`` or ``SaveDone`` asks for it."""
+        if self.held or self.saves_in_flight > self.policy.max_pending_saves:
             return []
         return self._train()
 
-    def _backoff(self) -> float:
-        base = self.policy.backoff_base
-        if base <= 0:
-            return 0.0
-        return float(min(self.policy.backoff_max, base * 2 ** (self.consecutive_failures - 1)))
+    def _fail_at_once(self, error: TrialError) -> list[Action]:
+        """ERROR now, without a retry: retrying cannot fix this one."""
+        self.num_failures += 1
+        self.error = error
+        self.errors.append(error)
+        actions: list[Action] = [
+            StopActor(self.generation, graceful=False),
+            Notify("on_trial_error", (error,)),
+        ]
+        self.state = TrialState.ERROR
+        self._clear_actor_work()
+        return actions
+
+    def _apply(self, judgement: Judgement) -> None:
+        """What the judge decided about the newest result."""
+        verdict = judgement.verdict
+        if verdict is Verdict.FINISH:
+            self._want(Intent.FINISH)
+        elif verdict is Verdict.PAUSE:
+            self._want(Intent.PAUSE)
+        elif verdict is Verdict.HOLD:
+            self.held = True
+        elif verdict is Verdict.EXPLOIT:
+            assert judgement.checkpoint is not None
+            self._want(Intent.RESTORE, judgement.checkpoint, judgement.config)
 
     # -- handlers ------------------------------------------------------------------
 
@@ -461,7 +372,7 @@ class TrialMachine:
     def _on_actor_ready(self, event: ActorReady) -> list[Action]:
         if self.restore_target is not None:
             self.state = TrialState.RESTORING
-            return [Restore(self.generation, self.restore_target)]
+            return [Restore(self.generation, self.restore_target, self.restore_config)]
         return self._begin_running(None)
 
     def _on_restore_done(self, event: RestoreDone) -> list[Action]:
@@ -471,9 +382,10 @@ class TrialMachine:
         """The trainable holds ``ckpt``'s state (``None``: fresh): continue from there."""
         self.iteration = ckpt.iteration if ckpt is not None else 0
         self.saved_iteration = self.iteration if ckpt is not None else -1
-        self.restore_target = None
+        self.restore_target = self.restore_config = None
+        self.held = False
         self.state = TrialState.RUNNING
-        actions: list[Action] = [Rollback(self.iteration)]
+        actions: list[Action] = [RunStarted(self.iteration)]
         if ckpt is not None:
             actions.append(Notify("on_trial_restore", (ckpt,)))
         if self.intent is not None:
@@ -486,6 +398,8 @@ class TrialMachine:
         if not self.storage_down:
             self.error = None  # it recovered: the history stays in ``errors``
         actions: list[Action] = []
+        judge = self.policy.judge
+        decided = self.held
         for metrics in event.results:
             self.iteration += 1
             result = {**metrics, "training_iteration": self.iteration, "trial_id": self.trial_id}
@@ -496,14 +410,17 @@ class TrialMachine:
                 missing = [k for k in self.policy.required_metrics if k not in result]
                 if missing:
                     return actions + self._fail_at_once(_missing_metrics(self, missing, result))
-            if self.policy.should_stop(result):
-                self._want(Intent.FINISH)
+            if not decided:
+                judgement = judge.judge(result)
+                if judgement.verdict is not Verdict.CONTINUE:
+                    self._apply(judgement)
+                    decided = True
         every = self.policy.checkpoint_every
         due = every > 0 and self.iteration % every == 0
         if self.intent is None:
             if due:
                 actions += self._save()
-            return actions + self._train_unless_saves_lag()
+            return actions + self._next_step()
         if due or self._needs_final_save():
             actions += self._save()
         return actions + self._settle_if_idle()
@@ -513,10 +430,7 @@ class TrialMachine:
         self.saves_in_flight -= 1
         self.checkpoints.append(event.checkpoint)
         self.checkpoints.sort(key=lambda c: c.iteration)
-        actions: list[Action] = [
-            RecordCheckpoint(event.checkpoint),
-            Notify("on_checkpoint", (event.checkpoint,)),
-        ]
+        actions: list[Action] = [Notify("on_checkpoint", (event.checkpoint,))]
         doomed = self.policy.retention.plan_deletions(self.checkpoints, self.pinned)
         if doomed:
             gone = {c.key for c in doomed}
@@ -527,24 +441,7 @@ class TrialMachine:
         elif not self.train_in_flight:
             # Training waited for this save (or an intent was withdrawn while it was in
             # flight, e.g. a resume cancelling a pause): go on.
-            actions += self._train_unless_saves_lag()
-        return actions
-
-    def _fail_at_once(self, error: TrialError) -> list[Action]:
-        """ERROR now, without a retry: retrying cannot fix this one."""
-        self.num_failures += 1
-        self.error = error
-        self.errors.append(error)
-        actions: list[Action] = [
-            StopActor(self.generation, graceful=False),
-            Notify("on_trial_error", (error,)),
-        ]
-        self.state = TrialState.ERROR
-        self.train_in_flight = False
-        self.saves_in_flight = 0
-        self.intent = None
-        self.intent_checkpoint = None
-        self.restore_target = None
+            actions += self._next_step()
         return actions
 
     def _on_failure(self, event: Failure) -> list[Action]:
@@ -564,7 +461,7 @@ class TrialMachine:
             self.failures_counted += 1  # a usable older checkpoint costs no budget
         self.error = event.error
         self.errors.append(event.error)
-        intent, wanted = self.intent, self.intent_checkpoint
+        intent, wanted, config = self.intent, self.intent_checkpoint, self.intent_config
         actions: list[Action] = [
             StopActor(self.generation, graceful=False),
             Notify("on_trial_error", (event.error,)),
@@ -574,14 +471,15 @@ class TrialMachine:
             return actions + self._release(TrialState.TERMINATED)
         if intent is Intent.PAUSE:
             return actions + self._release(TrialState.PAUSED)
+        target: Checkpoint | None = fallback
         if (
             intent is Intent.RESTORE
             and wanted is not None
             and wanted.key not in self.bad_checkpoints
         ):
-            target: Checkpoint | None = wanted
-        else:
-            target = fallback
+            target = wanted
+            if config is not None:
+                actions.append(ApplyConfig(config))  # the new actor is set up with it
         if target is None and self.bad_checkpoints and not self.policy.fallback_to_scratch:
             self.error = TrialError(
                 self.trial_id,
@@ -596,14 +494,15 @@ class TrialMachine:
         if budget >= 0 and self.failures_counted > budget:
             self.state = TrialState.ERROR
             return actions
-        return actions + self._start_actor(target, self._backoff())
+        delay = self.policy.restart_backoff.delay(self.consecutive_failures)
+        return actions + self._start_actor(target, delay)
 
     def _on_checkpoint_unavailable(self, event: CheckpointUnavailable) -> list[Action]:
         self.bad_checkpoints.add(event.checkpoint.key)
         target = self.latest_checkpoint
         if target is not None:
             self.restore_target = target
-            return [Restore(self.generation, target)]
+            return [Restore(self.generation, target, self.restore_config)]
         if self.policy.fallback_to_scratch:
             return self._begin_running(None)
         self.error = TrialError(
@@ -619,8 +518,13 @@ class TrialMachine:
             Notify("on_trial_error", (self.error,)),
         ]
         self.state = TrialState.ERROR
-        self.restore_target = None
+        self.restore_target = self.restore_config = None
         return actions
+
+    def _on_config_refused(self, event: ConfigRefused) -> list[Action]:
+        """The trainable cannot take the new config in place: a new actor, set up with
+        it, loads the checkpoint instead."""
+        return [StopActor(self.generation)] + self._start_actor(event.checkpoint)
 
     def _on_save_failed(self, event: SaveFailed) -> list[Action]:
         self._expect_save(event)
@@ -632,20 +536,14 @@ class TrialMachine:
         return [Notify("on_trial_error", (event.error,))] + self._settle_if_idle()
 
     def _on_stop(self, event: StopRequested) -> list[Action]:
-        if self.state is TrialState.RUNNING or self.state is TrialState.RESTORING:
-            self._want(Intent.STOP)
-            if self.state is TrialState.RESTORING:
-                return []
-            if self.train_in_flight:
-                return []  # the step's result will save (a save now would run after it)
-            if self._needs_final_save():
-                return self._save()
-            return self._settle_if_idle()
-        return self._release(TrialState.TERMINATED)
+        return self._end_or_pause(Intent.STOP, TrialState.TERMINATED)
 
     def _on_pause(self, event: PauseRequested) -> list[Action]:
+        return self._end_or_pause(Intent.PAUSE, TrialState.PAUSED)
+
+    def _end_or_pause(self, intent: Intent, settled: TrialState) -> list[Action]:
         if self.state is TrialState.RUNNING or self.state is TrialState.RESTORING:
-            self._want(Intent.PAUSE)
+            self._want(intent)
             if self.state is TrialState.RESTORING:
                 return []
             if self.train_in_flight:
@@ -653,7 +551,7 @@ class TrialMachine:
             if self._needs_final_save():
                 return self._save()
             return self._settle_if_idle()
-        return self._release(TrialState.PAUSED)
+        return self._release(settled)
 
     def _on_resume(self, event: ResumeRequested) -> list[Action]:
         self._revive()
@@ -669,18 +567,32 @@ class TrialMachine:
 
     def _on_restore_request(self, event: RestoreRequested) -> list[Action]:
         if self.state is TrialState.RUNNING:
-            self._want(Intent.RESTORE, event.checkpoint)
+            self._want(Intent.RESTORE, event.checkpoint, event.config)
             return self._settle_if_idle()
         if self.state is TrialState.RESTORING:
-            self._want(Intent.RESTORE, event.checkpoint)
+            self._want(Intent.RESTORE, event.checkpoint, event.config)
             return []
         if self.state is TrialState.STARTING:
-            self.restore_target = event.checkpoint
+            self.restore_target, self.restore_config = event.checkpoint, event.config
             return []
-        # PENDING, PAUSED, TERMINATED, ERROR: bring it (back) to life at that checkpoint.
+        # PENDING, PAUSED, TERMINATED, ERROR: bring it (back) to life at that checkpoint,
+        # with its new config from the start.
         self._revive()
         self.bad_checkpoints.discard(event.checkpoint.key)
-        return self._start_actor(event.checkpoint)
+        applied: list[Action] = [ApplyConfig(event.config)] if event.config is not None else []
+        return applied + self._start_actor(event.checkpoint)
+
+    def _on_decided(self, event: Decided) -> list[Action]:
+        """The decision a held trial waited for."""
+        self.held = False
+        self._apply(event.judgement)
+        if self.intent is not None:
+            if not self.train_in_flight and self._needs_final_save():
+                return self._save()
+            return self._settle_if_idle()
+        if not self.train_in_flight:
+            return self._next_step()
+        return []
 
     def _ignore(self, event: Event) -> list[Action]:
         return []
@@ -705,24 +617,34 @@ _REQUESTS: dict[type[Event], Handler] = {
     PauseRequested: TrialMachine._on_pause,
     RestoreRequested: TrialMachine._on_restore_request,
 }
+_SETTLED: dict[type[Event], Handler] = {
+    StopRequested: TrialMachine._ignore,
+    PauseRequested: TrialMachine._ignore,
+    Decided: TrialMachine._ignore,  # too late: it settled meanwhile
+    RestoreRequested: TrialMachine._on_restore_request,
+}
 
 #: Every legal (state, event) pair and its handler. Anything else is InvalidTransition.
 _TRANSITIONS: dict[TrialState, dict[type[Event], Handler]] = {
     TrialState.PENDING: {
         Launch: TrialMachine._on_launch,
         ResumeRequested: TrialMachine._ignore,
+        Decided: TrialMachine._ignore,
         **_REQUESTS,
     },
     TrialState.STARTING: {
         ActorReady: TrialMachine._on_actor_ready,
         ResumeRequested: TrialMachine._on_resume_active,
+        Decided: TrialMachine._ignore,
         **_ACTOR_EVENTS,
         **_REQUESTS,
     },
     TrialState.RESTORING: {
         RestoreDone: TrialMachine._on_restore_done,
         CheckpointUnavailable: TrialMachine._on_checkpoint_unavailable,
+        ConfigRefused: TrialMachine._on_config_refused,
         ResumeRequested: TrialMachine._on_resume_active,
+        Decided: TrialMachine._ignore,
         **_ACTOR_EVENTS,
         **_REQUESTS,
     },
@@ -731,27 +653,17 @@ _TRANSITIONS: dict[TrialState, dict[type[Event], Handler]] = {
         SaveDone: TrialMachine._on_save_done,
         SaveFailed: TrialMachine._on_save_failed,
         ResumeRequested: TrialMachine._on_resume_active,
+        Decided: TrialMachine._on_decided,
         **_ACTOR_EVENTS,
         **_REQUESTS,
     },
     TrialState.PAUSED: {
+        **_SETTLED,
         ResumeRequested: TrialMachine._on_resume,
-        PauseRequested: TrialMachine._ignore,
         StopRequested: TrialMachine._on_stop,
-        RestoreRequested: TrialMachine._on_restore_request,
     },
-    TrialState.TERMINATED: {
-        StopRequested: TrialMachine._ignore,
-        PauseRequested: TrialMachine._ignore,
-        ResumeRequested: TrialMachine._ignore,
-        RestoreRequested: TrialMachine._on_restore_request,
-    },
-    TrialState.ERROR: {
-        StopRequested: TrialMachine._ignore,
-        PauseRequested: TrialMachine._ignore,
-        ResumeRequested: TrialMachine._on_resume,
-        RestoreRequested: TrialMachine._on_restore_request,
-    },
+    TrialState.TERMINATED: {**_SETTLED, ResumeRequested: TrialMachine._ignore},
+    TrialState.ERROR: {**_SETTLED, ResumeRequested: TrialMachine._on_resume},
 }
 
 ALL_EVENT_TYPES: tuple[type[Event], ...] = (
@@ -762,9 +674,21 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     SaveFailed,
     RestoreDone,
     CheckpointUnavailable,
+    ConfigRefused,
     Failure,
     StopRequested,
     PauseRequested,
     ResumeRequested,
     RestoreRequested,
+    Decided,
 )
+
+
+def __getattr__(name: str) -> Any:
+    """The events and actions moved to :mod:`orchestrator.events`; reach them here too."""
+    from . import events
+
+    try:
+        return getattr(events, name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -64,6 +64,13 @@ class Trainable:
         """Release resources when the trial stops or pauses (best effort)."""
         return None
 
+    def reset_config(self, new_config: dict[str, Any]) -> bool | Awaitable[bool]:
+        """Take ``new_config`` in place, without a new process (a PBT exploit restores
+        another trial's checkpoint with an explored config). Return True if done (the
+        framework then sets ``self.config`` and loads the checkpoint), False to have a
+        new actor set up with it instead (the default)."""
+        return False
+
 
 class _Awaiter:
     """Runs what an ``async def`` trainable method returns, on the actor's own loop.
@@ -264,6 +271,7 @@ class TrialActor:
         checkpoint: Mapping[str, Any],
         local_dir: str | None = None,
         look_first: bool = False,
+        config: Mapping[str, Any] | None = None,
     ) -> str | None:
         """Load ``checkpoint``: from ``local_dir`` when the driver already streamed it to
         this node (it is removed afterwards), else from storage.
@@ -271,7 +279,10 @@ class TrialActor:
         With ``look_first`` (local storage the nodes may not share) the checkpoint is
         loaded only if this process sees it, committed and complete, at its path;
         otherwise nothing is loaded and :data:`NOT_VISIBLE` is returned, for the driver
-        to stream it from a node that sees it (see :mod:`orchestrator.locality`)."""
+        to stream it from a node that sees it (see :mod:`orchestrator.locality`). With
+        ``config`` the trainable's ``reset_config`` must take it first; if it does not,
+        nothing is loaded and :data:`CONFIG_REFUSED` is returned (a new actor is then set
+        up with the config)."""
         hosted = self._trial(trial_id, seq)
         trainable = hosted.require()
         if look_first and local_dir is None:
@@ -280,6 +291,10 @@ class TrialActor:
             path = checkpoint.get("path")
             if not path or not is_visible(str(path), checkpoint.get("manifest")):
                 return NOT_VISIBLE
+        if config is not None:  # a new config: in place, or not at all
+            if not hosted.awaiter.call(trainable.reset_config, dict(config)):
+                return CONFIG_REFUSED
+            trainable.config = dict(config)
         if local_dir is None:
             target = os.path.join(hosted.scratch, f"restore_{checkpoint['iteration']:06d}")
             source = self._io.fetch(str(checkpoint["key"]), target)
@@ -377,8 +392,10 @@ def _announce_log_name(trials: Mapping[str, Any]) -> None:
         print(LOG_PREFIX_ACTOR_NAME + name, file=stream, flush=True)
 
 
-#: What :meth:`TrialActor.restore` returns when it does not see the checkpoint.
+#: What :meth:`TrialActor.restore` returns when it does not see the checkpoint...
 NOT_VISIBLE = "not-visible"
+#: ...and when the trainable cannot take a new config in place.
+CONFIG_REFUSED = "config-refused"
 
 
 #: Seconds another trial's dead actor's scratch must have been left untouched before a

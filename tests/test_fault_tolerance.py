@@ -207,7 +207,7 @@ async def test_a_killed_checkpoint_uploader_is_replaced(tmp_path: Path) -> None:
             resources={"cpu": 0.25},
         )
         runner = asyncio.create_task(orch.run())
-        pool = orch._dispatcher._persisters
+        pool = orch._dispatcher.executor.persisters
         while not pool._ready and not runner.done():
             await asyncio.sleep(0.05)
         assert not runner.done(), "the trial finished before its node's uploader was up"

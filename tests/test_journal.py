@@ -186,9 +186,9 @@ async def _loaded_results(store: Storage) -> dict[str, list[int]]:
 async def _written(store: Storage, trial: Trial, *results: dict[str, Any]) -> Journal:
     """A journal of ``trial`` with ``results`` recorded, after one write."""
     journal = Journal(store, name="exp", interval=0.01)
-    journal.track(trial, trial._spec)
+    journal.track(trial._rt)
     for result in results:
-        journal.record_result(trial, result)
+        journal.record_result(trial._rt, result)
     await journal.flush()
     return journal
 
@@ -204,17 +204,17 @@ async def test_results_survive_segments_rollbacks_and_new_bases(
     async with open_storage(tmp_path / "store", create=True) as store:
         journal = Journal(store, name="exp", interval=0.01)
         for trial in trials.values():
-            journal.track(trial, trial._spec)
+            journal.track(trial._rt)
         n = 0
         for round_ in range(12):
             for trial_id, trial in trials.items():
                 for _ in range(1 + round_ % 3):
                     n += 1
-                    journal.record_result(trial, {"n": n})
+                    journal.record_result(trial._rt, {"n": n})
                     expected[trial_id].append(n)
             if round_ % 4 == 2:  # a rollback, as a restore to an older checkpoint makes
                 keep = len(expected["a"]) // 2
-                journal.truncate(trials["a"], keep)
+                journal.truncate(trials["a"]._rt, keep)
                 del expected["a"][keep:]
             await journal.flush()
             assert await _loaded_results(store) == expected, round_
@@ -228,13 +228,13 @@ async def test_a_write_stores_what_changed_not_every_result(tmp_path: Path) -> N
     async with open_storage(tmp_path / "store", create=True) as store:
         recorded = Recorded(store)
         journal = Journal(recorded, name="exp", interval=0.01)
-        journal.track(trial, trial._spec)
+        journal.track(trial._rt)
         for n in range(2000):
-            journal.record_result(trial, {"n": n, "loss": 1.0 / (n + 1)})
+            journal.record_result(trial._rt, {"n": n, "loss": 1.0 / (n + 1)})
         await journal.flush()
         base = sum(size for key, size in recorded.written if key != JOURNAL_KEY)
         recorded.written.clear()
-        journal.record_result(trial, {"n": 2000, "loss": 0.0})
+        journal.record_result(trial._rt, {"n": 2000, "loss": 0.0})
         await journal.flush()
         segment = sum(size for key, size in recorded.written if key != JOURNAL_KEY)
         assert base > 50_000 and segment < 200
@@ -255,16 +255,16 @@ async def test_a_segment_whose_head_was_never_written_is_not_read(tmp_path: Path
                 await super().write_bytes(key, data)
 
         journal._storage = HeadFails(store)
-        journal.record_result(trial, {"n": 2})
+        journal.record_result(trial._rt, {"n": 2})
         await journal.flush()
         assert journal.failed_writes == 1
         assert len(await store.list(SEGMENTS_PREFIX)) == 2  # one of them unlisted
         assert (await _loaded_results(store))["a"] == [1]
 
         resumed = Journal(store, name="exp", interval=0.01)  # as after a driver restart
-        trial.results = [{"n": 1}]  # what the restarted driver read back
-        resumed.track(trial, trial._spec)
-        resumed.record_result(trial, {"n": 2})
+        trial._rt.results = [{"n": 1}]  # what the restarted driver read back
+        resumed.track(trial._rt)
+        resumed.record_result(trial._rt, {"n": 2})
         await resumed.flush()
         assert (await _loaded_results(store))["a"] == [1, 2]
         head = json.loads(await store.read_bytes(JOURNAL_KEY))

@@ -26,7 +26,7 @@ from orchestrator.lifecycle import (
     RestoreDone,
     RestoreRequested,
     ResumeRequested,
-    Rollback,
+    RunStarted,
     Save,
     SaveDone,
     SaveFailed,
@@ -39,6 +39,9 @@ from orchestrator.lifecycle import (
     TrialPolicy,
     TrialState,
 )
+from orchestrator.backoff import Backoff
+from orchestrator.events import ConfigRefused, Decided
+from orchestrator.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.stopping import StopCondition
 
 
@@ -50,7 +53,7 @@ def ckpt(iteration: int, trial: str = "t", **metrics: Any) -> Checkpoint:
 def machine(**policy: Any) -> TrialMachine:
     stop = policy.pop("stop", None)
     if stop is not None:
-        policy["should_stop"] = StopCondition("t", stop)
+        policy["judge"] = StopJudge(StopCondition("t", stop))
     return TrialMachine("t", TrialPolicy(**policy))
 
 
@@ -79,7 +82,7 @@ def test_launch_starts_actor_then_trains() -> None:
     assert m.state is TrialState.STARTING
     actions = m.handle(ActorReady(1))
     assert m.state is TrialState.RUNNING
-    assert kinds(actions) == ["Rollback", "Train"]
+    assert kinds(actions) == ["RunStarted", "Train"]
 
 
 def test_results_are_numbered_and_stop_at_threshold() -> None:
@@ -157,7 +160,7 @@ def test_failure_restores_newest_checkpoint_within_budget() -> None:
     actions = m.handle(ActorReady(2))
     assert kinds(actions) == ["Restore"] and actions[0].checkpoint.iteration == 2
     actions = m.handle(RestoreDone(2, ckpt(2)))
-    assert isinstance(actions[0], Rollback) and actions[0].iteration == 2
+    assert isinstance(actions[0], RunStarted) and actions[0].iteration == 2
     assert m.iteration == 2
     assert m.num_failures == 1
 
@@ -267,7 +270,7 @@ def test_save_that_cannot_be_persisted_pauses_with_the_error() -> None:
 
 
 def test_backoff_grows_between_consecutive_failures() -> None:
-    m = running(max_failures=-1, backoff_base=1.0, backoff_max=5.0)
+    m = running(max_failures=-1, restart_backoff=Backoff(1.0, 5.0))
     delays = []
     for _ in range(5):
         actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
@@ -323,11 +326,7 @@ def test_training_waits_when_too_many_saves_are_unpersisted() -> None:
     assert kinds(result(m)) == ["Report", "Save", "Train"]
     assert kinds(result(m)) == ["Report", "Save"]  # a third unpersisted one: wait
     assert m.saves_in_flight == 3 and not m.train_in_flight
-    assert kinds(m.handle(SaveDone(m.generation, ckpt(1)))) == [
-        "RecordCheckpoint",
-        "Notify",
-        "Train",
-    ]
+    assert kinds(m.handle(SaveDone(m.generation, ckpt(1)))) == ["Notify", "Train"]
     assert kinds(result(m)) == ["Report", "Save"]  # iteration 4: three in flight again
     m.handle(SaveDone(m.generation, ckpt(2)))
     m.handle(SaveDone(m.generation, ckpt(3)))  # the step is in flight: no second one
@@ -362,7 +361,7 @@ def test_restore_mid_run_rolls_back() -> None:
     assert kinds(actions) == ["Report", "Restore"]
     assert m.state is TrialState.RESTORING and target.key in m.pinned
     actions = m.handle(RestoreDone(m.generation, target))
-    assert isinstance(actions[0], Rollback) and actions[0].iteration == 2
+    assert isinstance(actions[0], RunStarted) and actions[0].iteration == 2
     assert kinds(actions)[-1] == "Train"
     assert m.iteration == 2 and not m.pinned
 
@@ -410,7 +409,7 @@ def test_invalid_transition_is_a_clear_error_and_changes_nothing() -> None:
 
 
 def test_buffered_train_never_runs_past_checkpoint_or_limit() -> None:
-    m = running(steps_per_call=10, checkpoint_every=4, iteration_limit=6)
+    m = running(steps_per_call=10, checkpoint_every=4, stop={"training_iteration": 6})
     assert m.handle  # first Train asked in running()
     # iteration 0: next checkpoint at 4
     actions = m.handle(TrainResult(m.generation, tuple({"i": i} for i in range(4))))
@@ -438,6 +437,8 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         PauseRequested: PauseRequested(),
         ResumeRequested: ResumeRequested(),
         RestoreRequested: RestoreRequested(ckpt(1)),
+        ConfigRefused: ConfigRefused(gen, ckpt(1)),
+        Decided: Decided(CONTINUE),
     }
     return samples[event_type]
 
@@ -508,7 +509,11 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
     """Whatever arrives, in any order: each event transitions or raises, and the
     machine's invariants hold after every step."""
     m = machine(
-        checkpoint_every=2, max_failures=2, retention=RetentionPolicy(keep=2), max_pending_saves=1
+        checkpoint_every=2,
+        max_failures=2,
+        retention=RetentionPolicy(keep=2),
+        max_pending_saves=1,
+        judge=HoldsAt(3),
     )
     by_name = {t.__name__: t for t in ALL_EVENT_TYPES}
     for name, gen_offset in seq:
@@ -524,8 +529,8 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
         assert not (m.state.is_settled and (m.train_in_flight or m.saves_in_flight))
         if m.state is TrialState.RUNNING:
             assert m.train_in_flight or m.saves_in_flight or m.intent is not None
-            if m.intent is None and not m.train_in_flight:  # only saves can hold it back
-                assert m.saves_in_flight > m.policy.max_pending_saves
+            if m.intent is None and not m.train_in_flight:  # saves or the judge hold it
+                assert m.held or m.saves_in_flight > m.policy.max_pending_saves
         assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
         assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
 
@@ -551,3 +556,96 @@ def test_stop_actor_after_failure_is_not_graceful() -> None:
     actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
     stop = next(a for a in actions if isinstance(a, StopActor))
     assert stop.graceful is False
+
+
+# -- judges: decisions before the next step ------------------------------------------------
+
+
+class StopsAt:
+    """A stub judge: FINISH at ``at``, which it declares as its decision point."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.seen: list[int] = []
+
+    def judge(self, result: dict[str, Any]) -> Judgement:
+        self.seen.append(result["training_iteration"])
+        return Judgement(Verdict.FINISH) if result["training_iteration"] >= self.at else CONTINUE
+
+    def next_decision_at(self, iteration: int) -> int | None:
+        return self.at if iteration < self.at else None
+
+
+class HoldsAt(StopsAt):
+    def judge(self, result: dict[str, Any]) -> Judgement:
+        hit = result["training_iteration"] == self.at
+        return Judgement(Verdict.HOLD) if hit else CONTINUE
+
+
+def test_a_judge_caps_buffered_steps_and_ends_the_trial_exactly_there() -> None:
+    judge = StopsAt(3)
+    m = machine(steps_per_call=10, judge=judge)
+    m.handle(Launch())
+    first = m.handle(ActorReady(m.generation))
+    assert [a.steps for a in first if isinstance(a, Train)] == [3]  # not 10
+    actions = m.handle(TrainResult(m.generation, tuple({"x": i} for i in range(3))))
+    assert judge.seen == [1, 2, 3]
+    assert m.state is TrialState.TERMINATED and m.iteration == 3
+    assert "Train" not in kinds(actions)
+
+
+def test_a_held_trial_trains_no_further_until_decided() -> None:
+    m = running(judge=HoldsAt(2))
+    result(m)
+    actions = result(m)  # iteration 2: held
+    assert kinds(actions) == ["Report"] and m.held and not m.train_in_flight
+    assert m.state is TrialState.RUNNING
+    assert kinds(m.handle(Decided(CONTINUE))) == ["Train"]
+    assert not m.held
+    result(m)
+    m.handle(Decided(Judgement(Verdict.FINISH)))  # too early: applies at its next result
+    assert m.state is TrialState.RUNNING and m.intent is not None
+
+
+def test_a_hold_then_pause_saves_and_pauses() -> None:
+    m = running(judge=HoldsAt(1), checkpoint_every=0)
+    result(m)
+    assert m.held
+    actions = m.handle(Decided(Judgement(Verdict.PAUSE)))
+    assert kinds(actions) == ["Save"]
+    m.handle(SaveDone(m.generation, ckpt(1)))
+    assert m.state is TrialState.PAUSED
+
+
+def test_an_exploit_restores_another_trials_checkpoint_with_its_config() -> None:
+    donor = ckpt(4, trial="donor")
+    judge = StopsAt(2)
+    judge.judge = lambda r: (  # type: ignore[method-assign]
+        Judgement(Verdict.EXPLOIT, donor, {"lr": 0.5}) if r["training_iteration"] == 2 else CONTINUE
+    )
+    m = running(judge=judge)
+    result(m)
+    actions = result(m)
+    restore = next(a for a in actions if isinstance(a, Restore))
+    assert restore.checkpoint == donor and restore.config == {"lr": 0.5}
+    assert donor.key in m.pinned  # until the clone has loaded it
+    actions = m.handle(RestoreDone(m.generation, donor))
+    assert m.iteration == 4 and donor.key not in m.pinned
+    assert isinstance(actions[0], RunStarted) and actions[0].iteration == 4
+
+
+def test_a_config_the_trainable_refuses_in_place_gets_a_new_actor() -> None:
+    m = running()
+    m.handle(RestoreRequested(ckpt(1), {"lr": 0.1}))
+    assert kinds(result(m)) == ["Report", "Restore"]  # once the step in flight is back
+    generation = m.generation
+    actions = m.handle(ConfigRefused(generation, ckpt(1)))
+    assert kinds(actions) == ["StopActor", "StartActor"]
+    assert m.generation == generation + 1 and m.restore_target == ckpt(1)
+    assert m.restore_config is None  # the new actor is set up with the config
+
+
+def test_restoring_a_paused_trial_with_a_config_applies_it_first() -> None:
+    m = drive_to(TrialState.PAUSED)
+    actions = m.handle(RestoreRequested(ckpt(1), {"lr": 0.2}))
+    assert kinds(actions) == ["ApplyConfig", "StartActor"]

@@ -90,7 +90,7 @@ async def test_small_local_checkpoints_are_committed_by_the_trial_itself(
     """With local storage, a trial's actor commits a checkpoint of a few small files
     itself; its node's persister starts only once a larger checkpoint needs it."""
     async with Orchestrator(storage=tmp_path, name="inplace", keep_checkpoints=2) as orch:
-        persisters = orch._dispatcher._persisters  # type: ignore[union-attr]
+        persisters = orch._dispatcher.executor.persisters  # type: ignore[union-attr]
         small = orch.add_trial(
             Counter, stop={"training_iteration": 20}, checkpoint_every=5, resources=CPU
         )
@@ -524,3 +524,30 @@ async def test_unschedulable_trial_never_delays_the_others(tmp_path: Path, add_n
     assert waiting.state is TrialState.TERMINATED
     assert waiting.node_id == node.node_id
     assert all(iterations(t) == list(range(1, 101)) for t in others)
+
+
+class JudgeStopsAt:
+    """A stub judge (what a scheduler is to the machine): FINISH at iteration ``at``,
+    declared as its decision point."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def judge(self, result: dict[str, Any]) -> Any:
+        from orchestrator.judge import CONTINUE, Judgement, Verdict
+
+        return Judgement(Verdict.FINISH) if result["training_iteration"] >= self.at else CONTINUE
+
+    def next_decision_at(self, iteration: int) -> int | None:
+        return self.at if iteration < self.at else None
+
+
+async def test_a_judge_ends_a_buffered_trial_exactly_at_its_decision_point(
+    tmp_path: Path,
+) -> None:
+    async with Orchestrator(storage=tmp_path, name="judge", result_buffer=10) as orch:
+        spec = orch.trial_spec(Counter, stop={"training_iteration": 50}, resources=CPU)
+        trial = orch._add(spec, judge=JudgeStopsAt(3)).handle
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED
+    assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]

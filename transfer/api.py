@@ -30,6 +30,7 @@ import ray.exceptions as rex
 
 from .errors import NodeLostError, TransferError
 from .local import LocalResult, copy_local
+from .ray_errors import is_lost
 from .staging import clean_stale
 from .stats import TransferProgress, TransferStats
 from .tasks import Finished, Landed, Settings, Started, pinned, receive_task
@@ -54,16 +55,6 @@ ProgressCallback = Callable[[TransferProgress], "Awaitable[None] | None"]
 _local_task: Any = ray.remote(copy_local)
 _clean_task: Any = ray.remote(clean_stale)
 
-_NODE_GONE = (
-    rex.RayActorError,
-    rex.ObjectLostError,
-    rex.NodeDiedError,
-    rex.WorkerCrashedError,
-    rex.TaskUnschedulableError,
-    rex.ActorUnschedulableError,
-    rex.ObjectFetchTimedOutError,
-    rex.LocalRayletDiedError,
-)
 
 
 async def copy_dir(
@@ -299,7 +290,7 @@ async def _translate(err: BaseException, src_node: str, dst_node: str) -> BaseEx
         err = err.cause  # a failure may come wrapped once per task hop
     if isinstance(err, TransferError):
         return err
-    if isinstance(err, _NODE_GONE):
+    if is_lost(err):
         dead = await _dead_nodes((src_node, dst_node))
         if dead:
             which = " and ".join(

@@ -359,13 +359,13 @@ class StorageContract:
         monkeypatch.setattr(journal_module, "COMPACT_AFTER", 2)
         trial = Orchestrator(storage=tmp_path, name="exp").add_trial(Counter, trial_id="a")
         journal = journal_module.Journal(store, name="exp", interval=0.01)
-        journal.track(trial, trial._spec)
+        journal.track(trial._rt)
         expected: list[int] = []
         for n in range(6):
-            journal.record_result(trial, {"n": n})
+            journal.record_result(trial._rt, {"n": n})
             expected.append(n)
             if n == 3:
-                journal.truncate(trial, 2)
+                journal.truncate(trial._rt, 2)
                 del expected[2:]
             await journal.flush()
         loaded = await journal_module.load(store)
