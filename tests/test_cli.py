@@ -1,28 +1,34 @@
-"""``python -m orchestrator demo`` and ``run``, end to end, each in its own process.
+"""``python -m orchestrator demo`` and ``run``, end to end, each in its own process;
+the CLI package's layout (help, old module paths, what the demo's workers import) and
+its one Ray start-up (``orchestrator.raystart``).
 
 The end-to-end tests start their own private Ray in a subprocess (as a user would), so
 they never touch the session cluster of ``conftest.py``. Argument errors are checked
-in-process: they must be reported before Ray starts.
+in-process: they must be reported before Ray starts. ``ls``, ``show`` and ``plot`` are
+in ``test_cli_inspect.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from orchestrator.cli import expand_grid, main
-from orchestrator.demo import DemoOptions
-from orchestrator.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_split
+from orchestrator.cli import COMMANDS, expand_grid, main, ray_session
+from orchestrator.cli.demo import DemoOptions
+from orchestrator.cli.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_split
 from orchestrator.errors import ConfigError
+from orchestrator.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensure_ray
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -381,3 +387,140 @@ def test_digits_split_is_cached_and_identical(tmp_path: Path) -> None:
     assert [a.shape for a in first] == [(1438, 64), (1438,), (359, 64), (359,)]
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# -- the package ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_of_every_command(command: str | None, tmp_path: Path) -> None:
+    proc = _run_cli(*([command] if command else []), "--help", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: python -m orchestrator {command or ''}".rstrip())
+    if command is None:
+        for name in COMMANDS:
+            assert f"    {name} " in proc.stdout
+    else:
+        description = " ".join(COMMANDS[command][0].split())
+        assert description in " ".join(proc.stdout.split())
+
+
+def test_the_old_module_paths_still_load_what_journals_name() -> None:
+    """Journals record trainables by import path and pickles name their module: an
+    experiment from before the move resumes and unpickles."""
+    import orchestrator.cli.demo as new_demo
+    import orchestrator.demo as old_demo
+    import orchestrator.demo_model as old_model
+    from orchestrator.journal import import_class
+
+    assert import_class("orchestrator.demo_model:DigitsMLP") is DigitsMLP
+    assert pickle.loads(b"corchestrator.demo_model\nDigitsMLP\n.") is DigitsMLP
+    assert old_model.load_digits_split is load_digits_split
+    assert old_model.CHECKPOINT_FILE == CHECKPOINT_FILE
+    assert old_demo.DemoOptions is DemoOptions
+    for name in new_demo.__all__:
+        assert getattr(old_demo, name) is getattr(new_demo, name), name
+
+
+def test_a_demo_worker_loads_no_driver_machinery_with_its_trainable() -> None:
+    """Each demo trial worker imports ``orchestrator.cli.demo_model`` (and so the CLI
+    package): that must not load the CLI's commands' machinery as well."""
+    driver_only = [
+        "orchestrator.loop",
+        "orchestrator.journal",
+        "orchestrator.reader",
+        "orchestrator.orchestrator",
+        "orchestrator.cli.demo",
+        "storage",
+        "rich",
+    ]
+    probe = (
+        "import json, sys\n"
+        "import orchestrator.cli.demo_model, orchestrator.demo_model\n"
+        f"print(json.dumps([m for m in {driver_only!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+# -- one Ray start-up ----------------------------------------------------------------------
+
+
+class FakeRay:
+    """``ray.init``/``shutdown`` recorded; ``init`` raises the queued errors first."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *errors: BaseException) -> None:
+        import ray
+
+        self.calls: list[Any] = []
+        self.errors = list(errors)
+        self.up = False
+        monkeypatch.setattr(ray, "is_initialized", lambda: self.up)
+        monkeypatch.setattr(ray, "init", self.init)
+        monkeypatch.setattr(ray, "shutdown", lambda: self.calls.append("shutdown"))
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def init(self, **options: Any) -> None:
+        self.calls.append(options)
+        if self.errors:
+            raise self.errors.pop(0)
+
+
+def test_a_private_local_ray_by_default_with_the_env_set_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ray = FakeRay(monkeypatch)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.delenv("TRIALFLOW_TEST_VAR", raising=False)
+    assert ensure_ray(None, num_cpus=3, log_to_driver=False, env={"TRIALFLOW_TEST_VAR": "1"})
+    (options,) = ray.calls
+    assert options["address"] == "local" and options["include_dashboard"] is False
+    assert (options["num_cpus"], options["log_to_driver"]) == (3, False)
+    assert os.environ["TRIALFLOW_TEST_VAR"] == "1"
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+
+
+def test_an_initialised_ray_is_used_and_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = FakeRay(monkeypatch)
+    ray.up = True
+    monkeypatch.delenv("TRIALFLOW_TEST_VAR", raising=False)
+    assert ensure_ray("auto", env={"TRIALFLOW_TEST_VAR": "1"}) is False
+    with ray_session(None):
+        pass
+    assert ray.calls == []
+    assert "TRIALFLOW_TEST_VAR" not in os.environ
+
+
+def test_an_address_or_ray_address_joins_and_a_bad_one_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ray = FakeRay(monkeypatch, ConnectionError("refused"), ValueError("bad address"))
+    with pytest.raises(ConfigError, match="cannot connect to Ray at 'host:6379': refused"):
+        ensure_ray("host:6379")
+    monkeypatch.setenv("RAY_ADDRESS", "elsewhere:1")
+    with pytest.raises(ConfigError, match="cannot connect to Ray at 'elsewhere:1'"):
+        ensure_ray(None)
+    assert [c["address"] for c in ray.calls] == ["host:6379", None]  # None: Ray reads the env
+    assert ensure_ray(None) is True
+    assert "include_dashboard" not in ray.calls[-1]  # joining: the cluster's own choice
+
+
+def test_a_local_start_that_times_out_is_retried_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = FakeRay(monkeypatch, Exception("timed out"))
+    with ray_session(None):
+        assert [c if c == "shutdown" else "init" for c in ray.calls] == [
+            "init",
+            "shutdown",
+            "init",
+        ]
+    assert ray.calls[-1] == "shutdown"  # started here: shut down on the way out
+
+    ray = FakeRay(monkeypatch, *(Exception("timed out") for _ in range(LOCAL_RAY_ATTEMPTS)))
+    with pytest.raises(RayStartError, match=rf"after {LOCAL_RAY_ATTEMPTS} attempt\(s\)"):
+        ensure_ray(None)
+    ray = FakeRay(monkeypatch, Exception("no cluster there"))
+    with pytest.raises(RayStartError, match="could not join Ray at 'auto'"):
+        ensure_ray("auto")  # joining is not retried
+    assert len([c for c in ray.calls if c != "shutdown"]) == 1
