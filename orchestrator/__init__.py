@@ -21,9 +21,11 @@ if TYPE_CHECKING:
         TrialError,
         TrialNotRunning,
     )
+    from .function import get_checkpoint, report
     from .hooks import HOOK_NAMES
     from .lifecycle import TrialState
     from .orchestrator import Orchestrator, OrchestratorStatistics
+    from .sweep_result import SweepResult
     from .trainable import Trainable
     from .trial import Trial
 
@@ -38,11 +40,14 @@ _WHERE = {
     "OrchestratorError": ".errors",
     "OrchestratorStatistics": ".orchestrator",
     "RetentionPolicy": ".checkpoints",
+    "SweepResult": ".sweep_result",
     "Trainable": ".trainable",
     "Trial": ".trial",
     "TrialError": ".errors",
     "TrialNotRunning": ".errors",
     "TrialState": ".lifecycle",
+    "get_checkpoint": ".function",
+    "report": ".function",
 }
 
 __all__ = [
@@ -56,11 +61,14 @@ __all__ = [
     "OrchestratorError",
     "OrchestratorStatistics",
     "RetentionPolicy",
+    "SweepResult",
     "Trainable",
     "Trial",
     "TrialError",
     "TrialNotRunning",
     "TrialState",
+    "get_checkpoint",
+    "report",
 ]
 
 

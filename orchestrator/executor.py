@@ -316,7 +316,7 @@ class Executor:
         self.waiting.pop(rt.id, None)
         if actor is None or host is None:
             return
-        last = self.hosts.leave(host, rt.id)
+        last = self.hosts.leave(host, rt.id, reusable=action.graceful)
         if not action.graceful:
             if last:
                 kill(actor)
@@ -330,6 +330,13 @@ class Executor:
         self._dispatcher.track(rt, Kind.STOP, actor.shutdown.remote(stopped), StopPayload(actor))
         self._loop.call_later(STOP_GRACE_S, kill, actor)
 
+    def retire_idle(self) -> None:
+        """Kill the actors of idle hosts that no trial took (actor reuse is over)."""
+        for host in self.hosts.take_idle():
+            if host.actor is not None:
+                host.actor.shutdown.remote()
+                self._loop.call_later(STOP_GRACE_S, kill, host.actor)
+
     def close(self) -> None:
         self.persisters.close()
 
@@ -339,12 +346,16 @@ class Executor:
         result = action.result  # a fresh dict the machine built for this result
         assert isinstance(result, dict)
         clean_result(result, self._result_warnings.for_trial(rt.id))
+        if rt.report_config:
+            result["config"] = rt.config
         rt.results.append(result)
         rt.last_result = result
         if self._journal is not None:
             self._journal.record_result(rt, result)
         if self._hooks.wants("on_trial_result"):
             self._hooks.emit(rt.id, "on_trial_result", rt.handle, result)
+        if rt.observer is not None:
+            rt.observer.on_result(rt, result)
 
     def _run_started(self, rt: TrialRuntime, action: RunStarted) -> None:
         rt.runs_started += 1

@@ -107,12 +107,13 @@ class HostPool:
         """Its actor could not even be created: it takes no trial."""
         self.mark_dead(host)
 
-    def leave(self, host: Host, trial_id: str) -> bool:
+    def leave(self, host: Host, trial_id: str, *, reusable: bool = True) -> bool:
         """``trial_id`` no longer uses ``host``; True when the host must be retired (that
-        was its last trial and idle hosts are not kept). An idle host that is kept waits
-        for the next trial with the same resources (see :meth:`take_idle`)."""
+        was its last trial, and idle hosts are not kept or this one is not
+        ``reusable``: a trial that failed never hands on its process). An idle host that
+        is kept waits for the next trial with the same resources (see :meth:`take_idle`)."""
         host.members.discard(trial_id)
-        if host.members or (self.keep_idle and host.alive):
+        if host.members or (self.keep_idle and reusable and host.alive):
             if host.alive and (host.capacity > 1 or self.keep_idle):
                 hosts = self._open.setdefault(host.key, [])
                 if host not in hosts:

@@ -167,6 +167,10 @@ class Journal:
         self.writes = 0
         self.failed_writes = 0
         self._pause = interval  # before the next write, from the last one's cost
+        self.started_at = time.time()  # kept across resumes (see ``head_extras``)
+        # What else the head carries, built on the loop at each write: the sweeps'
+        # state (searcher, scheduler, which trials they created).
+        self._extras: Callable[[], dict[str, Any]] | None = None
 
     # -- recording (sync, cheap: called from the loop) ----------------------------------
 
@@ -190,6 +194,10 @@ class Journal:
 
     def touch(self) -> None:
         self._dirty.set()
+
+    def set_extras(self, build: Callable[[], dict[str, Any]]) -> None:
+        """Have every write also store ``build()``'s fields in the head (plain JSON)."""
+        self._extras = build
 
     def urgent(self) -> None:
         """Write soon (within :data:`URGENT_DELAY` plus the write), not at the next
@@ -324,7 +332,14 @@ class Journal:
             or len(self._segments) >= COMPACT_AFTER
             or self._tail_bytes > self._base_bytes
         )
-        header = {"format": FORMAT_VERSION, "name": self._name, "written_at": time.time()}
+        header: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "name": self._name,
+            "started_at": self.started_at,
+            "written_at": time.time(),
+        }
+        if self._extras is not None:
+            header.update(self._extras())
         heads: list[str] = []
         rows: list[tuple[str, int, list[str]]] = []
         for trial_id, trial in self._trials.items():
@@ -457,6 +472,15 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
             )
         )
     return trials
+
+
+async def head_extras(storage: Any) -> dict[str, Any]:
+    """The head's fields other than the trials (``sweeps``, ``started_at``...); ``{}``
+    when there is no journal."""
+    if not await storage.exists(JOURNAL_KEY):
+        return {}
+    doc = json.loads(await storage.read_bytes(JOURNAL_KEY))
+    return {k: v for k, v in doc.items() if k not in ("trials", "segments")}
 
 
 async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:

@@ -45,6 +45,8 @@ from .backoff import Backoff
 from .checkpoints import Checkpoint, RetentionPolicy
 from .errors import InvalidTransition, TrialError
 from .events import (
+    FUNCTION_DONE,
+    REPORTED_CHECKPOINT,
     Action,
     ActorEvent,
     ActorReady,
@@ -132,6 +134,10 @@ class TrialPolicy:
     # Metrics the trial's first result must report (the stop criterion's keys): a name
     # that is not there is an error at once, not a trial that never stops.
     required_metrics: tuple[str, ...] = ()
+    # False for a trainable that checkpoints only when it says so (a function's
+    # report(checkpoint=...)): no final save on pause or stop, which could only write
+    # an empty checkpoint; a paused one resumes from its newest reported checkpoint.
+    saves_on_demand: bool = True
 
 
 Handler = Callable[["TrialMachine", Any], list[Action]]
@@ -284,6 +290,8 @@ class TrialMachine:
     def _needs_final_save(self) -> bool:
         if self.saved_iteration == self.iteration or self.iteration == 0 or self.storage_down:
             return False
+        if not self.policy.saves_on_demand:
+            return False
         if self.intent is Intent.PAUSE:
             return True
         return self.intent in (Intent.FINISH, Intent.STOP) and self.policy.checkpoint_every > 0
@@ -400,9 +408,16 @@ class TrialMachine:
         actions: list[Action] = []
         judge = self.policy.judge
         decided = self.held
+        reported = False  # the trainable reported a checkpoint with its last result
         for metrics in event.results:
+            if metrics.get(FUNCTION_DONE):
+                # A function trainable's function returned: a pseudo-result (the last of
+                # its batch), never recorded. The trial is done.
+                self._want(Intent.FINISH)
+                break
             self.iteration += 1
             result = {**metrics, "training_iteration": self.iteration, "trial_id": self.trial_id}
+            reported = bool(result.pop(REPORTED_CHECKPOINT, False))
             self.last_metrics = result
             actions.append(Report(result))
             if not self.metrics_checked:
@@ -416,7 +431,7 @@ class TrialMachine:
                     self._apply(judgement)
                     decided = True
         every = self.policy.checkpoint_every
-        due = every > 0 and self.iteration % every == 0
+        due = reported or (every > 0 and self.iteration % every == 0)
         if self.intent is None:
             if due:
                 actions += self._save()

@@ -38,7 +38,11 @@ if TYPE_CHECKING:
     from .journal import Journal
     from .loop import Dispatcher, LoopStatistics
     from .runtime import TrialRuntime
+    from .schedulers import Scheduler
+    from .search import Searcher
     from .spec import StorageMode, TrialSpec
+    from .sweep import Sweep
+    from .sweep_result import SweepResult
     from .trial import Trial
 
 log = logging.getLogger("orchestrator")
@@ -208,6 +212,8 @@ class Orchestrator:
         self._collector: CheckpointCollector | None = None
         self._runs_in_progress = 0
         self._loop_handler: Any = None  # the loop's exception handler before ours
+        self._sweeps: dict[str, Sweep] = {}  # running or run in this session
+        self._journaled_sweeps: dict[str, Any] = {}  # as a resumed journal had them
 
     # -- settings, as attributes --------------------------------------------------------
 
@@ -291,16 +297,19 @@ class Orchestrator:
         """The validated spec ``add_trial`` would build: its arguments override the
         experiment's defaults."""
         from .checkpoints import RetentionPolicy
+        from .function import is_function, wrap_function
         from .journal import RESERVED_NAMES
         from .spec import TrialSpec
 
         index = len(self._trials)
-        if not is_trainable_class(trainable):
+        function = is_function(trainable)
+        if not function and not is_trainable_class(trainable):
             got = trainable.__name__ if isinstance(trainable, type) else repr(trainable)
             raise ConfigError(
-                f"add_trial (trial #{index}): {got} is not a subclass of orchestrator.Trainable;"
-                " define `class MyTrainable(Trainable)` with setup/step/save_checkpoint/"
-                "load_checkpoint"
+                f"add_trial (trial #{index}): {got} is neither a subclass of "
+                "orchestrator.Trainable nor a function; define `class MyTrainable(Trainable)` "
+                "with setup/step/save_checkpoint/load_checkpoint, or `def train(config):` "
+                "calling orchestrator.report(metrics)"
             )
         if trial_id is None:
             trial_id = f"{trainable.__name__}_{self._token}_{index:05d}"
@@ -326,6 +335,11 @@ class Orchestrator:
                 f"trial {trial_id}: checkpoint_every must be >= 0 (0 disables checkpoints), "
                 f"got {checkpoint_every}"
             )
+        if function and checkpoint_every:
+            raise ConfigError(
+                f"trial {trial_id}: checkpoint_every does not apply to a function trainable: "
+                "it checkpoints when it calls report(metrics, checkpoint=directory)"
+            )
         check_sendable(config or {}, trial_id)
         settings = self.settings
         failures = settings.max_failures if max_failures is None else max_failures
@@ -337,7 +351,7 @@ class Orchestrator:
         RetentionPolicy(keep, score)  # validates both
         return TrialSpec(
             trial_id=trial_id,
-            trainable=trainable,
+            trainable=wrap_function(trainable) if function else trainable,
             config=dict(config or {}),
             stop=StopCondition(trial_id, stop),
             resources=check_resources(resources, trial_id),
@@ -394,6 +408,118 @@ class Orchestrator:
             if dispatcher.settled_now() and hooks.statistics().backlog == 0:
                 return
 
+    async def sweep(
+        self,
+        trainable: Any,
+        space: Mapping[str, Any],
+        num_samples: int = 1,
+        metric: str | None = None,
+        mode: str | None = None,
+        *,
+        searcher: Searcher | None = None,
+        scheduler: Scheduler | None = None,
+        max_concurrent_trials: int | None = None,
+        stop: StopSpec = None,
+        checkpoint_every: int = 0,
+        resources: Mapping[str, float] | None = None,
+        max_failures: int | None = None,
+        keep_checkpoints: int | None = None,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        result_buffer: int | None = None,
+        seed: int | None = None,
+        name: str = "sweep",
+        reuse_actors: bool = True,
+    ) -> SweepResult:
+        """Run a sweep: ``num_samples`` x the grid's points trials of ``trainable``, their
+        configs drawn from ``space`` by ``searcher`` (default ``RandomSearch``), judged by
+        ``scheduler`` (default: none, every trial runs to its stop criterion), at most
+        ``max_concurrent_trials`` at once (default: what the cluster's resources hold).
+        Returns once every trial of the sweep is settled; see :class:`SweepResult`.
+
+        The other arguments are ``add_trial``'s, for every trial. ``name`` names the
+        sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
+        continues it (finished trials are kept, the others restart from their
+        checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
+        finished trial's worker process starts the next trial (a fresh trainable in it)
+        instead of a new process."""
+        from .journal import pickle_b64
+        from .sweep import Sweep
+        from .sweep_plan import check_sweep
+
+        self._require_entered()
+        plan = check_sweep(
+            self,
+            trainable=trainable,
+            space=space,
+            num_samples=num_samples,
+            metric=metric,
+            mode=mode,
+            searcher=searcher,
+            scheduler=scheduler,
+            max_concurrent_trials=max_concurrent_trials,
+            seed=seed,
+            name=name,
+            trial_options={
+                "stop": stop,
+                "checkpoint_every": checkpoint_every,
+                "resources": resources,
+                "max_failures": max_failures,
+                "keep_checkpoints": keep_checkpoints,
+                "checkpoint_score": checkpoint_score,
+                "result_buffer": result_buffer,
+            },
+        )
+        if name in self._sweeps and not self._sweeps[name]._finished:
+            raise ConfigError(f"sweep {name!r} is already running in experiment {self.name!r}")
+        call = pickle_b64(
+            {
+                "trainable": trainable,
+                "space": dict(space),
+                "num_samples": num_samples,
+                "metric": metric,
+                "mode": mode,
+                "searcher": plan.searcher,
+                "scheduler": scheduler,
+                "max_concurrent_trials": max_concurrent_trials,
+                "seed": seed,
+                "name": name,
+                "reuse_actors": reuse_actors,
+                **plan.trial_options,
+            }
+        )
+        sweep = Sweep(
+            self,
+            name=name,
+            trainable=trainable,
+            space=plan.space,
+            num_samples=num_samples,
+            metric=metric,
+            mode=mode,
+            searcher=plan.searcher,
+            scheduler=scheduler,
+            max_concurrent=max_concurrent_trials,
+            trial_options=plan.trial_options,
+            seed=seed,
+            reuse_actors=bool(reuse_actors),
+            call=call,
+            journaled=self._journaled_sweeps.get(name),
+        )
+        self._sweeps[name] = sweep
+        return await sweep.run()
+
+    async def _end_hooks(self, trials: list[Trial]) -> None:
+        _, hooks = self._require_entered()
+        await hooks.call_now("on_experiment_end", trials)
+
+    def _journal_touch(self) -> None:
+        if self._journal is not None:
+            self._journal.touch()
+
+    def _journal_extras(self) -> dict[str, Any]:
+        sweeps = dict(self._journaled_sweeps)
+        sweeps.update({name: sweep.journal_doc() for name, sweep in self._sweeps.items()})
+        return {"sweeps": list(sweeps.values())} if sweeps else {}
+
     def run_sync(self) -> list[Trial]:
         """One call for plain scripts: enter, ``run()``, exit. Not inside a running loop."""
 
@@ -439,15 +565,24 @@ class Orchestrator:
             raise
         self._storage = store
         self._loop_handler = storage_pkg.quiet_sdk_noise(asyncio.get_running_loop())
+        started_at: float | None = None
         if self.settings.resume:
+            from .journal import head_extras
+
             try:
                 for rt in await adopt_journaled(store, self.settings, set(self._trials)):
                     self._trials[rt.id] = rt
+                extras = await head_extras(store)
             except Exception:
                 await store.aclose()
                 self._release_ray()
                 raise
+            self._journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
+            started_at = extras.get("started_at")
         self._journal = Journal(store, name=self.name, interval=self.settings.journal_interval)
+        if started_at is not None:
+            self._journal.started_at = float(started_at)
+        self._journal.set_extras(self._journal_extras)
         self._hooks = HookRunner(self._hooks_list, slow_after=self.settings.hook_slow_after)
         dispatcher = Dispatcher(
             storage_uri=self.storage_uri,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .lifecycle import TrialMachine, TrialPolicy
 from .spec import TrialSpec
@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from .hosts import Host
     from .loop import Dispatcher
     from .trial import Trial
+
+
+class Observer(Protocol):
+    def on_result(self, rt: TrialRuntime, result: Mapping[str, Any]) -> None: ...
+
+    def on_settled(self, rt: TrialRuntime) -> None: ...
+
 
 #: Events kept per trial for ``show`` and ``plot`` (restores, failures, exploits).
 MAX_EVENTS = 200
@@ -57,6 +64,10 @@ class TrialRuntime:
         self.host: Host | None = None
         self.seq = 0
         self.dispatcher: Dispatcher | None = None
+        # The sweep a trial belongs to watches it: every result and every settling
+        # (cheap calls on the loop; see ``sweep.Sweep``). None for a plain trial.
+        self.observer: Observer | None = None
+        self.report_config = False  # put its config in every result (configs change: PBT)
         self.waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self.handle: Trial = Trial(self)
 

@@ -206,6 +206,7 @@ def policy_for(
         steps_per_call=spec.result_buffer,
         max_pending_saves=settings.max_pending_saves,
         required_metrics=spec.stop.metrics if settings.strict_metrics else (),
+        saves_on_demand=bool(getattr(spec.trainable, "saves_on_demand", True)),
     )
 
 

@@ -142,3 +142,15 @@ class Recorder(Counter):
                 open(flag, "w").close()
                 raise RuntimeError(f"planned one-off failure at {self.count}")
         return result
+
+
+class Objective(Recorder):
+    """A Recorder whose ``loss`` depends on its config (``x``, ``y``) and falls with
+    training: ``(x - 0.3)^2 + (y + 0.2)^2 + 1 / iteration``. ``score`` is ``-loss``."""
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        x, y = float(self.config.get("x", 0.0)), float(self.config.get("y", 0.0))
+        loss = (x - 0.3) ** 2 + (y + 0.2) ** 2 + 1.0 / self.count
+        result.update(loss=loss, score=-loss)
+        return result

@@ -1,0 +1,90 @@
+"""Checking a sweep's arguments before any trial starts.
+
+Every mistake in a ``sweep(...)`` call (a bad space, a searcher that is not one, a
+scheduler without a metric, a per-trial option out of range) is reported here, at the
+call, naming what is wrong, so that no trial of a doomed sweep ever runs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .orchestrator import Orchestrator
+    from .search import Searcher, SearchSpace
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    space: SearchSpace
+    searcher: Searcher
+    trial_options: dict[str, Any]
+
+
+def check_sweep(
+    orch: Orchestrator,
+    *,
+    trainable: Any,
+    space: Any,
+    num_samples: Any,
+    metric: Any,
+    mode: Any,
+    searcher: Any,
+    scheduler: Any,
+    max_concurrent_trials: Any,
+    seed: Any,
+    name: Any,
+    trial_options: Mapping[str, Any],
+) -> SweepPlan:
+    from .schedulers import Scheduler
+    from .search import RandomSearch, Searcher, SearchSpace
+
+    where = f"sweep {name!r}" if isinstance(name, str) else "sweep"
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ConfigError(f"sweep name must be a non-empty str without '/', got {name!r}")
+    if not isinstance(space, Mapping):
+        raise ConfigError(f"{where}: space must be a dict of keys to values or domains")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ConfigError(f"{where}: num_samples must be an int >= 1, got {num_samples!r}")
+    if metric is not None and not isinstance(metric, str):
+        raise ConfigError(f"{where}: metric must be a result key (str), got {metric!r}")
+    if mode not in (None, "min", "max"):
+        raise ConfigError(f"{where}: mode must be 'min' or 'max', got {mode!r}")
+    if (metric is None) != (mode is None):
+        raise ConfigError(f"{where}: give metric and mode together (got {metric=}, {mode=})")
+    if max_concurrent_trials is not None and (
+        isinstance(max_concurrent_trials, bool)
+        or not isinstance(max_concurrent_trials, int)
+        or max_concurrent_trials < 1
+    ):
+        raise ConfigError(
+            f"{where}: max_concurrent_trials must be an int >= 1 or None (what the cluster "
+            f"holds), got {max_concurrent_trials!r}"
+        )
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ConfigError(f"{where}: seed must be an int or None, got {seed!r}")
+    checked_space = SearchSpace(space)  # every bad domain, named by its key
+    if searcher is None:
+        searcher = RandomSearch(seed)
+    elif not isinstance(searcher, Searcher):
+        raise ConfigError(
+            f"{where}: searcher must be an orchestrator.search.Searcher (RandomSearch(), "
+            f"OptunaSearch()...), got {type(searcher).__name__}"
+        )
+    if scheduler is not None:
+        if not isinstance(scheduler, Scheduler):
+            raise ConfigError(
+                f"{where}: scheduler must be an orchestrator.schedulers.Scheduler (ASHA(), "
+                f"PBT()...), got {type(scheduler).__name__}"
+            )
+        scheduler.set_search_properties(metric, mode)
+    options = dict(trial_options)
+    # A dry run of one trial's spec: the trainable and every per-trial option, checked.
+    probe = checked_space.sample(random.Random(0), checked_space.grid_points[0])
+    orch.trial_spec(trainable, probe, trial_id=f"{name}-check", **options)
+    return SweepPlan(checked_space, searcher, options)

@@ -1,0 +1,155 @@
+"""What a sweep returns: its trials, and the best of them by the sweep's metric."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ConfigError
+from .lifecycle import TrialState
+
+if TYPE_CHECKING:
+    from .checkpoints import Checkpoint
+    from .trial import Trial
+
+
+def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
+    """``result[metric]`` as a finite number (``"a/b"`` reads nested dicts), else None."""
+    if not result:
+        return None
+    value: Any = result.get(metric)
+    if value is None and "/" in metric:
+        value = result
+        for part in metric.split("/"):
+            value = value.get(part) if isinstance(value, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class SweepResult:
+    """The trials of one sweep (ordinary :class:`Trial` handles: hooks, ``restore`` and
+    ``pause`` apply), and the best of them by ``metric`` and ``mode``."""
+
+    def __init__(self, trials: Sequence[Trial], metric: str | None, mode: str | None) -> None:
+        self.trials = list(trials)
+        self.metric = metric
+        self.mode = mode
+
+    def __repr__(self) -> str:
+        states: dict[str, int] = {}
+        for trial in self.trials:
+            states[trial.state.value] = states.get(trial.state.value, 0) + 1
+        return f"SweepResult({len(self.trials)} trials: {states}, metric={self.metric!r})"
+
+    # -- the best trial ------------------------------------------------------------------
+
+    def get_best(
+        self,
+        metric: str | None = None,
+        mode: str | None = None,
+        scope: Literal["last", "all"] = "last",
+    ) -> Trial:
+        """The best trial by ``metric`` (default: the sweep's) in ``mode``, judged by each
+        trial's last result (``scope="last"``) or its best one (``"all"``). A metric no
+        trial reported is an error naming the keys they did report."""
+        metric = metric or self.metric
+        mode = mode or self.mode
+        if metric is None or mode not in ("min", "max"):
+            raise ConfigError(
+                "get_best needs a metric and mode='min' or 'max' (the sweep was run without "
+                f"them): got metric={metric!r}, mode={mode!r}"
+            )
+        if scope not in ("last", "all"):
+            raise ConfigError(f"get_best: scope must be 'last' or 'all', got {scope!r}")
+        sign = 1.0 if mode == "max" else -1.0
+        best: tuple[float, int] | None = None
+        chosen: Trial | None = None
+        for index, trial in enumerate(self.trials):
+            if scope == "last":
+                values = [metric_value(trial.last_result, metric)]
+            else:
+                values = [metric_value(r, metric) for r in trial.results]
+            scores = [sign * v for v in values if v is not None]
+            if not scores:
+                continue
+            key = (max(scores), -index)  # ties: the earlier trial
+            if best is None or key > best:
+                best, chosen = key, trial
+        if chosen is None:
+            raise ConfigError(
+                f"no trial reported the metric {metric!r}; the trials reported: "
+                f"{', '.join(self._reported_keys()) or 'nothing'}"
+            )
+        return chosen
+
+    @property
+    def best_trial(self) -> Trial:
+        return self.get_best()
+
+    @property
+    def best_config(self) -> dict[str, Any]:
+        return dict(self.best_trial.config)
+
+    @property
+    def best_result(self) -> dict[str, Any]:
+        result = self.best_trial.last_result
+        assert result is not None
+        return dict(result)
+
+    @property
+    def best_checkpoint(self) -> Checkpoint | None:
+        """The best trial's best persisted checkpoint by the metric (its newest when its
+        checkpoints do not report the metric), or None if it has none."""
+        trial = self.best_trial
+        checkpoints = trial.checkpoints
+        if not checkpoints:
+            return None
+        metric, sign = self.metric, 1.0 if self.mode == "max" else -1.0
+        scored = [
+            (sign * v, c.iteration, c)
+            for c in checkpoints
+            if metric is not None and (v := metric_value(c.metrics, metric)) is not None
+        ]
+        return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else checkpoints[-1]
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """The errors of the trials that ended in ERROR."""
+        return [t.error for t in self.trials if t.state is TrialState.ERROR and t.error]
+
+    def dataframe(self) -> Any:
+        """A pandas DataFrame: one row per trial, with ``trial_id``, ``state``,
+        ``config/*`` columns and its last result's keys."""
+        try:
+            import pandas as pd
+        except ImportError as err:
+            raise ConfigError(
+                "SweepResult.dataframe() needs pandas: pip install 'trialflow[cli]'"
+            ) from err
+        rows = []
+        for trial in self.trials:
+            row: dict[str, Any] = {"trial_id": trial.id, "state": trial.state.value}
+            row.update({f"config/{k}": v for k, v in _flat(trial.config).items()})
+            row.update({k: v for k, v in (trial.last_result or {}).items() if k != "config"})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def _reported_keys(self) -> list[str]:
+        keys: dict[str, None] = {}
+        for trial in self.trials:
+            for result in trial.results[-1:]:
+                keys.update(dict.fromkeys(result))
+        return sorted(keys)
+
+
+def _flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, name + "/"))
+        else:
+            flat[name] = value
+    return flat
