@@ -8,8 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.backoff import Backoff
 from orchestrator.checkpoints import Checkpoint, RetentionPolicy
 from orchestrator.errors import InvalidTransition
+from orchestrator.events import ConfigRefused, Decided
+from orchestrator.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.lifecycle import (
     ALL_EVENT_TYPES,
     ActorEvent,
@@ -39,9 +42,6 @@ from orchestrator.lifecycle import (
     TrialPolicy,
     TrialState,
 )
-from orchestrator.backoff import Backoff
-from orchestrator.events import ConfigRefused, Decided
-from orchestrator.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.stopping import StopCondition
 
 
