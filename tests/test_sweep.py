@@ -19,7 +19,7 @@ import ray
 
 from orchestrator import ConfigError, Orchestrator, Trial, TrialState
 from orchestrator.journal import JOURNAL_KEY
-from orchestrator.search import OptunaSearch, RandomSearch, choice, grid, sample_from, uniform
+from orchestrator.search import OptunaSearch, choice, grid, sample_from, uniform
 
 from .trainables import Objective
 
