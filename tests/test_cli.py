@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -524,3 +525,76 @@ def test_a_local_start_that_times_out_is_retried_once(monkeypatch: pytest.Monkey
     with pytest.raises(RayStartError, match="could not join Ray at 'auto'"):
         ensure_ray("auto")  # joining is not retried
     assert len([c for c in ray.calls if c != "shutdown"]) == 1
+
+
+SWEEP_TRAINABLE = """
+import json
+import os
+import time
+
+from orchestrator import Trainable
+
+
+class Quad(Trainable):
+    def setup(self, config):
+        self.n = 0
+        with open(os.path.join(config["marks"], self.trial_id), "a") as fh:
+            fh.write("x")
+
+    def step(self):
+        time.sleep(self.config.get("delay", 0.0))
+        self.n += 1
+        return {"score": -((self.config["x"] - 0.5) ** 2), "n": self.n}
+
+    def save_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "n.json"), "w") as fh:
+            json.dump(self.n, fh)
+
+    def load_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "n.json")) as fh:
+            self.n = json.load(fh)
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
+    tmp_path: Path,
+) -> None:
+    from .test_driver_crash import kill_with_its_ray
+
+    (tmp_path / "quad.py").write_text(textwrap.dedent(SWEEP_TRAINABLE))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    store = tmp_path / "results"
+    space = json.dumps({"x": {"uniform": [0, 1]}, "marks": str(marks), "delay": 0.1})
+    command = ["run", "quad:Quad", "--space", space, "--num-samples", "6", "--metric", "score",
+               "--mode", "max", "--max-concurrent", "2", "--stop", "training_iteration=8",
+               "--checkpoint-every", "2", "--cpu", "0.25", "--seed", "1",
+               "--storage", str(store), "--name", "sw"]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *command], cwd=tmp_path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    journal = store / "sw" / "experiment_state.json"
+    try:
+        for _ in range(1200):
+            time.sleep(0.1)
+            assert proc.poll() is None, "the sweep ended before its driver could be killed"
+            try:
+                doc = json.loads(journal.read_text())
+            except (OSError, ValueError):
+                continue
+            if sum(t["state"] == "TERMINATED" for t in doc["trials"]) >= 2:
+                break
+    finally:
+        kill_with_its_ray(proc)  # type: ignore[arg-type]
+    proc = _run_cli("resume", "--storage", str(store), "--name", "sw", "--metric", "score",
+                    cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "continuing sweep 'sweep'" in proc.stdout
+    assert "6/6 trials TERMINATED" in proc.stdout and "best trial sweep_" in proc.stdout
+    assert sorted(p.name for p in marks.iterdir()) == [f"sweep_{i:05d}" for i in range(6)]
+    done_before = [p for p in marks.iterdir() if p.read_text() == "x"]
+    assert len(done_before) >= 2  # the trials finished before the kill ran only once

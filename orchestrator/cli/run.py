@@ -22,6 +22,7 @@ from ..raystart import ensure_ray
 from . import args as cli_args
 from .args import EXIT_FAILED, EXIT_OK
 from .present import EventPrinter, results_table
+from .sweep import add_sweep_args, handle_sweep, print_best
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,8 +46,9 @@ __all__ = [
 def configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "trainable",
-        metavar="MODULE:CLASS",
-        help="import path of a Trainable subclass, e.g. mypkg.train:MyTrainable",
+        metavar="MODULE:NAME",
+        help="import path of a Trainable subclass or a training function, e.g. "
+        "mypkg.train:MyTrainable or mypkg.train:train",
     )
     parser.add_argument(
         "--config", default="{}", metavar="JSON", help="the config, a JSON object (default {})"
@@ -90,6 +92,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
         "--gpu", type=cli_args.non_negative_float, default=0.0, help="GPUs per trial (default 0)"
     )
     _add_table_args(parser)
+    add_sweep_args(parser)
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -108,6 +111,8 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
     base = cli_args.json_arg(args.config, "--config")
     if not isinstance(base, dict):
         raise ConfigError(f"--config must be a JSON object, got {args.config!r}")
+    if args.space is not None:
+        return handle_sweep(args, console, trainable, base)
     grid = None if args.grid is None else cli_args.json_arg(args.grid, "--grid")
     configs = expand_grid(base, grid)
     if not args.stop:
@@ -193,6 +198,8 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
     args.resume_hint = resume_command(orch)
 
     async def main() -> list[Trial]:
+        from ..journal import unpickle_b64
+
         async with orch:
             if not orch.trials:
                 return []
@@ -201,6 +208,20 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
                 counts[trial.state.value] = counts.get(trial.state.value, 0) + 1
             summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
             console.print(f"resuming {orch.storage_uri}: {summary}", highlight=False)
+            for doc in list(orch._journaled_sweeps.values()):
+                if doc.get("finished") or not doc.get("call"):
+                    continue
+                try:
+                    call = unpickle_b64(doc["call"])
+                except Exception as err:
+                    raise ConfigError(
+                        f"sweep {doc.get('name')!r}: cannot load its code to resume it "
+                        f"({type(err).__name__}: {err}); run from the directory that holds "
+                        "its module, or add that directory to PYTHONPATH"
+                    ) from err
+                console.print(f"continuing sweep {doc['name']!r}", highlight=False)
+                result = await orch.sweep(**call)
+                print_best(result, console)
             return await orch.run()
 
     with ray_session(args.address):
@@ -234,8 +255,13 @@ def load_trainable(spec: str) -> type[Trainable]:
     obj = getattr(module, attr, None)
     if obj is None:
         raise ConfigError(f"trainable {spec!r}: module {module_name!r} has no {attr!r}")
-    if not is_trainable_class(obj):
-        raise ConfigError(f"trainable {spec!r}: {attr} is not a subclass of orchestrator.Trainable")
+    from ..function import is_function
+
+    if not is_trainable_class(obj) and not is_function(obj):
+        raise ConfigError(
+            f"trainable {spec!r}: {attr} is neither a subclass of orchestrator.Trainable nor "
+            "a training function"
+        )
     return obj  # type: ignore[no-any-return]
 
 
