@@ -187,6 +187,10 @@ class Dispatcher:
             if self.settled_now():
                 return
 
+    def is_settled(self, rt: TrialRuntime) -> bool:
+        """The trial is settled and no request for it waits in the inbox."""
+        return rt.id not in self._unsettled and rt.machine.state.is_settled
+
     def settled_now(self) -> bool:
         return not self._inbox and not self._unsettled
 

@@ -172,7 +172,8 @@ class Sweep:
     async def _done(self) -> bool:
         if self._finished:
             return True
-        if self._queued or any(not rt.machine.state.is_settled for rt in self._live_or_pending()):
+        dispatcher, _ = self._orch._require_entered()
+        if self._queued or not all(dispatcher.is_settled(rt) for rt in self._trials.values()):
             return False
         if len(self._trials) < self.total and not self._exhausted:
             return False
@@ -181,9 +182,7 @@ class Sweep:
             decisions = self._scheduler.on_idle(self._population)
             if decisions:
                 self._decide(decisions)
-                return not self._queued and not any(
-                    not rt.machine.state.is_settled for rt in self._trials.values()
-                )
+                return False  # look again once they are carried out
         if paused:
             log.info(
                 "sweep %r ends with %d trial(s) PAUSED (nothing would resume them)",
@@ -191,9 +190,6 @@ class Sweep:
                 len(paused),
             )
         return True
-
-    def _live_or_pending(self) -> list[TrialRuntime]:
-        return list(self._trials.values())
 
     # -- admitting trials -----------------------------------------------------------------
 
@@ -292,7 +288,7 @@ class Sweep:
     # -- watching its trials (on the loop: cheap) ------------------------------------------
 
     def on_result(self, rt: TrialRuntime, result: Mapping[str, Any]) -> None:
-        if not self._wants_results:
+        if not self._wants_results or self._finished:
             return
         self._results_backlog.append((rt.id, result))
         if not self._draining:
@@ -306,6 +302,8 @@ class Sweep:
             self._searcher.on_trial_result(trial_id, result)
 
     def on_settled(self, rt: TrialRuntime) -> None:
+        if self._finished:
+            return  # a trial of a finished sweep, revived and ended by hand
         state = rt.machine.state
         if self._scheduler is not None and state.is_terminal:
             info = info_of(rt)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import tempfile
 import time
 from typing import Any
 
@@ -154,3 +155,145 @@ class Objective(Recorder):
         loss = (x - 0.3) ** 2 + (y + 0.2) ** 2 + 1.0 / self.count
         result.update(loss=loss, score=-loss)
         return result
+
+
+# -- function trainables (orchestrator.function) ----------------------------------------
+
+
+def counting(config: dict[str, Any]) -> None:
+    """A training function that counts its reports; the count is its checkpointed state.
+
+    Config: ``every`` (report a checkpoint every N reports; 0: never), ``epochs`` (then
+    return; absent: go on until stopped), ``delay`` (seconds per report),
+    ``padding_files`` (extra empty files per checkpoint), ``marks`` (a directory: each
+    run appends ``start:<count restored>`` and, from its ``finally``, ``finally`` to
+    ``<marks>/runs``), ``fail_once_at`` (the count that raises, the first time only).
+    Every result has ``count``, ``pid`` and ``resumed_from``.
+    """
+    from orchestrator import get_checkpoint, report
+
+    start = _restored_count(get_checkpoint())
+    _note(config, f"start:{start}")
+    try:
+        for count in range(start + 1, int(config.get("epochs") or 10**9) + 1):
+            time.sleep(float(config.get("delay", 0.0)))
+            _maybe_fail(config, count)
+            metrics = {"count": count, "pid": os.getpid(), "resumed_from": start}
+            every = int(config.get("every", 0))
+            if every and count % every == 0:
+                with tempfile.TemporaryDirectory() as d:
+                    _write_state(d, count, int(config.get("padding_files", 0)))
+                    report(metrics, checkpoint=d)
+                    assert os.listdir(d) == [], "report() left the checkpoint's files here"
+            else:
+                report(metrics)
+    finally:
+        _note(config, "finally")
+
+
+async def async_counting(config: dict[str, Any]) -> None:
+    """:func:`counting` as an ``async def`` function (without marks or failures)."""
+    from orchestrator import get_checkpoint, report
+
+    start = _restored_count(get_checkpoint())
+    for count in range(start + 1, int(config.get("epochs") or 10**9) + 1):
+        await asyncio.sleep(float(config.get("delay", 0.0)))
+        metrics = {"count": count, "pid": os.getpid(), "resumed_from": start}
+        every = int(config.get("every", 0))
+        if every and count % every == 0:
+            with tempfile.TemporaryDirectory() as d:
+                _write_state(d, count, 0)
+                report(metrics, checkpoint=d)
+        else:
+            report(metrics)
+
+
+def reports_a_list(config: dict[str, Any]) -> None:
+    from orchestrator import report
+
+    report([1, 2])  # type: ignore[arg-type]
+
+
+def reports_a_missing_checkpoint(config: dict[str, Any]) -> None:
+    from orchestrator import report
+
+    report({"count": 1}, checkpoint=os.path.join(config["where"], "not-there"))
+
+
+def never_reports(config: dict[str, Any]) -> None:
+    return None
+
+
+def _restored_count(checkpoint: str | None) -> int:
+    if checkpoint is None:
+        return 0
+    with open(os.path.join(checkpoint, "state.json")) as fh:
+        return int(json.load(fh)["count"])
+
+
+def _write_state(directory: str, count: int, padding_files: int) -> None:
+    with open(os.path.join(directory, "state.json"), "w") as fh:
+        json.dump({"count": count}, fh)
+    for i in range(padding_files):
+        with open(os.path.join(directory, f"padding{i}"), "w") as fh:
+            fh.write(f"{count}:{i}")
+
+
+def _note(config: dict[str, Any], line: str) -> None:
+    marks = config.get("marks")
+    if marks:
+        with open(os.path.join(marks, "runs"), "a") as fh:
+            fh.write(line + "\n")
+
+
+def _maybe_fail(config: dict[str, Any], count: int) -> None:
+    if config.get("fail_once_at") == count:
+        flag = os.path.join(config["marks"], "failed")
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            raise RuntimeError(f"planned failure at {count}")
+
+
+class Curve(Recorder):
+    """A learning curve set by its config: ``acc`` at step t is
+    ``plateau * (1 - 0.9**t)``, so a higher ``plateau`` is always better."""
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        result["acc"] = float(self.config["plateau"]) * (1 - 0.9**self.count)
+        return result
+
+
+class Climber(Recorder):
+    """PBT's toy: ``score`` grows by ``lr`` per step, so a higher ``lr`` wins; its state
+    (the score) is checkpointed. ``reset_config`` takes a new ``lr`` in place."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        super().setup(config)
+        self.score = 0.0
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        self.score += float(self.config["lr"])
+        result.update(score=self.score, lr=self.config["lr"])
+        return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        super().save_checkpoint(checkpoint_dir)
+        with open(os.path.join(checkpoint_dir, "score.json"), "w") as fh:
+            json.dump({"score": self.score}, fh)
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        super().load_checkpoint(checkpoint_dir)
+        with open(os.path.join(checkpoint_dir, "score.json")) as fh:
+            self.score = json.load(fh)["score"]
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        return True
+
+
+class StubbornClimber(Climber):
+    """A Climber that cannot take a new config in place: a new actor takes it."""
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        return False

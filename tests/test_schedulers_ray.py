@@ -1,0 +1,270 @@
+"""Schedulers on real trials: decisions land exactly at their points, paused trials free
+their resources, PBT's exploits are restores from another trial's checkpoint with a new
+config, and all of it survives killed actors and a killed driver."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator.journal import JOURNAL_KEY
+from orchestrator.schedulers import ASHA, PBT, HyperBand
+from orchestrator.search import grid
+
+from .trainables import Climber, Curve, StubbornClimber, kill_worker
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU = {"cpu": 0.25}
+LRS = [0.01, 0.1, 1.0, 10.0]
+
+
+async def test_asha_stops_buffered_trials_exactly_at_their_rungs(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="asha", result_buffer=10) as orch:
+        result = await orch.sweep(
+            Curve,
+            {"plateau": grid([float(p) for p in range(1, 10)]), "marks": str(tmp_path)},
+            metric="acc",
+            mode="max",
+            scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
+            max_concurrent_trials=3,
+            stop={"training_iteration": 100},
+            resources=CPU,
+        )
+    rungs = {1, 3, 9, 27}
+    ends = sorted(len(t.results) for t in result.trials)
+    assert all(t.state is TrialState.TERMINATED for t in result.trials)
+    assert set(ends) <= rungs, ends  # never rung + 1, though the actor could run 10 ahead
+    assert ends[0] < 27 and ends[-1] == 27  # some stopped early; the best ran to max_t
+    assert result.best_trial.config["plateau"] >= 7.0
+    for trial in result.trials:
+        assert [r["training_iteration"] for r in trial.results] == list(
+            range(1, len(trial.results) + 1)
+        )
+
+
+async def test_hyperband_pauses_trials_at_milestones_and_resumes_the_best(tmp_path: Path) -> None:
+    paused_with_actor: list[str] = []
+
+    async def watch(orch: Orchestrator) -> None:
+        while True:
+            for trial in orch.trials:
+                if trial.state is TrialState.PAUSED and trial.actor is not None:
+                    paused_with_actor.append(trial.id)
+            await asyncio.sleep(0.02)
+
+    async with Orchestrator(storage=tmp_path, name="hb") as orch:
+        watcher = asyncio.create_task(watch(orch))
+        result = await orch.sweep(
+            Curve,
+            {"plateau": grid([float(p) for p in range(1, 10)]), "marks": str(tmp_path)},
+            metric="acc",
+            mode="max",
+            scheduler=HyperBand(max_t=9, reduction_factor=3),
+            max_concurrent_trials=3,  # the bracket's 9 trials fit only if paused ones leave
+            stop={"training_iteration": 100},
+            resources=CPU,
+        )
+        watcher.cancel()
+    by_plateau = {t.config["plateau"]: len(t.results) for t in result.trials}
+    assert all(t.state is TrialState.TERMINATED for t in result.trials)
+    assert by_plateau[9.0] == 9 and by_plateau[8.0] == 3 and by_plateau[7.0] == 3
+    assert all(by_plateau[p] == 1 for p in range(1, 7))
+    assert not paused_with_actor  # a paused trial holds no actor, nor its resources
+    winner = next(t for t in result.trials if t.config["plateau"] == 9.0)
+    assert [r["count"] for r in winner.results] == list(range(1, 10))  # resumed, not redone
+
+
+def pbt(**kwargs: Any) -> PBT:
+    return PBT(
+        perturbation_interval=4,
+        hyperparam_mutations={"lr": LRS},
+        quantile_fraction=0.25,
+        resample_probability=0.5,
+        seed=1,
+        **kwargs,
+    )
+
+
+async def run_pbt(
+    tmp_path: Path, trainable: type, *, chaos: bool = False, **options: Any
+) -> tuple[list[Trial], list[dict[str, Any]]]:
+    scheduler = pbt()
+
+    async def kill_some(orch: Orchestrator) -> None:
+        rng = random.Random(3)
+        for _ in range(3):
+            await asyncio.sleep(1.0)
+            running = [t for t in orch.trials if t.state is TrialState.RUNNING and t.last_result]
+            if running:
+                victim = rng.choice(running)
+                assert victim.last_result is not None
+                try:
+                    kill_worker(victim.last_result["pid"])
+                except ProcessLookupError:
+                    pass
+
+    async with Orchestrator(
+        storage=tmp_path, name="pbt", keep_checkpoints=1, max_failures=-1, **options
+    ) as orch:
+        chaos_task = asyncio.create_task(kill_some(orch)) if chaos else None
+        result = await orch.sweep(
+            trainable,
+            {"lr": grid([0.01, 0.1, 1.0, 10.0]), "marks": str(tmp_path), "delay": 0.05},
+            metric="score",
+            mode="max",
+            scheduler=scheduler,
+            checkpoint_every=2,
+            stop={"training_iteration": 24},
+            resources=CPU,
+        )
+        if chaos_task is not None:
+            chaos_task.cancel()
+    return result.trials, scheduler.lineage
+
+
+async def test_pbt_exploits_with_one_checkpoint_kept_and_killed_actors(tmp_path: Path) -> None:
+    trials, lineage = await run_pbt(tmp_path, Climber, chaos=True)
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert "does not exist" not in " ".join(str(e) for e in trial.errors)
+        its = [r["training_iteration"] for r in trial.results]
+        assert its == sorted(set(its)) and its[-1] == 24
+        assert all(r["config"]["lr"] in LRS for r in trial.results)
+    assert lineage, "no exploit happened"
+    for entry in lineage:
+        assert entry["new_config"]["lr"] in LRS
+        clone = next(t for t in trials if t.id == entry["trial_id"])
+        after = [r for r in clone.results if r["training_iteration"] > entry["time"]]
+        assert any(r["config"]["lr"] == entry["new_config"]["lr"] for r in after) or any(
+            e["trial_id"] == clone.id and e["time"] > entry["time"] for e in lineage
+        )
+
+
+async def test_reset_config_keeps_the_process_and_refusing_it_starts_a_new_one(
+    tmp_path: Path,
+) -> None:
+    def setups(root: Path, trial: Trial) -> int:
+        return len((root / f"{trial.id}.setups").read_text())
+
+    for trainable, root in ((Climber, tmp_path / "reset"), (StubbornClimber, tmp_path / "no")):
+        root.mkdir()
+        trials, lineage = await run_pbt(root, trainable)
+        exploited = {e["trial_id"] for e in lineage}
+        assert exploited
+        for trial in trials:
+            if trainable is Climber:  # taken in place: the same trainable, no new worker
+                assert setups(root, trial) == 1 and len({r["pid"] for r in trial.results}) == 1
+            else:  # a new trainable each time, set up with the explored config
+                assert setups(root, trial) == 1 + sum(e["trial_id"] == trial.id for e in lineage)
+
+
+async def test_restore_with_a_new_config_continues_with_it(tmp_path: Path) -> None:
+    class Retune:
+        done = False
+
+        async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
+            if result["training_iteration"] == 6 and not self.done:
+                self.done = True
+                older = trial.checkpoints[0]
+                await trial.restore(older, config={**trial.config, "lr": 5.0})
+
+    async with Orchestrator(storage=tmp_path, name="retune", hooks=[Retune()]) as orch:
+        trial = orch.add_trial(
+            Climber,
+            {"lr": 1.0, "marks": str(tmp_path)},
+            stop={"training_iteration": 10},
+            checkpoint_every=2,
+            resources=CPU,
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED and trial.config["lr"] == 5.0
+    its = [r["training_iteration"] for r in trial.results]
+    assert its == list(range(1, 11))
+    restored_at = next(i for i, r in enumerate(trial.results) if r["lr"] == 5.0)
+    assert 1 <= restored_at < 6
+    assert trial.results[-1]["score"] == restored_at * 1.0 + (10 - restored_at) * 5.0
+    assert len({r["pid"] for r in trial.results}) == 1
+
+
+DRIVER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    sys.path.insert(0, {root!r})
+    from orchestrator import Orchestrator
+    from orchestrator.schedulers import PBT
+    from orchestrator.search import grid
+    from tests.trainables import Climber
+
+    async def main():
+        async with Orchestrator(storage={storage!r}, name="pbt", num_cpus=2,
+                                keep_checkpoints=1, resume={resume!r}) as orch:
+            scheduler = PBT(perturbation_interval=4, hyperparam_mutations={{"lr": {lrs!r}}},
+                            seed=1)
+            result = await orch.sweep(
+                Climber, {{"lr": grid({lrs!r}), "marks": {marks!r}, "delay": 0.1}},
+                metric="score", mode="max", scheduler=scheduler, checkpoint_every=2,
+                stop={{"training_iteration": 40}}, resources={{"cpu": 0.25}})
+        with open({report!r}, "w") as f:
+            json.dump({{"lineage": scheduler.lineage,
+                       "trials": {{t.id: [t.state.value, t.iteration]
+                                  for t in result.trials}}}}, f)
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> None:
+    from .test_driver_crash import kill_with_its_ray
+
+    storage, report, marks = tmp_path / "store", tmp_path / "report.json", tmp_path / "marks"
+    marks.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = {
+        "root": str(ROOT),
+        "storage": str(storage),
+        "report": str(report),
+        "marks": str(marks),
+        "lrs": LRS,
+    }
+    first = subprocess.Popen(
+        [sys.executable, "-c", DRIVER.format(resume=False, **args)], env=env, cwd=str(ROOT)
+    )
+    journal = storage / "pbt" / JOURNAL_KEY
+    lineage_before: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            assert first.poll() is None, "the sweep ended before its driver could be killed"
+            try:
+                doc = json.loads(journal.read_text())
+            except (OSError, ValueError):
+                continue
+            sweeps = doc.get("sweeps") or [{}]
+            lineage_before = sweeps[0].get("lineage") or []
+            if lineage_before:
+                break
+        else:
+            pytest.fail("no exploit reached the journal")
+    finally:
+        kill_with_its_ray(first)
+    second = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DRIVER.format(resume=True, **args), env=env, cwd=ROOT
+    )
+    assert await asyncio.wait_for(second.wait(), 240) == 0
+    final = json.loads(report.read_text())
+    assert all(state == "TERMINATED" and it == 40 for state, it in final["trials"].values()), final
+    assert final["lineage"][: len(lineage_before)] == lineage_before  # its history kept
