@@ -65,3 +65,8 @@ class ExperimentNotFound(ConfigError):
 class TrainableUnavailable(OrchestratorError):
     """A trial's worker process cannot load its trainable (its module is not installed
     where the worker runs). Retrying cannot help: the trial goes to ERROR at once."""
+
+
+class NotInTrial(OrchestratorError):
+    """``report()`` or ``get_checkpoint()`` was called outside a function trainable's
+    run (not from the function ``add_trial`` was given, nor from code it calls)."""

@@ -54,6 +54,7 @@ from .outcomes import (
     StartPersister,
     StopPayload,
     Stream,
+    Unclean,
     Upload,
 )
 from .persist import PersisterPool
@@ -325,7 +326,7 @@ class Executor:
             return
         stopped = actor.stop.remote(rt.id, rt.next_seq())
         if not last:
-            self._dispatcher.track(rt, Kind.STOP, stopped, StopPayload())
+            self._dispatcher.track(rt, Kind.STOP, stopped, StopPayload(host=host))
             return
         self._dispatcher.track(rt, Kind.STOP, actor.shutdown.remote(stopped), StopPayload(actor))
         self._loop.call_later(STOP_GRACE_S, kill, actor)
@@ -408,6 +409,12 @@ class Executor:
     def _collect(self, rt: TrialRuntime, item: Collect) -> None:
         self._collector.submit((item.checkpoint,))
 
+    def _unclean(self, rt: TrialRuntime, item: Unclean) -> None:
+        host = item.host
+        self.hosts.mark_dead(host)
+        if not host.members and host.actor is not None:
+            kill(host.actor)
+
     def _host_died(self, rt: TrialRuntime, item: HostDied) -> None:
         if rt.host is not None:
             self.hosts.mark_dead(rt.host)
@@ -440,6 +447,7 @@ _FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {
     Kill: Executor._kill,
     Collect: Executor._collect,
     HostDied: Executor._host_died,
+    Unclean: Executor._unclean,
     PersisterMaybeDied: Executor._persister_maybe_died,
     StartPersister: Executor._start_persister,
 }

@@ -92,10 +92,18 @@ class HookRunner:
     def __init__(self, hooks: Iterable[Any] = (), *, slow_after: float = 10.0) -> None:
         self._hooks = list(hooks)
         self._slow_after = slow_after
-        self._callbacks: dict[str, list[Any]] = {
-            name: [getattr(h, name) for h in self._hooks if callable(getattr(h, name, None))]
-            for name in HOOK_NAMES
-        }
+        # A hook object may declare some of its methods *inline* (``inline_hooks``, a
+        # set of names): they promise never to block or suspend (they only record, like
+        # the built-in loggers and progress display), so they are called at once, in the
+        # loop, without a queue, a task or a watchdog: the per-result cost of logging.
+        self._inline: dict[str, list[Any]] = {name: [] for name in HOOK_NAMES}
+        self._callbacks: dict[str, list[Any]] = {name: [] for name in HOOK_NAMES}
+        for hook in self._hooks:
+            inline = frozenset(getattr(hook, "inline_hooks", ()) or ())
+            for name in HOOK_NAMES:
+                method = getattr(hook, name, None)
+                if callable(method):
+                    (self._inline if name in inline else self._callbacks)[name].append(method)
         self._queues: dict[str, collections.deque[tuple[str, Any, tuple[Any, ...]]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
@@ -104,10 +112,12 @@ class HookRunner:
         self._calls = self._failures = self._slow = 0
 
     def wants(self, name: str) -> bool:
-        return bool(self._callbacks.get(name))
+        return bool(self._callbacks.get(name)) or bool(self._inline.get(name))
 
     def emit(self, key: str, name: str, subject: Any, *args: Any) -> None:
         """Queue hook ``name(subject, *args)`` behind ``key``'s earlier hooks. Never blocks."""
+        for callback in self._inline.get(name, ()):
+            self._call_inline(callback, key, subject, args)
         if not self._callbacks.get(name):
             return
         queue = self._queues.setdefault(key, collections.deque())
@@ -124,8 +134,23 @@ class HookRunner:
 
     async def call_now(self, name: str, subject: Any, *args: Any) -> None:
         """Run hook ``name`` for the experiment itself (e.g. ``on_experiment_end``)."""
-        for callback in self._callbacks.get(name, ()):
+        for callback in [*self._inline.get(name, ()), *self._callbacks.get(name, ())]:
             await self._invoke(callback, name, "experiment", subject, args)
+
+    def _call_inline(self, callback: Any, key: str, subject: Any, args: Sequence[Any]) -> None:
+        self._calls += 1
+        try:
+            result = callback(subject, *args)
+            if inspect.iscoroutine(result):
+                try:
+                    result.send(None)
+                except StopIteration:
+                    return
+                result.close()
+                raise RuntimeError("an inline hook awaited something; it must not suspend")
+        except Exception:
+            self._failures += 1
+            log.exception("hook %s failed for %s; the experiment goes on", _label(callback), key)
 
     def statistics(self) -> HookStatistics:
         backlog = sum(len(q) for q in self._queues.values())

@@ -17,10 +17,10 @@ import asyncio
 import logging
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
@@ -253,7 +253,7 @@ class Orchestrator:
 
     def add_trial(
         self,
-        trainable: type[Trainable],
+        trainable: type[Trainable] | Callable[..., Any],
         config: Mapping[str, Any] | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
@@ -282,7 +282,7 @@ class Orchestrator:
 
     def trial_spec(
         self,
-        trainable: type[Trainable],
+        trainable: type[Trainable] | Callable[..., Any],
         config: Mapping[str, Any] | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
@@ -297,7 +297,7 @@ class Orchestrator:
         """The validated spec ``add_trial`` would build: its arguments override the
         experiment's defaults."""
         from .checkpoints import RetentionPolicy
-        from .function import is_function, wrap_function
+        from .function import function_name, is_function, wrap_function
         from .journal import RESERVED_NAMES
         from .spec import TrialSpec
 
@@ -312,7 +312,8 @@ class Orchestrator:
                 "calling orchestrator.report(metrics)"
             )
         if trial_id is None:
-            trial_id = f"{trainable.__name__}_{self._token}_{index:05d}"
+            named = function_name(trainable) if function else trainable.__name__
+            trial_id = f"{named}_{self._token}_{index:05d}"
         if not isinstance(trial_id, str) or not trial_id or "/" in trial_id:
             raise ConfigError(f"trial_id must be a non-empty str without '/', got {trial_id!r}")
         if trial_id in RESERVED_NAMES:
@@ -351,7 +352,7 @@ class Orchestrator:
         RetentionPolicy(keep, score)  # validates both
         return TrialSpec(
             trial_id=trial_id,
-            trainable=wrap_function(trainable) if function else trainable,
+            trainable=wrap_function(trainable) if function else cast(type, trainable),
             config=dict(config or {}),
             stop=StopCondition(trial_id, stop),
             resources=check_resources(resources, trial_id),

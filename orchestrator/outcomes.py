@@ -76,6 +76,7 @@ class FetchPayload:
 @dataclass(frozen=True)
 class StopPayload:
     actor: Any = None  # kill it once stopped: it hosted no other trial
+    host: Any = None  # its host, kept (for reuse or other trials) unless unclean
 
 
 Payload = SavePayload | RestorePayload | FetchPayload | StopPayload | None
@@ -130,6 +131,13 @@ class Collect:
 
 
 @dataclass(frozen=True)
+class Unclean:
+    """A kept actor's process must not host another trial: retire it."""
+
+    host: Any
+
+
+@dataclass(frozen=True)
 class HostDied:
     """The trial's process died: no trial may join it any more."""
 
@@ -147,7 +155,15 @@ class StartPersister:
 
 
 FollowUp = (
-    Upload | Stream | LoadStreamed | Kill | Collect | HostDied | PersisterMaybeDied | StartPersister
+    Upload
+    | Stream
+    | LoadStreamed
+    | Kill
+    | Collect
+    | HostDied
+    | Unclean
+    | PersisterMaybeDied
+    | StartPersister
 )
 
 
@@ -214,9 +230,14 @@ class Outcomes:
             if rt.machine.generation == gen and rt.actor is not None:
                 return None, [LoadStreamed(payload.checkpoint, payload.staged)]
             return None, []
-        # Kind.STOP: the trial cleaned up; an actor it was the last trial of must go.
+        # Kind.STOP: the trial cleaned up; an actor it was the last trial of must go,
+        # and so must one whose process is not clean (a function that would not end).
         assert isinstance(payload, StopPayload)
-        return None, [Kill(payload.actor)] if payload.actor is not None else []
+        if payload.actor is not None:
+            return None, [Kill(payload.actor)]
+        if value is False and payload.host is not None:
+            return None, [Unclean(payload.host)]
+        return None, []
 
     def _failed(self, pending: Pending, err: BaseException) -> tuple[Event | None, list[FollowUp]]:
         rt, gen, kind, payload = pending.runtime, pending.generation, pending.kind, pending.payload
@@ -259,9 +280,10 @@ class Outcomes:
 def trial_error(rt: TrialRuntime, kind: Kind, err: BaseException) -> TrialError:
     """The trial's error for a failed call of ``kind``, naming what failed and why."""
     name = rt.spec.trainable.__name__
+    function = not getattr(rt.spec.trainable, "saves_on_demand", True)
     what = {
         Kind.READY: f"{name}.setup() or actor start-up",
-        Kind.TRAIN: f"{name}.step()",
+        Kind.TRAIN: f"its function {name}" if function else f"{name}.step()",
         Kind.SAVE: f"{name}.save_checkpoint() or its upload",
         Kind.RESTORE: f"{name}.load_checkpoint() or its download",
     }.get(kind, kind.value)

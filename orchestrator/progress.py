@@ -98,6 +98,23 @@ class ProgressReporter:
         self._stop = asyncio.Event()
         self._display: Live | None = None
 
+    #: Every hook here only records (O(1), no I/O): called inline by the hook runner.
+    inline_hooks = frozenset(
+        {
+            "on_trial_start",
+            "on_trial_result",
+            "on_trial_restore",
+            "on_trial_error",
+            "on_trial_complete",
+        }
+    )
+
+    def set_objective(self, metric: str | None, mode: str | None) -> None:
+        """Rank trials by ``metric`` from now on (a sweep sets its own)."""
+        self.metric = metric
+        self.mode = mode or "max"
+        self._nested = metric.split("/") if metric and "/" in metric else None
+
     # -- hooks: O(1) bookkeeping ------------------------------------------------------
 
     async def on_trial_start(self, trial: Any) -> None:

@@ -139,6 +139,7 @@ class TrialSpec:
             "keep_checkpoints": self.keep_checkpoints,
             "checkpoint_score": list(self.checkpoint_score) if self.checkpoint_score else None,
             "result_buffer": self.result_buffer,
+            "saves_on_demand": bool(getattr(self.trainable, "saves_on_demand", True)),
         }
 
     @classmethod
@@ -219,6 +220,7 @@ def policy_for_loaded(policy: TrialPolicy, spec: TrialSpec) -> None:
     for judge in judges:
         if isinstance(judge, StopJudge):
             judge.stop = spec.stop
+    policy.saves_on_demand = bool(getattr(spec.trainable, "saves_on_demand", True))
 
 
 #: A failed trial restarts after ``failure_backoff * 2**(n-1)`` seconds, at most this.
@@ -230,7 +232,11 @@ def _stand_in(data: Mapping[str, Any]) -> type:
 
     path = data.get("trainable") or ""
     name = path.rpartition(":")[2].rpartition(".")[2] or "Trainable"
-    return type(name, (Trainable,), {"__doc__": f"{path or 'a pickled trainable'}, not loaded"})
+    namespace = {
+        "__doc__": f"{path or 'a pickled trainable'}, not loaded",
+        "saves_on_demand": bool(data.get("saves_on_demand", True)),
+    }
+    return type(name, (Trainable,), namespace)
 
 
 def _load_quietly(trial_id: str, data: Mapping[str, Any]) -> StopCondition:

@@ -26,6 +26,7 @@ from typing import Any
 import ray
 
 from .actor_io import ActorIO
+from .events import FUNCTION_DONE, REPORTED_CHECKPOINT
 
 
 class Trainable:
@@ -130,9 +131,11 @@ class _HostedTrial:
             raise RuntimeError(f"trial {self.trial_id}: the trainable is not set up")
         return self.trainable
 
-    def release(self) -> None:
+    def release(self) -> bool:
         """Run the trainable's cleanup (best effort) and drop its scratch space, and
-        that of killed actors on this host (see :func:`_remove_dead_scratch`).
+        that of killed actors on this host (see :func:`_remove_dead_scratch`); whether
+        the process is clean (False: a function trainable's thread would not end, so no
+        other trial may reuse this process).
 
         A predecessor killed just before this generation's :meth:`TrialActor.setup`
         may not have been reaped yet when setup looked; by now it has.
@@ -140,6 +143,7 @@ class _HostedTrial:
         try:
             if self.trainable is not None:
                 self.awaiter.call(self.trainable.cleanup)
+            return not getattr(self.trainable, "abandoned", False)
         finally:
             self.trainable = None
             self.awaiter.close()
@@ -197,6 +201,7 @@ class TrialActor:
         trainable.config = config
         trainable.trial_id = trial_id
         trainable.iteration = 0
+        trainable._trialflow_scratch = hosted.scratch  # type: ignore[attr-defined]
         hosted.awaiter.call(trainable.setup, config)
         hosted.trainable = trainable
         self._trials[trial_id] = hosted
@@ -227,6 +232,8 @@ class TrialActor:
         for _ in range(limit):
             result = _step(hosted)
             results.append(result)
+            if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
+                break  # the save must come right after it; after the end, nothing does
             if hosted.stop is not None:
                 numbered = {
                     **result,
@@ -309,10 +316,11 @@ class TrialActor:
         hosted.time_total = float(total) if isinstance(total, (int, float)) else 0.0
         return None
 
-    def stop(self, trial_id: str, seq: int) -> None:
-        """Stop hosting ``trial_id``: its cleanup runs, its scratch space goes."""
+    def stop(self, trial_id: str, seq: int) -> bool:
+        """Stop hosting ``trial_id``: its cleanup runs, its scratch space goes. False:
+        the process is not clean any more (see ``_HostedTrial.release``)."""
         self._trial(trial_id, seq)
-        self._trials.pop(trial_id).release()
+        return self._trials.pop(trial_id).release()
 
     def drop(self, trial_id: str, generation: int) -> None:
         """Forget a failed trial's ``generation`` without asking it anything more."""

@@ -295,7 +295,7 @@ def test_run_bad_import_path_exits_non_zero_with_a_clear_error(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["json:loads", "--stop", "a=1"], "is not a subclass of orchestrator.Trainable"),
+        (["json:loads", "--stop", "a=1"], "is neither a subclass of orchestrator.Trainable"),
         (["orchestrator.demo_model:Nope", "--stop", "a=1"], "has no 'Nope'"),
         (["orchestrator.demo_model:DigitsMLP"], "give at least one --stop"),
         (["orchestrator.demo_model:DigitsMLP", "--stop", "iters"], "expected METRIC=NUMBER"),
@@ -567,15 +567,40 @@ def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     marks.mkdir()
     store = tmp_path / "results"
     space = json.dumps({"x": {"uniform": [0, 1]}, "marks": str(marks), "delay": 0.1})
-    command = ["run", "quad:Quad", "--space", space, "--num-samples", "6", "--metric", "score",
-               "--mode", "max", "--max-concurrent", "2", "--stop", "training_iteration=8",
-               "--checkpoint-every", "2", "--cpu", "0.25", "--seed", "1",
-               "--storage", str(store), "--name", "sw"]
+    command = [
+        "run",
+        "quad:Quad",
+        "--space",
+        space,
+        "--num-samples",
+        "6",
+        "--metric",
+        "score",
+        "--mode",
+        "max",
+        "--max-concurrent",
+        "2",
+        "--stop",
+        "training_iteration=8",
+        "--checkpoint-every",
+        "2",
+        "--cpu",
+        "0.25",
+        "--seed",
+        "1",
+        "--storage",
+        str(store),
+        "--name",
+        "sw",
+    ]
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *command], cwd=tmp_path, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "orchestrator", *command],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     journal = store / "sw" / "experiment_state.json"
     try:
@@ -590,8 +615,17 @@ def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
                 break
     finally:
         kill_with_its_ray(proc)  # type: ignore[arg-type]
-    proc = _run_cli("resume", "--storage", str(store), "--name", "sw", "--metric", "score",
-                    cwd=tmp_path, timeout=240)
+    proc = _run_cli(
+        "resume",
+        "--storage",
+        str(store),
+        "--name",
+        "sw",
+        "--metric",
+        "score",
+        cwd=tmp_path,
+        timeout=240,
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "continuing sweep 'sweep'" in proc.stdout
     assert "6/6 trials TERMINATED" in proc.stdout and "best trial sweep_" in proc.stdout

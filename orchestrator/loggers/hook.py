@@ -114,6 +114,17 @@ class ExperimentLogger:
 
     # -- hooks: bookkeeping only ------------------------------------------------------
 
+    #: These only queue (no I/O): called inline by the hook runner, at once and in order.
+    inline_hooks = frozenset(
+        {
+            "on_trial_start",
+            "on_trial_result",
+            "on_trial_restore",
+            "on_trial_error",
+            "on_trial_complete",
+        }
+    )
+
     async def on_trial_start(self, trial: Any) -> None:
         latest = getattr(trial, "latest_checkpoint", None)
         bound = int(getattr(latest, "iteration", 0) or 0)

@@ -1,0 +1,543 @@
+"""Function trainables: the wrapper driven by hand (no Ray), the machine's handling of
+a returned function, then whole experiments on the session's real Ray cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray import cloudpickle
+
+from orchestrator import (
+    Orchestrator,
+    TrialState,
+    get_checkpoint,
+    report,
+)
+from orchestrator import function as fmod
+from orchestrator.errors import NotInTrial
+from orchestrator.events import (
+    FUNCTION_DONE,
+    REPORTED_CHECKPOINT,
+    PauseRequested,
+    Report,
+    SaveDone,
+    TrainResult,
+)
+from orchestrator.function import FunctionTrainable, is_function, wrap_function
+from orchestrator.journal import class_path
+from orchestrator.spec import TrialSpec
+from orchestrator.stopping import StopCondition
+from orchestrator.trainable import TrialActor
+from storage import MANIFEST_NAME, open_storage
+
+from .test_lifecycle import ckpt, kinds, running
+from .trainables import (
+    Counter,
+    NotATrainable,
+    assert_failure_free_history,
+    async_counting,
+    counting,
+    kill_worker,
+    never_reports,
+    reports_a_list,
+    reports_a_missing_checkpoint,
+)
+
+CPU = {"cpu": 0.25}
+
+
+def plain(config: dict[str, Any]) -> None:
+    report({"x": 1})
+
+
+class CallableObject:
+    def __call__(self, config: dict[str, Any]) -> None:
+        report({"x": 1})
+
+
+# -- what add_trial takes ------------------------------------------------------------------
+
+
+def test_is_function_takes_callables_but_not_classes() -> None:
+    assert is_function(plain) and is_function(async_counting) and is_function(lambda c: None)
+    assert is_function(functools.partial(plain)) and is_function(CallableObject())
+    assert not is_function(Counter) and not is_function(NotATrainable)
+    assert not is_function(Counter()) and not is_function(42)
+
+
+def test_the_wrapper_is_named_after_the_function_and_journals_by_value(tmp_path: Path) -> None:
+    orch = Orchestrator(storage=tmp_path, name="spec")
+    spec = orch.trial_spec(counting, {"epochs": 2})
+    cls = spec.trainable
+    assert cls.__name__ == "counting" and spec.trial_id.startswith("counting_")
+    assert issubclass(cls, FunctionTrainable) and cls.saves_on_demand is False
+    assert class_path(cls) is None  # not importable by a path: pickled by value
+    data = json.loads(json.dumps(spec.to_json()))
+    assert data["trainable"] is None and data["trainable_pickle"]
+    loaded = TrialSpec.from_json(spec.trial_id, data, load_code=True).trainable
+    assert issubclass(loaded, FunctionTrainable)
+    assert loaded.__name__ == "counting" and loaded.function is counting
+
+
+# -- the wrapper by hand ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def host() -> Iterator[Callable[..., FunctionTrainable]]:
+    """Builds a wrapped function the way a trial actor does; cleans them up after."""
+    made: list[FunctionTrainable] = []
+
+    def build(fn: Callable[..., Any], config: dict[str, Any] | None = None) -> FunctionTrainable:
+        trainable = wrap_function(fn)()
+        assert isinstance(trainable, FunctionTrainable)
+        trainable.config, trainable.trial_id, trainable.iteration = dict(config or {}), "t", 0
+        trainable.setup(trainable.config)
+        made.append(trainable)
+        return trainable
+
+    yield build
+    for trainable in made:
+        trainable.cleanup()
+
+
+def test_the_function_never_runs_ahead_of_step(host: Callable[..., FunctionTrainable]) -> None:
+    seen: list[int] = []
+
+    def train(config: dict[str, Any]) -> None:
+        for i in range(3):
+            seen.append(i)
+            report({"i": i})
+
+    t = host(train)
+    assert seen == []  # setup starts nothing
+    for i in range(3):
+        assert t.step() == {"i": i}
+        assert seen == list(range(i + 1))
+    assert t.step() == {FUNCTION_DONE: True}
+
+
+def test_a_reported_checkpoint_is_taken_at_report_and_moved_by_save(
+    host: Callable[..., FunctionTrainable], tmp_path: Path
+) -> None:
+    after_report: list[list[str]] = []
+    inodes: list[int] = []
+
+    def train(config: dict[str, Any]) -> None:
+        d = tmp_path / "ckpt"
+        d.mkdir()
+        (d / "w.txt").write_text("weights")
+        inodes.append((d / "w.txt").stat().st_ino)
+        report({"loss": 0.5}, checkpoint=d)
+        after_report.append(os.listdir(d))
+        os.rmdir(d)  # the caller may delete it: it was left empty
+        report({"loss": 0.4})
+
+    t = host(train)
+    result = t.step()
+    assert result == {"loss": 0.5, REPORTED_CHECKPOINT: True}
+    target = tmp_path / "saved"
+    target.mkdir()
+    t.save_checkpoint(str(target))
+    assert (target / "w.txt").read_text() == "weights"
+    assert (target / "w.txt").stat().st_ino == inodes[0]  # moved twice, never copied
+    assert t.step() == {"loss": 0.4}  # no checkpoint with this one
+    assert after_report == [[]]
+    with pytest.raises(RuntimeError, match="reported no checkpoint"):
+        t.save_checkpoint(str(target))
+
+
+def test_load_checkpoint_mid_run_unwinds_and_restarts_from_it(
+    host: Callable[..., FunctionTrainable], tmp_path: Path
+) -> None:
+    runs: list[str] = []
+
+    def train(config: dict[str, Any]) -> None:
+        ckpt = get_checkpoint()
+        runs.append("fresh" if ckpt is None else Path(ckpt, "state").read_text())
+        try:
+            while True:
+                report({"lr": config["lr"]})
+        except Exception:  # an unwinding is not an Exception: it passes through
+            runs.append("caught")
+        finally:
+            runs.append("finally")
+
+    t = host(train, {"lr": 1})
+    assert t.step() == {"lr": 1}
+    source = tmp_path / "restore"
+    source.mkdir()
+    (source / "state").write_text("from 7")
+    assert t.reset_config({"lr": 2}) is True  # an exploit is taken in place
+    t.config = {"lr": 2}
+    t.load_checkpoint(str(source))
+    assert runs == ["fresh", "finally"]
+    (source / "state").unlink()  # what the actor does once load returns
+    source.rmdir()
+    assert t.step() == {"lr": 2}
+    assert runs == ["fresh", "finally", "from 7"]
+
+
+async def _async_train(config: dict[str, Any]) -> None:
+    try:
+        while True:
+            await asyncio.sleep(0)
+            report({"n": 1})
+    finally:
+        config["log"].append("finally")
+
+
+def test_cleanup_unwinds_an_async_function(host: Callable[..., FunctionTrainable]) -> None:
+    log: list[str] = []
+    t = host(_async_train, {"log": log})
+    assert t.step() == {"n": 1}
+    t.cleanup()
+    assert log == ["finally"] and not t.abandoned
+
+
+def test_a_function_that_ignores_unwinding_is_abandoned(
+    host: Callable[..., FunctionTrainable], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    def stubborn(config: dict[str, Any]) -> None:
+        try:
+            report({"n": 1})
+        finally:
+            release.wait(30)
+
+    monkeypatch.setattr(fmod, "FUNCTION_GRACE_S", 0.2)
+    t = host(stubborn)
+    t.step()
+    t.cleanup()
+    assert t.abandoned
+    release.set()
+
+
+def test_errors_are_raised_in_the_function_at_the_line(
+    host: Callable[..., FunctionTrainable], tmp_path: Path
+) -> None:
+    with pytest.raises(TypeError, match="trial t: report.. takes a dict of metrics, got list"):
+        host(reports_a_list).step()
+    with pytest.raises(FileNotFoundError, match="trial t: .*not-there.*no such directory") as err:
+        host(reports_a_missing_checkpoint, {"where": str(tmp_path)}).step()
+    frames = [f.name for f in traceback.extract_tb(err.value.__traceback__)]
+    assert "reports_a_missing_checkpoint" in frames
+    (tmp_path / "file").write_text("")
+
+    def reports_a_file(config: dict[str, Any]) -> None:
+        report({}, checkpoint=tmp_path / "file")
+
+    with pytest.raises(NotADirectoryError, match="trial t: .*file.*not a directory"):
+        host(reports_a_file).step()
+
+
+def test_the_working_directory_is_copied_not_moved(
+    host: Callable[..., FunctionTrainable], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "w.txt").write_text("weights")
+    monkeypatch.chdir(tmp_path)
+
+    def train(config: dict[str, Any]) -> None:
+        report({}, checkpoint=".")
+
+    t = host(train)
+    assert t.step() == {REPORTED_CHECKPOINT: True}
+    assert os.listdir(tmp_path) == ["w.txt"] and Path.cwd() == tmp_path
+    t.save_checkpoint(str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "w.txt").read_text() == "weights"
+
+
+def test_report_and_get_checkpoint_outside_a_trial_are_refused() -> None:
+    with pytest.raises(NotInTrial, match=r"report\(\) was called outside a trial"):
+        report({"loss": 1.0})
+    with pytest.raises(NotInTrial, match=r"get_checkpoint\(\) was called outside a trial"):
+        get_checkpoint()
+
+
+def test_a_function_that_never_reports_is_done_with_a_warning(
+    host: Callable[..., FunctionTrainable], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "orchestrator.function"):
+        assert host(never_reports).step() == {FUNCTION_DONE: True}
+    assert "trial t: its function never_reports returned without calling report()" in caplog.text
+
+
+# -- the machine -----------------------------------------------------------------------------
+
+
+def test_the_machine_finishes_on_a_returned_function_and_records_nothing_of_it() -> None:
+    m = running()
+    batch = ({"a": 1}, {"a": 2, REPORTED_CHECKPOINT: True})
+    actions = m.handle(TrainResult(m.generation, batch))
+    assert kinds(actions) == ["Report", "Report", "Save", "Train"]
+    assert isinstance(actions[1], Report) and REPORTED_CHECKPOINT not in actions[1].result
+    actions = m.handle(TrainResult(m.generation, ({FUNCTION_DONE: True, "time_total_s": 1},)))
+    assert kinds(actions) == []  # the save is in flight: it settles after it
+    actions = m.handle(SaveDone(m.generation, ckpt(2)))
+    assert kinds(actions) == ["Notify", "StopActor", "Notify"]
+    assert m.state is TrialState.TERMINATED and m.iteration == 2
+
+
+@pytest.mark.parametrize("on_demand", [True, False])
+def test_a_paused_function_trial_asks_no_final_save(on_demand: bool) -> None:
+    m = running(saves_on_demand=on_demand)
+    m.handle(TrainResult(m.generation, ({"a": 1},)))
+    assert m.handle(PauseRequested()) == []  # a step is in flight
+    actions = m.handle(TrainResult(m.generation, ({"a": 2},)))
+    assert kinds(actions) == ["Report"] + (["Save"] if on_demand else ["StopActor"])
+
+
+# -- the actor, in this process ----------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_buffered_steps_run_several_reports_but_stop_at_each_checkpoint(tmp_path: Path) -> None:
+    """``train_many`` ends a batch right after a reported checkpoint (its save comes
+    next) and after the function's return, never later."""
+    actor = TrialActor(str(tmp_path))
+    stop = StopCondition("t", {"training_iteration": 100})
+    payload = cloudpickle.dumps((wrap_function(counting), {"every": 3, "epochs": 8}, stop))
+    actor.setup("t", 1, payload)
+    try:
+        batches = []
+        for seq in (1, 3):
+            batch = actor.train_many("t", seq, 10)
+            batches.append([r["count"] for r in batch])
+            assert [REPORTED_CHECKPOINT in r for r in batch] == [False, False, True]
+            saved = actor.save("t", seq + 1, batch[-1]["count"])
+            with open(os.path.join(saved, "state.json")) as fh:
+                assert json.load(fh) == {"count": batch[-1]["count"]}
+        assert batches == [[1, 2, 3], [4, 5, 6]]
+        last = actor.train_many("t", 5, 10)
+        assert [r.get("count") for r in last] == [7, 8, None] and FUNCTION_DONE in last[-1]
+    finally:
+        actor.drop("t", 1)
+
+
+# -- experiments on real Ray -------------------------------------------------------------------
+
+
+def history(trial: Any) -> list[tuple[int, int]]:
+    return [(r["training_iteration"], r["count"]) for r in trial.results]
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_sync_and_async_functions_stop_exactly(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="stops") as orch:
+        sync = orch.add_trial(
+            counting, {"every": 4}, stop={"training_iteration": 10}, resources=CPU
+        )
+        coro = orch.add_trial(async_counting, {"every": 4}, stop={"count": 7}, resources=CPU)
+        ends = orch.add_trial(counting, {"epochs": 5}, stop={"count": 50}, resources=CPU)
+        await orch.run()
+    for trial, final, ckpts in ((sync, 10, [4, 8]), (coro, 7, [4]), (ends, 5, [])):
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert_failure_free_history(trial, final)
+        assert [c.iteration for c in trial.checkpoints] == ckpts
+        assert all(REPORTED_CHECKPOINT not in r for r in trial.results)
+    assert sync.id.startswith("counting_") and coro.id.startswith("async_counting_")
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_result_buffer_gives_the_unbuffered_history(tmp_path: Path) -> None:
+    runs = {}
+    for buffer in (1, 10):
+        async with Orchestrator(storage=tmp_path, name=f"buf{buffer}") as orch:
+            trial = orch.add_trial(
+                counting,
+                {"every": 4},
+                stop={"training_iteration": 23},
+                resources=CPU,
+                result_buffer=buffer,
+            )
+            await orch.run()
+        assert trial.state is TrialState.TERMINATED, trial.error
+        runs[buffer] = (history(trial), [c.iteration for c in trial.checkpoints])
+    assert runs[10] == runs[1]
+    assert runs[1] == ([(i, i) for i in range(1, 24)], [4, 8, 12, 16, 20])
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_pause_resumes_from_the_newest_reported_checkpoint(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="pause") as orch:
+        trial = orch.add_trial(
+            counting, {"every": 4, "delay": 0.05}, stop={"count": 16}, resources=CPU
+        )
+        runner = asyncio.create_task(orch.run())
+        while trial.iteration < 5:
+            await asyncio.sleep(0.01)
+        await trial.pause()
+        assert trial.state is TrialState.PAUSED
+        paused_at = trial.iteration
+        newest = trial.checkpoints[-1].iteration
+        assert newest % 4 == 0 and newest <= paused_at  # no save on pause
+        await trial.resume()
+        await runner
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert trial.errors == []  # no final save was asked for: there was none to give
+    assert_failure_free_history(trial, 16)  # later results went; the count came back
+    assert trial.discarded_results == paused_at - newest
+    assert {r["resumed_from"] for r in trial.results[newest:]} == {newest}
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_restore_mid_run_restarts_the_function_from_that_checkpoint(
+    tmp_path: Path,
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    class RollBackOnce:
+        done = False
+
+        async def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            if result["training_iteration"] == 10 and not self.done:
+                self.done = True
+                while not any(c.iteration == 4 for c in trial.checkpoints):
+                    await asyncio.sleep(0.02)
+                await trial.restore(next(c for c in trial.checkpoints if c.iteration == 4))
+
+    async with Orchestrator(storage=tmp_path, name="rb", hooks=[RollBackOnce()]) as orch:
+        trial = orch.add_trial(
+            counting,
+            {"every": 2, "delay": 0.02, "marks": str(marks)},
+            stop={"training_iteration": 16},
+            resources=CPU,
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert_failure_free_history(trial, 16)
+    assert trial.discarded_results > 0
+    resumed = [r["resumed_from"] for r in trial.results]
+    assert resumed == [0] * 4 + [4] * 12  # get_checkpoint() held checkpoint 4
+    runs = (marks / "runs").read_text().split()
+    assert runs[:3] == ["start:0", "finally", "start:4"]  # the first run's finally ran
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_sigkilled_actors_leave_a_failure_free_history(tmp_path: Path) -> None:
+    final = 40
+    async with Orchestrator(
+        storage=tmp_path, name="chaos", max_failures=-1, failure_backoff=0.05
+    ) as orch:
+        trials = [
+            orch.add_trial(
+                counting, {"every": 3, "delay": 0.03}, stop={"count": final}, resources=CPU
+            )
+            for _ in range(3)
+        ]
+        runner = asyncio.create_task(orch.run())
+        kills = 0
+        while not runner.done() and kills < 4:
+            await asyncio.sleep(0.4)
+            live = [t for t in trials if t.state is TrialState.RUNNING and t.last_result]
+            if live:
+                victim = live[kills % len(live)]
+                assert victim.last_result is not None
+                try:
+                    kill_worker(victim.last_result["pid"])
+                    kills += 1
+                except ProcessLookupError:
+                    pass
+        await runner
+    assert kills >= 2 and sum(t.num_failures for t in trials) >= 1
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
+        assert_failure_free_history(trial, final)
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_errors_in_the_function_name_the_trial_and_the_problem(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="errors", max_failures=0) as orch:
+        not_dict = orch.add_trial(reports_a_list, resources=CPU, trial_id="not_dict")
+        missing = orch.add_trial(
+            reports_a_missing_checkpoint, {"where": str(tmp_path)}, resources=CPU, trial_id="gone"
+        )
+        await orch.run()
+    for trial, problem, line in (
+        (not_dict, "report() takes a dict of metrics, got list", "report([1, 2])"),
+        (missing, f"{tmp_path / 'not-there'}", 'report({"count": 1}, checkpoint='),
+    ):
+        assert trial.state is TrialState.ERROR and trial.results == []
+        assert trial.error is not None
+        text = str(trial.error)
+        assert f"trial {trial.id}: " in text and problem in text, text
+        remote = str(trial.error.__cause__)  # Ray's error, with the worker's traceback
+        assert line in remote, remote  # it was raised in the function, at that line
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_a_function_that_never_reports_ends_with_no_results(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async with Orchestrator(storage=tmp_path, name="silent") as orch:
+        trial = orch.add_trial(never_reports, resources=CPU)
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED and trial.results == [] and trial.error is None
+    # The warning is the actor's: Ray forwards its output to this process's.
+    said, warning = "", f"trial {trial.id}: its function never_reports returned without"
+    for _ in range(200):
+        said += "".join(capfd.readouterr())
+        if warning in said:
+            break
+        await asyncio.sleep(0.1)
+    assert warning in said, said[-2000:]
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_a_raising_function_is_retried_from_its_newest_checkpoint(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    async with Orchestrator(storage=tmp_path, name="raises", max_failures=1) as orch:
+        trial = orch.add_trial(
+            counting,
+            {"every": 4, "fail_once_at": 7, "marks": str(marks)},
+            stop={"count": 12},
+            resources=CPU,
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert trial.num_failures == 1 and "planned failure at 7" in str(trial.errors[0])
+    assert_failure_free_history(trial, 12)
+    assert (marks / "runs").read_text().split()[:3] == ["start:0", "finally", "start:4"]
+
+
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.parametrize("padding", [0, 12])  # committed by the actor; by the persister
+async def test_reported_checkpoints_are_committed_intact_and_retained(
+    tmp_path: Path, padding: int
+) -> None:
+    """The function's directory is deleted right after report(); what was reported is
+    still committed, file for file, and keep_checkpoints=2 holds."""
+    async with Orchestrator(storage=tmp_path, name="keep", keep_checkpoints=2) as orch:
+        trial = orch.add_trial(
+            counting,
+            {"every": 1, "padding_files": padding},
+            stop={"count": 10},
+            resources=CPU,
+        )
+        await orch.run()
+        await asyncio.sleep(0.5)  # let the background GC finish its deletes
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert [c.iteration for c in trial.checkpoints] == [9, 10]
+    tdir = tmp_path / "keep" / trial.id
+    on_disk = sorted(p.name for p in tdir.iterdir() if (p / MANIFEST_NAME).exists())
+    assert on_disk == ["checkpoint_000009", "checkpoint_000010"]
+    async with open_storage(tmp_path / "keep") as store:
+        for ckpt in trial.checkpoints:
+            local = tmp_path / f"read-{ckpt.iteration}"
+            await store.get_checkpoint(ckpt.key, local)  # verifies sizes and checksums
+            state = json.loads((local / "state.json").read_text())
+            assert state == {"count": ckpt.iteration}
+            for i in range(padding):
+                assert (local / f"padding{i}").read_text() == f"{ckpt.iteration}:{i}"
