@@ -35,6 +35,7 @@ class RunSpec:
     cpu: float
     result_buffer: int = 1
     trials_per_worker: int = 1
+    quiet: bool = False  # ours without its default loggers and progress display
 
 
 def summarize(

@@ -43,6 +43,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             log_to_driver=False,
             result_buffer=spec.result_buffer,
             trials_per_worker=spec.trials_per_worker,
+            **({"loggers": [], "progress": False} if spec.quiet else {}),
         )
         async with orch:
             t_ray = time.time()

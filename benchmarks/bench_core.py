@@ -4,7 +4,10 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
 0.1 CPU per trial) run under
 
 * ``tune``: Ray Tune (class API, ``Tuner``, ``RunConfig`` stop and ``CheckpointConfig``),
-* ``ours``: the orchestrator, one step per actor call,
+* ``ours``: the orchestrator as shipped (one step per actor call, its default per-trial
+  logs: JSON, CSV and TensorBoard, and its progress display),
+* ``ours-quiet``: the same without logs and progress (``loggers=[]``,
+  ``progress=False``),
 * ``ours-buf``: the orchestrator with ``result_buffer`` (default 10) steps per call,
 * ``ours-pack``: the orchestrator with ``trials_per_worker`` (default 10): the 20 trials
   share 2 worker processes instead of starting 20, one step per call,
@@ -50,10 +53,11 @@ from ._core_common import RunSpec, median, parse_child_output, settle, steal_sec
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "core.json"
 
-SYSTEMS = ("tune", "ours", "ours-buf", "ours-pack", "raw", "baseline")
+SYSTEMS = ("tune", "ours", "ours-quiet", "ours-buf", "ours-pack", "raw", "baseline")
 LABELS = {
     "tune": "Ray Tune",
     "ours": "ours",
+    "ours-quiet": "ours, no logs/progress",
     "baseline": "ours, --baseline",
     "ours-buf": "ours (buffer={buffer})",
     "ours-pack": "ours (pack={pack})",
@@ -64,6 +68,8 @@ LABELS = {
 E2E_TARGETS = {1000: 4.0, 200: 3.5}
 #: ours / raw loop, steady state.
 STEADY_TARGET = 0.90
+#: ours with its default loggers and progress / ours without, end to end.
+LOGGING_TARGET = 0.90
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -144,6 +150,7 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
         cpu=args.cpu,
         result_buffer=args.buffer if system == "ours-buf" else 1,
         trials_per_worker=args.pack if system == "ours-pack" else 1,
+        quiet=system == "ours-quiet",
     )
 
 
@@ -252,11 +259,15 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
         tune, raw = rows[key].get("tune"), rows[key].get("raw")
         ratios[key] = {}
         base = rows[key].get("baseline")
+        quiet = rows[key].get("ours-quiet")
         for system in ("ours", "ours-buf", "ours-pack"):
             ours = rows[key].get(system)
             if ours is None:
                 continue
             entry: dict[str, Any] = {}
+            if quiet is not None and system == "ours":
+                entry["e2e_vs_quiet"] = _ratio(ours["e2e_rate"], quiet["e2e_rate"])
+                entry["e2e_vs_quiet_target"] = LOGGING_TARGET
             if base is not None and system == "ours":
                 entry["e2e_vs_baseline"] = _ratio(ours["e2e_rate"], base["e2e_rate"])
                 entry["steady_vs_baseline"] = _ratio(ours["steady_rate"], base["steady_rate"])
@@ -341,6 +352,13 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                 print(
                     f"{key:<9} {label:<20} steady / Tune       "
                     f"{_fmt(entry['steady_vs_tune'], '6.2f')}{_unit(entry['steady_vs_tune'], 'x')}"
+                )
+            if "e2e_vs_quiet" in entry:
+                value = entry["e2e_vs_quiet"]
+                pct = None if value is None else value * 100
+                print(
+                    f"{key:<9} {label:<20} with logs / without {_fmt(pct, '6.0f')}{_unit(pct, '%')}"
+                    f"{_verdict(value, LOGGING_TARGET, f'{LOGGING_TARGET * 100:.0f}%')}"
                 )
             if "e2e_vs_baseline" in entry:
                 for what in ("e2e", "steady", "active"):

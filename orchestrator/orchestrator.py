@@ -116,6 +116,16 @@ class Orchestrator:
         (:class:`~orchestrator.errors.ExperimentNotFound`, and nothing is created).
     overwrite:
         Delete an existing experiment of that name, completely, before starting.
+    loggers:
+        Per-trial logs in ``<experiment>/<trial_id>/`` (``result.json``, ``progress.csv``,
+        ``params.json`` and TensorBoard event files): ``None`` (default) writes all
+        three kinds; a list picks some (``["json", "csv", "tensorboard"]``) and may
+        hold users' own logger objects (any hook); ``[]`` writes none. With S3 or GCS
+        storage the files are written on the driver's disk and uploaded in the
+        background.
+    progress:
+        A live table of the trials in a terminal (a line every few seconds elsewhere);
+        ``False`` silences it. The reporter is ``orch.progress`` once entered.
     strict_metrics:
         A metric of the stop criterion that a trial's first result does not report is an
         error (the trial goes to ERROR naming it and the keys reported), as in Ray Tune;
@@ -161,6 +171,8 @@ class Orchestrator:
         journal_interval: float = 1.0,
         num_cpus: float | None = None,
         log_to_driver: bool = True,
+        loggers: Iterable[Any] | None = None,
+        progress: bool = True,
     ) -> None:
         import storage as storage_pkg
 
@@ -187,6 +199,12 @@ class Orchestrator:
         )
         self._hooks_list = list(hooks)
         check_hooks(self._hooks_list)
+        self._logger_names, user_loggers = _split_loggers(loggers)
+        check_hooks(user_loggers)
+        self._hooks_list += user_loggers
+        self._progress_on = bool(progress)
+        self._logger: Any = None  # the built-in ExperimentLogger, once entered
+        self.progress: Any = None  # the ProgressReporter, once entered
         self._ray_address = ray_address
         self._num_cpus = num_cpus
         self._log_to_driver = log_to_driver
@@ -584,7 +602,10 @@ class Orchestrator:
         if started_at is not None:
             self._journal.started_at = float(started_at)
         self._journal.set_extras(self._journal_extras)
-        self._hooks = HookRunner(self._hooks_list, slow_after=self.settings.hook_slow_after)
+        self._hooks = HookRunner(
+            [*self._hooks_list, *self._builtin_hooks(store)],
+            slow_after=self.settings.hook_slow_after,
+        )
         dispatcher = Dispatcher(
             storage_uri=self.storage_uri,
             storage_options=self._storage_options,
@@ -630,6 +651,13 @@ class Orchestrator:
                 except asyncio.TimeoutError:
                     log.warning("checkpoint deletions still pending at exit were abandoned")
                 await collector.aclose()
+            for builtin in (self._logger, self.progress):
+                if builtin is not None:
+                    try:
+                        await builtin.aclose()
+                    except Exception:  # their files are best effort; the run is done
+                        log.exception("closing %s failed", type(builtin).__name__)
+            self._logger = self.progress = None
             if hooks is not None:
                 await hooks.aclose()
             if self._storage is not None:
@@ -640,6 +668,27 @@ class Orchestrator:
             self._release_ray()
 
     # -- internals ---------------------------------------------------------------------
+
+    def _builtin_hooks(self, store: Any) -> list[Any]:
+        """The per-trial logs and the live progress display (both hooks, inline)."""
+        hooks: list[Any] = []
+        if self._logger_names:
+            import tempfile
+
+            from .loggers import ExperimentLogger
+
+            if self.storage_mode.is_local:  # beside the checkpoints, in the experiment
+                self._logger = ExperimentLogger(store.uri, loggers=self._logger_names)
+            else:  # on the driver's disk, uploaded in the background
+                logdir = tempfile.mkdtemp(prefix=f"trialflow-logs-{self.name}-")
+                self._logger = ExperimentLogger(logdir, storage=store, loggers=self._logger_names)
+            hooks.append(self._logger)
+        if self._progress_on:
+            from .progress import ProgressReporter
+
+            self.progress = ProgressReporter()
+            hooks.append(self.progress)
+        return hooks
 
     def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
         if self._dispatcher is None or self._hooks is None:
@@ -662,6 +711,20 @@ class Orchestrator:
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
         self._owns_ray = False
+
+
+def _split_loggers(loggers: Iterable[Any] | None) -> tuple[tuple[str, ...], list[Any]]:
+    """Built-in logger names (default: all three) and users' own logger hooks."""
+    from .loggers import DEFAULT_LOGGERS
+    from .loggers.writers import check_logger_names
+
+    if loggers is None:
+        return tuple(DEFAULT_LOGGERS), []
+    if isinstance(loggers, str):
+        raise ConfigError(f"loggers must be a list, e.g. [{loggers!r}], got {loggers!r}")
+    items = list(loggers)
+    names = check_logger_names([x for x in items if isinstance(x, str)])
+    return names, [x for x in items if not isinstance(x, str)]
 
 
 def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:

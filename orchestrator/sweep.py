@@ -108,6 +108,8 @@ class Sweep:
         executor = dispatcher.executor
         keep_idle = executor.hosts.keep_idle
         executor.hosts.keep_idle = self._reuse
+        if self._orch.progress is not None and self._metric is not None:
+            self._orch.progress.set_objective(self._metric, self._mode)
         try:
             await self._start()
             while not await self._done():

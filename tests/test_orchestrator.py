@@ -333,7 +333,7 @@ async def test_failing_load_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
     orch = Orchestrator(storage=tmp_path, name="args")
-    with pytest.raises(ConfigError, match="NotATrainable is not a subclass"):
+    with pytest.raises(ConfigError, match="NotATrainable is neither a subclass"):
         orch.add_trial(NotATrainable)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="stop keys must be metric names"):
         orch.add_trial(Counter, stop={1: 3})  # type: ignore[dict-item]

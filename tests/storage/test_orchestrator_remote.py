@@ -5,6 +5,7 @@ outage during saves loses nothing and never shows a half-written checkpoint."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
-from ..trainables import Recorder, assert_failure_free_history, kill_worker
+from ..trainables import Counter, Recorder, assert_failure_free_history, kill_worker
 from .conftest import BUCKET, FAKE_KEY_ID, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -181,3 +182,24 @@ async def test_s3_outage_during_saves_loses_nothing(
             await st.get_checkpoint(f"outage/{trial.checkpoints[-1].key}", tmp_path / trial.id)
     uploads = boto3_client(moto_url).list_multipart_uploads(Bucket=BUCKET, Prefix=prefix)
     assert not uploads.get("Uploads")
+
+
+async def test_a_remote_experiment_has_its_logs_too(moto_url: str, tmp_path: Path) -> None:
+    prefix = unique_prefix()
+    uri = f"s3://{BUCKET}/{prefix}"
+    async with Orchestrator(
+        storage=uri,
+        name="remote",
+        storage_options={"endpoint_url": moto_url},
+        runtime_env=s3_env(),
+        progress=False,
+    ) as orch:
+        trial = orch.add_trial(Counter, stop={"training_iteration": 5}, resources=CPU)
+        await orch.run()
+    async with open_storage(f"{uri}/remote", endpoint_url=moto_url) as store:
+        keys = await store.list(trial.id)
+        text = (await store.read_bytes(f"{trial.id}/result.json")).decode()
+    assert {f"{trial.id}/result.json", f"{trial.id}/progress.csv"} <= set(keys)
+    assert any("tfevents" in k for k in keys)
+    its = [json.loads(line)["training_iteration"] for line in text.splitlines()]
+    assert its == [1, 2, 3, 4, 5]
