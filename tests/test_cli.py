@@ -295,7 +295,7 @@ def test_run_bad_import_path_exits_non_zero_with_a_clear_error(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["json:loads", "--stop", "a=1"], "is neither a subclass of orchestrator.Trainable"),
+        (["json:JSONDecoder", "--stop", "a=1"], "is neither a subclass of orchestrator.Trainable"),
         (["orchestrator.demo_model:Nope", "--stop", "a=1"], "has no 'Nope'"),
         (["orchestrator.demo_model:DigitsMLP"], "give at least one --stop"),
         (["orchestrator.demo_model:DigitsMLP", "--stop", "iters"], "expected METRIC=NUMBER"),

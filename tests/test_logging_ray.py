@@ -57,7 +57,7 @@ async def test_logs_equal_the_history_through_a_late_key_and_a_restore(tmp_path:
             resources=CPU,
         )
         await orch.run()
-    assert trial.state is TrialState.TERMINATED and trial.discarded_results == 5
+    assert trial.state is TrialState.TERMINATED and trial.discarded_results >= 5
     folder = tmp_path / "logs" / trial.id
     lines = pd.read_json(folder / "result.json", lines=True)
     assert list(lines["training_iteration"]) == list(range(1, 13))

@@ -375,6 +375,7 @@ async def run_demo(options: DemoOptions, console: Console, started: float | None
         keep_checkpoints=2,
         checkpoint_score=("val_accuracy", "max"),
         hooks=[board, *([killer] if killer else [])],
+        progress=False,  # the board is this demo's live table
     )
     configs = sweep_configs(options.trials, options.epochs_per_iter)
     console.print(f"checkpoints: {orch.storage_uri}", highlight=False, soft_wrap=True)
@@ -434,6 +435,12 @@ async def run_demo(options: DemoOptions, console: Console, started: float | None
         highlight=False,
     )
     console.print(f"checkpoints kept in {orch.storage_uri}", highlight=False, soft_wrap=True)
+    _plot(trials, orch.storage_uri, console)
+    console.print(
+        f"logs of every trial: tensorboard --logdir {orch.storage_uri}",
+        highlight=False,
+        soft_wrap=True,
+    )
     ok = terminated == len(trials)
     if options.kill and killer is not None and killer.victim is None:
         console.print("note: no trial reached the kill iteration while running", style="yellow")
@@ -443,6 +450,27 @@ async def run_demo(options: DemoOptions, console: Console, started: float | None
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _plot(trials: Sequence[Trial], where: str, console: Console) -> None:
+    """``demo.png`` in the experiment: validation accuracy of every trial, the best
+    highlighted, the recovered trial's restore marked."""
+    import os
+
+    from ..errors import ConfigError
+    from ..plotting import plot_metric
+
+    path = os.path.join(where, "demo.png")
+    data = [
+        {"id": t.id, "results": t.results, "state": t.state.value, "events": t._rt.events}
+        for t in trials
+    ]
+    try:
+        plot_metric(data, "val_accuracy", "max", path=path, title="demo: validation accuracy")
+    except ConfigError as err:  # matplotlib missing: say so, the sweep stands
+        console.print(f"no plot: {err}", style="yellow", highlight=False)
+        return
+    console.print(f"plot: {path}", highlight=False, soft_wrap=True)
 
 
 def _config_text(config: Mapping[str, Any]) -> str:
