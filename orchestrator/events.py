@@ -160,10 +160,12 @@ class StartActor(Action):
 
 @dataclass(frozen=True)
 class Train(Action):
-    """Run up to ``steps`` training steps in one call (more than 1 only when buffering)."""
+    """Run up to ``steps`` training steps in one call (more than 1 only when buffering),
+    for at most ``slice_s`` seconds of steps when given (adaptive buffering)."""
 
     generation: int
     steps: int = 1
+    slice_s: float | None = None
 
 
 @dataclass(frozen=True)

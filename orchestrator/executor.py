@@ -205,7 +205,7 @@ class Executor:
         actor = rt.actor
         seq = rt.next_seq()
         if action.steps > 1:
-            ref = actor.train_many.remote(rt.id, seq, action.steps)
+            ref = actor.train_many.remote(rt.id, seq, action.steps, action.slice_s)
         elif rt.host is not None and rt.host.capacity == 1:
             ref = actor.train_sole.remote()
         else:

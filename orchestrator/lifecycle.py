@@ -130,6 +130,7 @@ class TrialPolicy:
     restart_backoff: Backoff = field(default_factory=lambda: Backoff(0.0, 30.0))
     fallback_to_scratch: bool = False  # when no checkpoint can be loaded, start over
     steps_per_call: int = 1  # > 1: the actor may run ahead, never past a decision point
+    time_slice: float | None = None  # adaptive: a call runs steps for about this long
     max_pending_saves: int = 2  # unpersisted checkpoints a trial may train ahead of
     # Metrics the trial's first result must report (the stop criterion's keys): a name
     # that is not there is an error at once, not a trial that never stops.
@@ -164,6 +165,7 @@ class TrialMachine:
         self.errors: list[BaseException] = []  # every failure, oldest first
         self.metrics_checked = False
         self.last_metrics: Mapping[str, Any] | None = None
+        self.last_step_s = 0.0  # the newest result's time_this_iter_s
         # Work in flight on the current actor.
         self.train_in_flight = False
         self.saves_in_flight = 0
@@ -329,6 +331,9 @@ class TrialMachine:
     def _train(self) -> list[Action]:
         self.train_in_flight = True
         steps = self.policy.steps_per_call
+        slice_s = self.policy.time_slice
+        if slice_s is not None and self.last_step_s >= slice_s:
+            steps = 1  # a step fills the slice alone: one per call, the cheapest call
         if steps > 1:
             every = self.policy.checkpoint_every
             if every > 0:
@@ -336,7 +341,7 @@ class TrialMachine:
             point = self.policy.judge.next_decision_at(self.iteration)
             if point is not None:
                 steps = min(steps, max(1, point - self.iteration))
-        return [Train(self.generation, steps)]
+        return [Train(self.generation, steps, slice_s if steps > 1 else None)]
 
     def _next_step(self) -> list[Action]:
         """The next step, unless the judge holds the trial or too many saves are still
@@ -419,6 +424,9 @@ class TrialMachine:
             result = {**metrics, "training_iteration": self.iteration, "trial_id": self.trial_id}
             reported = bool(result.pop(REPORTED_CHECKPOINT, False))
             self.last_metrics = result
+            took = result.get("time_this_iter_s")
+            if type(took) is float:
+                self.last_step_s = took
             actions.append(Report(result))
             if not self.metrics_checked:
                 self.metrics_checked = True

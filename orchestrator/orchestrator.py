@@ -131,9 +131,12 @@ class Orchestrator:
         error (the trial goes to ERROR naming it and the keys reported), as in Ray Tune;
         ``False`` for metrics that first appear in later results.
     result_buffer:
-        Steps an actor may run per call (default 1). Above 1 the actor runs ahead while
-        no decision is pending, never past a checkpoint or the stop condition, so stop,
-        pause and restore stay exact; it cuts per-step overhead for very short steps.
+        Steps an actor may run per call. ``None`` (the default) is *adaptive*: a call
+        runs steps back to back for about 20 ms (``spec.ADAPTIVE_SLICE_S``), so a long
+        step returns alone and trivial ones come back in batches; ``1`` is one step per
+        call; ``N`` a hard cap. A call never runs past a checkpoint, the stop
+        criterion or a scheduler's decision point, so stop, pause, restore and
+        scheduling stay exact; a request lands once the call in flight returns.
     trials_per_worker:
         How many trials asking for the same resources may share one actor (one worker
         process; default 1: each trial has its own). Starting a worker costs about a
@@ -154,7 +157,7 @@ class Orchestrator:
         *,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         ray_address: str | None = None,
-        result_buffer: int = 1,
+        result_buffer: int | None = None,
         trials_per_worker: int = 1,
         failure_backoff: float = 0.2,
         fallback_to_scratch: bool = False,
@@ -248,7 +251,7 @@ class Orchestrator:
         return self.settings.retention
 
     @property
-    def result_buffer(self) -> int:
+    def result_buffer(self) -> int | None:
         return self.settings.result_buffer
 
     @property
@@ -364,7 +367,8 @@ class Orchestrator:
         failures = settings.max_failures if max_failures is None else max_failures
         check_failures(failures, f"trial {trial_id}")
         buffer = settings.result_buffer if result_buffer is None else result_buffer
-        check_int(buffer, "result_buffer", f"trial {trial_id}")
+        if buffer is not None:
+            check_int(buffer, "result_buffer", f"trial {trial_id}")
         keep = settings.keep_checkpoints if keep_checkpoints is None else keep_checkpoints
         score = settings.checkpoint_score if checkpoint_score is None else checkpoint_score
         RetentionPolicy(keep, score)  # validates both

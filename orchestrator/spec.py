@@ -51,7 +51,7 @@ class ExperimentSettings:
     max_failures: int = 0
     keep_checkpoints: int | None = None
     checkpoint_score: tuple[str, ScoreMode] | None = None
-    result_buffer: int = 1
+    result_buffer: int | None = None  # None: adaptive (see ADAPTIVE_SLICE_S)
     trials_per_worker: int = 1
     failure_backoff: float = 0.2
     fallback_to_scratch: bool = False
@@ -70,7 +70,8 @@ class ExperimentSettings:
         if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
             raise ConfigError(f"experiment name must be a non-empty str without '/', got {name!r}")
         check_failures(self.max_failures, "Orchestrator")
-        check_int(self.result_buffer, "result_buffer", "Orchestrator")
+        if self.result_buffer is not None:
+            check_int(self.result_buffer, "result_buffer", "Orchestrator")
         check_int(self.trials_per_worker, "trials_per_worker", "Orchestrator")
         check_int(self.max_pending_saves, "max_pending_saves", "Orchestrator", least=0)
         for what in ("failure_backoff", "save_retry_for", "journal_interval", "hook_slow_after"):
@@ -110,7 +111,7 @@ class TrialSpec:
     max_failures: int = 0
     keep_checkpoints: int | None = None
     checkpoint_score: tuple[str, ScoreMode] | None = None
-    result_buffer: int = 1
+    result_buffer: int | None = None  # None: adaptive
     json: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -157,7 +158,7 @@ class TrialSpec:
             "max_failures": int(data["max_failures"]),
             "keep_checkpoints": data.get("keep_checkpoints"),
             "checkpoint_score": (score[0], score[1]) if score else None,
-            "result_buffer": int(data.get("result_buffer") or 1),
+            "result_buffer": _buffer(data.get("result_buffer", 1)),
             "json": dict(data),
         }
         if not load_code:
@@ -204,7 +205,8 @@ def policy_for(
         judge=stop if judge is None else Judges([stop, judge]),
         restart_backoff=Backoff(settings.failure_backoff, RESTART_BACKOFF_CAP_S),
         fallback_to_scratch=settings.fallback_to_scratch,
-        steps_per_call=spec.result_buffer,
+        steps_per_call=spec.result_buffer or ADAPTIVE_MAX_STEPS,
+        time_slice=ADAPTIVE_SLICE_S if spec.result_buffer is None else None,
         max_pending_saves=settings.max_pending_saves,
         required_metrics=spec.stop.metrics if settings.strict_metrics else (),
         saves_on_demand=bool(getattr(spec.trainable, "saves_on_demand", True)),
@@ -225,6 +227,17 @@ def policy_for_loaded(policy: TrialPolicy, spec: TrialSpec) -> None:
 
 #: A failed trial restarts after ``failure_backoff * 2**(n-1)`` seconds, at most this.
 RESTART_BACKOFF_CAP_S = 30.0
+#: Adaptive result buffering (``result_buffer=None``, the default): one train call runs
+#: steps back to back for about this long, at most ``ADAPTIVE_MAX_STEPS`` of them, and
+#: never past a decision point (a checkpoint, the stop criterion, a scheduler's rung).
+#: Short enough that a stop or pause waits for at most this much of a step batch; long
+#: enough that trivial steps cost one call per dozens, not one each.
+ADAPTIVE_SLICE_S = 0.02
+ADAPTIVE_MAX_STEPS = 1000
+
+
+def _buffer(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _stand_in(data: Mapping[str, Any]) -> type:

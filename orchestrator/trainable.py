@@ -221,19 +221,26 @@ class TrialActor:
         hosted.next_seq += 1
         return _step(hosted)
 
-    def train_many(self, trial_id: str, seq: int, limit: int) -> list[dict[str, Any]]:
-        """Run up to ``limit`` steps in one call, stopping early at the stop condition.
+    def train_many(
+        self, trial_id: str, seq: int, limit: int, slice_s: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Run up to ``limit`` steps in one call, stopping early at the stop condition,
+        and, with ``slice_s``, once that many seconds of steps have run (adaptive
+        buffering: a long step returns alone, short ones come back in batches).
 
         The condition sees results numbered as the driver will number them, so an actor
         that runs ahead never runs past a stop condition, and no result is thrown away.
         """
         hosted = self._trial(trial_id, seq)
         results: list[dict[str, Any]] = []
+        deadline = None if slice_s is None else time.perf_counter() + slice_s
         for _ in range(limit):
             result = _step(hosted)
             results.append(result)
             if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
                 break  # the save must come right after it; after the end, nothing does
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
             if hosted.stop is not None:
                 numbered = {
                     **result,

@@ -117,9 +117,10 @@ def add_trial_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--result-buffer",
         type=positive_int,
-        default=1,
+        default=None,
         metavar="N",
-        help="steps an actor may run per call (default 1)",
+        help="steps an actor may run per call (default: adaptive, about 20 ms of steps; "
+        "1: one step per call)",
     )
 
 

@@ -1,0 +1,96 @@
+"""Adaptive result buffering, the default: a call runs short steps back to back for
+about a time slice, a long step returns alone, and nothing about a trial's history,
+checkpoints or stop depends on it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator.spec import ADAPTIVE_SLICE_S
+
+from .trainables import Counter
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+CPU = {"cpu": 0.25}
+
+
+class Arrivals:
+    """When each result reached the hooks (driver time)."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, list[float]] = {}
+
+    def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
+        self.at.setdefault(trial.id, []).append(time.monotonic())
+
+
+async def test_short_steps_come_in_batches_and_a_long_step_alone(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="slice", progress=False) as orch:
+        short = orch.add_trial(Counter, stop={"training_iteration": 400}, resources=CPU)
+        long = orch.add_trial(
+            Counter, {"delay": 0.5}, stop={"training_iteration": 4}, resources=CPU
+        )
+        await orch.run()
+        stats = orch.statistics().loop
+    assert short.iteration == 400 and long.iteration == 4
+    # 404 results, far fewer train calls: the short trial's came back dozens at a time.
+    assert stats.events < 150, stats
+    # The long trial's steps each filled the slice: one per call, each at once.
+    starts = [r["time_this_iter_s"] for r in long.results]
+    assert all(s >= 0.5 > ADAPTIVE_SLICE_S for s in starts)
+
+
+async def test_a_long_step_is_reported_as_soon_as_it_ends(tmp_path: Path) -> None:
+    arrivals = Arrivals()
+    async with Orchestrator(
+        storage=tmp_path, name="alone", hooks=[arrivals], progress=False
+    ) as orch:
+        trial = orch.add_trial(
+            Counter, {"delay": 0.6}, stop={"training_iteration": 4}, resources=CPU
+        )
+        await orch.run()
+    gaps = [b - a for a, b in zip(arrivals.at[trial.id], arrivals.at[trial.id][1:])]
+    assert len(gaps) == 3 and all(gap > 0.4 for gap in gaps)  # never two in one batch
+
+
+@pytest.mark.parametrize("stop", [{"training_iteration": 137}, {"count": 91}])
+async def test_histories_and_checkpoints_equal_one_step_per_call(
+    tmp_path: Path, stop: dict[str, int]
+) -> None:
+    outcomes = []
+    for buffer in (None, 1):
+        async with Orchestrator(
+            storage=tmp_path, name=f"exact-{buffer}", result_buffer=buffer, progress=False
+        ) as orch:
+            trial = orch.add_trial(Counter, stop=stop, checkpoint_every=7, resources=CPU)
+            await orch.run()
+        assert trial.state is TrialState.TERMINATED
+        outcomes.append(
+            (
+                [r["training_iteration"] for r in trial.results],
+                [r["count"] for r in trial.results],
+                [c.iteration for c in trial.checkpoints],
+            )
+        )
+    assert outcomes[0] == outcomes[1]
+
+
+async def test_a_stop_lands_within_about_a_slice(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="lag", progress=False) as orch:
+        trial = orch.add_trial(Counter, stop={"training_iteration": 10**7}, resources=CPU)
+        runner = asyncio.create_task(orch.run())
+        while trial.iteration < 500:
+            await asyncio.sleep(0.01)
+        asked = time.monotonic()
+        await trial.stop()
+        lag = time.monotonic() - asked
+        await runner
+    assert trial.state is TrialState.TERMINATED
+    assert lag < 2.0  # the call in flight (about 20 ms of steps), then the stop itself
