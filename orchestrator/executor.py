@@ -56,6 +56,7 @@ from .outcomes import (
     Stream,
     Unclean,
     Upload,
+    WantSpare,
 )
 from .persist import PersisterPool
 from .results import ResultWarnings, clean_result
@@ -92,9 +93,13 @@ class Executor:
         save_retry_for: float,
         runtime_env: Mapping[str, Any] | None,
         trials_per_worker: int,
+        spare_actors: int = 1,
     ) -> None:
+        from .spares import Spares
+
         self._dispatcher = dispatcher
         self.hosts = HostPool(trials_per_worker)
+        self.spares = Spares(self, spare_actors)
         self.persisters = PersisterPool(storage_uri, storage_options, runtime_env)
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
@@ -158,11 +163,14 @@ class Executor:
                 continue  # placed already (queued twice in one turn)
             groups.setdefault(resource_key(rt.spec.resources), []).append(rt)
         for group in groups.values():
-            plan = self.hosts.place([rt.id for rt in group], group[0].spec.resources)
+            resources = group[0].spec.resources
+            plan = self.hosts.place([rt.id for rt in group], resources)
+            for host in plan.spares_used:
+                self.spares.note_taken(host, resources)
             broken: dict[int, Exception] = {}
             for host in plan.new:
                 try:
-                    self.hosts.created(host, self._create_actor(host))
+                    self.hosts.created(host, self.create_actor(host))
                 except Exception as err:  # Ray refused the options: those trials fail
                     self.hosts.failed(host)
                     broken[id(host)] = err
@@ -174,7 +182,10 @@ class Executor:
                 else:
                     self._setup_on(rt, host)
 
-    def _create_actor(self, host: Host) -> Any:
+    def trials(self) -> list[TrialRuntime]:
+        return list(self._dispatcher.trials.values())
+
+    def create_actor(self, host: Host) -> Any:
         options = actor_options({k: v * host.capacity for k, v in host.resources.items()})
         if self._runtime_env is not None:
             options["runtime_env"] = self._runtime_env
@@ -423,6 +434,9 @@ class Executor:
         if self.persisters.forget_if_died(item.error):
             log.warning("trial %s: the checkpoint uploader of its node died", rt.id)
 
+    def _want_spare(self, rt: TrialRuntime, item: WantSpare) -> None:
+        self.spares.consider(item.resources)
+
     def _start_persister(self, rt: TrialRuntime, item: StartPersister) -> None:
         self.persisters.for_node(item.node_id)  # starts with the trial, not at its save
 
@@ -450,6 +464,7 @@ _FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {
     Unclean: Executor._unclean,
     PersisterMaybeDied: Executor._persister_maybe_died,
     StartPersister: Executor._start_persister,
+    WantSpare: Executor._want_spare,
 }
 
 

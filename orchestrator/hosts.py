@@ -40,6 +40,7 @@ class Host:
     actor: Any = None
     members: set[str] = field(default_factory=set)
     alive: bool = True
+    spare: bool = False  # a warm spare, started before any trial needed it
 
     @property
     def free(self) -> int:
@@ -57,6 +58,7 @@ class Placement:
 
     hosts: list[Host]
     new: list[Host]
+    spares_used: list[Host] = field(default_factory=list)
 
 
 def resource_key(resources: Mapping[str, float]) -> ResourceKey:
@@ -80,10 +82,14 @@ class HostPool:
         spread evenly over new hosts."""
         key = resource_key(resources)
         placed: list[Host] = []
+        spares: list[Host] = []
         for host in self._open.get(key, []):
             while host.free and len(placed) < len(trial_ids):
                 placed.append(host)
                 host.members.add(trial_ids[len(placed) - 1])
+                if host.spare:  # in use: an ordinary host from now on
+                    host.spare = False
+                    spares.append(host)
         new: list[Host] = []
         remaining = len(trial_ids) - len(placed)
         if remaining:
@@ -98,10 +104,24 @@ class HostPool:
             if per > 1 or self.keep_idle:
                 self._open.setdefault(key, []).extend(new)
         self._forget_full()
-        return Placement(placed, new)
+        return Placement(placed, new, spares)
 
     def created(self, host: Host, actor: Any) -> None:
         host.actor = actor
+
+    def add_spare(self, host: Host) -> None:
+        """A started, idle actor for the next trial asking for its resources (a
+        restart after a failure, most likely): :meth:`place` takes it first."""
+        host.spare = True
+        self._open.setdefault(host.key, []).insert(0, host)
+
+    def spares(self, key: ResourceKey | None = None) -> list[Host]:
+        return [
+            h
+            for k, hosts in self._open.items()
+            for h in hosts
+            if h.spare and h.idle and (key is None or k == key)
+        ]
 
     def failed(self, host: Host) -> None:
         """Its actor could not even be created: it takes no trial."""
@@ -123,9 +143,12 @@ class HostPool:
         self._drop(host)
         return True
 
-    def take_idle(self) -> list[Host]:
-        """Every idle host, now retired (no trial took it): the caller kills their actors."""
-        idle = [h for hosts in self._open.values() for h in hosts if h.idle]
+    def take_idle(self, *, spares: bool = False) -> list[Host]:
+        """Every idle host (warm spares too only with ``spares``), now retired (no trial
+        took it): the caller kills their actors."""
+        idle = [
+            h for hosts in self._open.values() for h in hosts if h.idle and (spares or not h.spare)
+        ]
         for host in idle:
             host.alive = False
             self._drop(host)

@@ -406,6 +406,10 @@ class TrialMachine:
         return actions + self._train()
 
     def _on_train_result(self, event: TrainResult) -> list[Action]:
+        if not self.train_in_flight:
+            raise InvalidTransition(
+                f"trial {self.trial_id}: a train result but no train call was asked for"
+            )
         self.train_in_flight = False
         self.consecutive_failures = 0
         if not self.storage_down:
@@ -517,7 +521,8 @@ class TrialMachine:
         if budget >= 0 and self.failures_counted > budget:
             self.state = TrialState.ERROR
             return actions
-        delay = self.policy.restart_backoff.delay(self.consecutive_failures)
+        # The first restart is at once; consecutive failures back off from there.
+        delay = self.policy.restart_backoff.delay(self.consecutive_failures - 1)
         return actions + self._start_actor(target, delay)
 
     def _on_checkpoint_unavailable(self, event: CheckpointUnavailable) -> list[Action]:
@@ -584,8 +589,8 @@ class TrialMachine:
         """Resuming a trial that is still pausing cancels the pause."""
         if self.intent is Intent.PAUSE:
             self.intent = None
-            if self.state is TrialState.RUNNING:
-                return self._settle_if_idle()
+            if self.state is TrialState.RUNNING and not self.train_in_flight:
+                return self._next_step()  # the pause's save may still be in flight
         return []
 
     def _on_restore_request(self, event: RestoreRequested) -> list[Action]:

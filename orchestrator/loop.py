@@ -68,6 +68,7 @@ class Dispatcher:
         journal: Journal | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         trials_per_worker: int = 1,
+        spare_actors: int = 1,
     ) -> None:
         self.executor = Executor(
             self,
@@ -80,6 +81,7 @@ class Dispatcher:
             save_retry_for=save_retry_for,
             runtime_env=runtime_env,
             trials_per_worker=trials_per_worker,
+            spare_actors=spare_actors,
         )
         self._outcomes = Outcomes(
             uri_for=uri_for,
@@ -122,7 +124,7 @@ class Dispatcher:
             if rt.actor is not None:
                 kill(rt.actor)
                 rt.actor = rt.host = None
-        for host in self.executor.hosts.take_idle():
+        for host in self.executor.hosts.take_idle(spares=True):
             kill(host.actor)
         self.executor.close()
         self.running = False
@@ -294,8 +296,10 @@ class Dispatcher:
                 self._journal.urgent()  # a driver killed now must not run it again
             else:
                 self._journal.touch()
-        if settled and rt.observer is not None:
-            rt.observer.on_settled(rt)
+        if settled:
+            self.executor.spares.retire_unneeded()
+            if rt.observer is not None:
+                rt.observer.on_settled(rt)
 
     def _carry_out(
         self, rt: TrialRuntime, do: Callable[[TrialRuntime, Any], None], item: Any

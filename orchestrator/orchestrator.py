@@ -81,8 +81,8 @@ class Orchestrator:
         ``None``: use Ray if already initialised, else start a local one (and shut it
         down on exit). ``"auto"`` or an address: join that running cluster.
     failure_backoff:
-        Seconds before the first restart after a failure; doubles with each
-        consecutive failure (up to 30 s), reset by the next result.
+        The first restart after a failure is at once; each consecutive failure after it
+        waits this many seconds first, doubling (up to 30 s); the next result resets it.
     fallback_to_scratch:
         When none of a trial's checkpoints can be loaded (corrupted, say), start it
         over from scratch instead of failing it.
@@ -137,6 +137,12 @@ class Orchestrator:
         call; ``N`` a hard cap. A call never runs past a checkpoint, the stop
         criterion or a scheduler's decision point, so stop, pause, restore and
         scheduling stay exact; a request lands once the call in flight returns.
+    spare_actors:
+        Started, idle actors kept per resource shape while trials of that shape may fail
+        (``max_failures != 0``; default 1, ``0``: none): a failed trial restarts in one
+        at once instead of waiting for a new worker process (about a second), and a
+        replacement starts in the background. A spare is started only where the
+        cluster's resources are free, never ahead of a trial waiting for them.
     trials_per_worker:
         How many trials asking for the same resources may share one actor (one worker
         process; default 1: each trial has its own). Starting a worker costs about a
@@ -159,6 +165,7 @@ class Orchestrator:
         ray_address: str | None = None,
         result_buffer: int | None = None,
         trials_per_worker: int = 1,
+        spare_actors: int = 1,
         failure_backoff: float = 0.2,
         fallback_to_scratch: bool = False,
         save_retry_for: float = 300.0,
@@ -188,6 +195,7 @@ class Orchestrator:
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
             trials_per_worker=trials_per_worker,
+            spare_actors=spare_actors,
             failure_backoff=failure_backoff,
             fallback_to_scratch=bool(fallback_to_scratch),
             save_retry_for=save_retry_for,
@@ -626,6 +634,7 @@ class Orchestrator:
             journal=self._journal,
             runtime_env=self._runtime_env,
             trials_per_worker=self.settings.trials_per_worker,
+            spare_actors=self.settings.spare_actors,
         )
         self._collector = dispatcher._collector
         self._dispatcher = dispatcher

@@ -154,6 +154,13 @@ class StartPersister:
     node_id: str
 
 
+@dataclass(frozen=True)
+class WantSpare:
+    """A trial that may fail is up: have a warm spare of its shape (see ``spares.py``)."""
+
+    resources: Any
+
+
 FollowUp = (
     Upload
     | Stream
@@ -164,6 +171,7 @@ FollowUp = (
     | Unclean
     | PersisterMaybeDied
     | StartPersister
+    | WantSpare
 )
 
 
@@ -197,6 +205,8 @@ class Outcomes:
             rt.node_id, rt.host_name = value
             wants_persister = rt.machine.policy.checkpoint_every > 0 and self._remote
             follow: list[FollowUp] = [StartPersister(rt.node_id)] if wants_persister else []
+            if rt.spec.max_failures != 0:
+                follow.append(WantSpare(rt.spec.resources))  # for when it fails
             return ActorReady(gen), follow
         if kind is Kind.SAVE:
             assert isinstance(payload, SavePayload)

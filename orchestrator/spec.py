@@ -53,6 +53,7 @@ class ExperimentSettings:
     checkpoint_score: tuple[str, ScoreMode] | None = None
     result_buffer: int | None = None  # None: adaptive (see ADAPTIVE_SLICE_S)
     trials_per_worker: int = 1
+    spare_actors: int = 1
     failure_backoff: float = 0.2
     fallback_to_scratch: bool = False
     save_retry_for: float = 300.0
@@ -73,6 +74,7 @@ class ExperimentSettings:
         if self.result_buffer is not None:
             check_int(self.result_buffer, "result_buffer", "Orchestrator")
         check_int(self.trials_per_worker, "trials_per_worker", "Orchestrator")
+        check_int(self.spare_actors, "spare_actors", "Orchestrator", least=0)
         check_int(self.max_pending_saves, "max_pending_saves", "Orchestrator", least=0)
         for what in ("failure_backoff", "save_retry_for", "journal_interval", "hook_slow_after"):
             check_seconds(getattr(self, what), what, "Orchestrator")

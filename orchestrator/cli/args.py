@@ -138,7 +138,15 @@ def add_orchestrator_args(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=0.2,
         metavar="S",
-        help="seconds before the first restart after a failure, doubling (default 0.2)",
+        help="seconds before restarting after a second failure in a row, doubling "
+        "(default 0.2; the first restart is at once)",
+    )
+    parser.add_argument(
+        "--spare-actors",
+        type=non_negative_int,
+        default=1,
+        metavar="N",
+        help="started, idle actors per resource shape for restarts (default 1; 0: none)",
     )
     parser.add_argument(
         "--fallback-to-scratch",
@@ -178,6 +186,7 @@ def orchestrator_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "trials_per_worker": args.trials_per_worker,
         "failure_backoff": args.failure_backoff,
+        "spare_actors": args.spare_actors,
         "fallback_to_scratch": args.fallback_to_scratch,
         "save_retry_for": args.save_retry_for,
         "max_pending_saves": args.max_pending_saves,
