@@ -14,6 +14,7 @@ This lives outside the actor classes on purpose: Ray turns any class with an
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import shutil
 import threading
@@ -121,6 +122,13 @@ class ActorIO:
         self._run(self._fetch(key, local_dir))
         return local_dir
 
+    def start_fetch(self, key: str, local_dir: str) -> concurrent.futures.Future[None]:
+        """:meth:`fetch` in the background: the download (and its verification) runs on
+        the I/O thread while the caller goes on (a restarting actor runs the trainable's
+        ``setup`` meanwhile); the future says when it is done."""
+        shutil.rmtree(local_dir, ignore_errors=True)
+        return self._submit(self._fetch(key, local_dir))
+
     def close(self) -> None:
         """Close the storage client and stop the loop thread (idempotent)."""
         with self._lock:
@@ -138,6 +146,9 @@ class ActorIO:
     # -- internals ------------------------------------------------------------------
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._submit(coro).result()
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         with self._lock:
             if self._loop is None:
                 from storage import quiet_sdk_noise
@@ -149,7 +160,7 @@ class ActorIO:
                 )
                 self._thread.start()
             loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return asyncio.run_coroutine_threadsafe(coro, loop)
 
     def _open(self) -> Any:
         if self._storage is None:

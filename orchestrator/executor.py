@@ -206,7 +206,10 @@ class Executor:
         from ray import cloudpickle
 
         payload = cloudpickle.dumps((rt.spec.trainable, rt.config, rt.spec.stop))
-        ref = host.actor.setup.remote(rt.id, generation, payload)
+        # The checkpoint it will restore (a restart): downloaded beside its setup.
+        target = rt.machine.restore_target
+        prefetch = target.to_dict() if target is not None else None
+        ref = host.actor.setup.remote(rt.id, generation, payload, prefetch)
         rt.seq = 1  # setup was call #0
         self._dispatcher.track(rt, Kind.READY, ref)
 

@@ -83,7 +83,9 @@ class HostPool:
         key = resource_key(resources)
         placed: list[Host] = []
         spares: list[Host] = []
-        for host in self._open.get(key, []):
+        # Free slots of live actors first (the same process, nothing to start), then
+        # warm spares; the rest on new actors.
+        for host in sorted(self._open.get(key, []), key=lambda h: h.spare):
             while host.free and len(placed) < len(trial_ids):
                 placed.append(host)
                 host.members.add(trial_ids[len(placed) - 1])
@@ -113,7 +115,7 @@ class HostPool:
         """A started, idle actor for the next trial asking for its resources (a
         restart after a failure, most likely): :meth:`place` takes it first."""
         host.spare = True
-        self._open.setdefault(host.key, []).insert(0, host)
+        self._open.setdefault(host.key, []).append(host)  # after free slots of live ones
 
     def spares(self, key: ResourceKey | None = None) -> list[Host]:
         return [

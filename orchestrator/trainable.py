@@ -110,6 +110,9 @@ class _HostedTrial:
         self.trainable: Trainable | None = None
         self.next_seq = 0
         self.time_total = 0.0  # seconds in step(), restored with checkpoints
+        self.deferred: Exception | None = None  # a buffered step's error, for the next call
+        # A restore's download started at setup: (key, directory, its future).
+        self.prefetch: tuple[str, str, Any] | None = None
         self.awaiter = _Awaiter()
         self.scratch = os.path.join(
             tempfile.gettempdir(),
@@ -117,6 +120,35 @@ class _HostedTrial:
             socket.gethostname(),
             f"{trial_id}-g{generation}-{os.getpid()}",
         )
+
+    def restore_dir(self, checkpoint: Mapping[str, Any]) -> str:
+        return os.path.join(self.scratch, f"restore_{checkpoint['iteration']:06d}")
+
+    def start_prefetch(self, io: ActorIO, checkpoint: Mapping[str, Any]) -> None:
+        """Start downloading ``checkpoint`` for the restore that will follow setup.
+        With local storage only if this process sees it (else the restore asks for it
+        to be streamed, as without a prefetch)."""
+        path = checkpoint.get("path")
+        if path:
+            from .locality import is_visible
+
+            if not is_visible(str(path), checkpoint.get("manifest")):
+                return
+        target = self.restore_dir(checkpoint)
+        self.prefetch = (str(checkpoint["key"]), target, io.start_fetch(checkpoint["key"], target))
+
+    def take_prefetch(self, checkpoint: Mapping[str, Any]) -> str | None:
+        """The directory the prefetch of ``checkpoint`` downloaded into (waiting for it),
+        or None when none was started for it (or it failed: the restore fetches it
+        again, and reports that error if it persists)."""
+        prefetch, self.prefetch = self.prefetch, None
+        if prefetch is None or prefetch[0] != checkpoint["key"]:
+            return None
+        try:
+            prefetch[2].result()
+        except Exception:
+            return None
+        return prefetch[1]
 
     def turn(self, seq: int) -> None:
         if seq != self.next_seq:
@@ -181,20 +213,32 @@ class TrialActor:
 
     # -- trainable calls (one thread, in submission order) -----------------------------
 
-    def setup(self, trial_id: str, generation: int, payload: bytes) -> tuple[str, str]:
+    def setup(
+        self,
+        trial_id: str,
+        generation: int,
+        payload: bytes,
+        prefetch: Mapping[str, Any] | None = None,
+    ) -> tuple[str, str]:
         """Start hosting ``trial_id`` (call #0 of this generation); returns the node's id
         and host name.
 
         ``payload`` is the pickled ``(trainable class, config, stop condition)``, loaded
         here rather than by Ray so that a trainable this worker cannot import is reported
         as what it is (:class:`TrainableUnavailable`, not retried) instead of a generic
-        task failure that the driver would retry again and again."""
+        task failure that the driver would retry again and again.
+
+        ``prefetch``: the checkpoint this actor will restore (a restart after a
+        failure): its download starts now, beside the trainable's ``setup``, and the
+        ``restore`` call that follows waits for it instead of starting it."""
         trainable_cls, config, stop = _load_payload(payload)
         previous = self._trials.pop(trial_id, None)
         if previous is not None:  # an earlier generation this actor hosted: replaced
             previous.release()
         hosted = _HostedTrial(trainable_cls, trial_id, generation, stop)
         hosted.turn(0)
+        if prefetch is not None:
+            hosted.start_prefetch(self._io, prefetch)
         _remove_dead_scratch(hosted.scratch)
         _remove_stale_fetches(trial_id, generation)
         trainable = trainable_cls()
@@ -235,7 +279,15 @@ class TrialActor:
         results: list[dict[str, Any]] = []
         deadline = None if slice_s is None else time.perf_counter() + slice_s
         for _ in range(limit):
-            result = _step(hosted)
+            try:
+                result = _step(hosted)
+            except Exception as err:
+                if not results:
+                    raise
+                # The steps before it stand, as they would one per call: the driver gets
+                # them now, and this error with the next call.
+                hosted.deferred = err
+                break
             results.append(result)
             if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
                 break  # the save must come right after it; after the end, nothing does
@@ -309,11 +361,12 @@ class TrialActor:
             if not hosted.awaiter.call(trainable.reset_config, dict(config)):
                 return CONFIG_REFUSED
             trainable.config = dict(config)
-        if local_dir is None:
-            target = os.path.join(hosted.scratch, f"restore_{checkpoint['iteration']:06d}")
-            source = self._io.fetch(str(checkpoint["key"]), target)
-        else:
+        if local_dir is not None:
             source = local_dir
+        else:
+            source = hosted.take_prefetch(checkpoint) or self._io.fetch(
+                str(checkpoint["key"]), hosted.restore_dir(checkpoint)
+            )
         try:
             hosted.awaiter.call(trainable.load_checkpoint, source)
         finally:
@@ -345,6 +398,9 @@ class TrialActor:
 
 
 def _step(hosted: _HostedTrial) -> dict[str, Any]:
+    if hosted.deferred is not None:
+        err, hosted.deferred = hosted.deferred, None
+        raise err
     trainable = hosted.require()
     start = time.perf_counter()
     result = hosted.awaiter.call(trainable.step)

@@ -22,6 +22,7 @@ from ._files import (
     Digest,
     LocalFile,
     atomic_write_bytes,
+    clone_hashed,
     copy_hashed,
     fsync_dir,
     remove_quietly,
@@ -175,7 +176,7 @@ class LocalStorage(Storage):
             try:
                 if not os.path.isfile(src):
                     raise NotFound("download failed: no such key", uri=self.uri, key=key)
-                digest = copy_hashed(src, tmp, fsync=False, stop=stop)
+                digest = clone_hashed(src, tmp, stop=stop)
                 self._verify(key, digest, expected)
                 os.replace(tmp, path)
             except BaseException:

@@ -94,3 +94,15 @@ async def test_a_stop_lands_within_about_a_slice(tmp_path: Path) -> None:
         await runner
     assert trial.state is TrialState.TERMINATED
     assert lag < 2.0  # the call in flight (about 20 ms of steps), then the stop itself
+
+
+async def test_the_steps_before_a_failing_one_in_a_batch_are_kept(tmp_path: Path) -> None:
+    """A buffered call whose fifth step raises: the four before it are results, as one
+    step per call would have made them; the error fails the trial after them."""
+    async with Orchestrator(storage=tmp_path, name="fails", progress=False) as orch:
+        trial = orch.add_trial(
+            Counter, {"fail_at": 5}, stop={"training_iteration": 50}, resources=CPU
+        )
+        await orch.run()
+    assert trial.state is TrialState.ERROR and "planned failure at 5" in str(trial.error)
+    assert [r["training_iteration"] for r in trial.results] == [1, 2, 3, 4]

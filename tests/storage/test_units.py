@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -133,3 +135,22 @@ async def test_map_bounded_bounds_and_cancels_on_error() -> None:
     with pytest.raises(ValueError, match="boom"):
         await map_bounded(work, range(20), 4)
     assert peak <= 4 and running == 0 and cancelled >= 1
+
+
+def test_a_restored_file_is_a_clone_where_possible_and_a_verified_copy_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """On ext4 (this machine) cloning is refused once, then every file is copied; on a
+    filesystem with reflinks it is cloned. Either way the digest is the source's."""
+    import hashlib
+
+    from storage import _files
+
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(300_000))
+    digest = _files.clone_hashed(str(src), str(tmp_path / "dst"))
+    assert (tmp_path / "dst").read_bytes() == src.read_bytes()
+    assert digest.sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert digest.size == 300_000
+    again = _files.clone_hashed(str(src), str(tmp_path / "dst2"))
+    assert again == digest
