@@ -16,16 +16,10 @@ if TYPE_CHECKING:
 
 def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
     """``result[metric]`` as a finite number (``"a/b"`` reads nested dicts), else None."""
-    if not result:
-        return None
-    value: Any = result.get(metric)
-    if value is None and "/" in metric:
-        value = result
-        for part in metric.split("/"):
-            value = value.get(part) if isinstance(value, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    from .reader import metric_value as read
+
+    value = read(result, metric) if result else None
+    return value if value is not None and math.isfinite(value) else None
 
 
 class SweepResult:

@@ -182,6 +182,32 @@ def add_orchestrator_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def orchestrator_from(args: argparse.Namespace, console: Any, *, default_name: str) -> Any:
+    """The ``Orchestrator`` that ``run`` (and ``run --space``) builds from its
+    arguments: everything checked before Ray starts. ``args.resume_hint`` is set to the
+    command that continues it (printed on Ctrl-C)."""
+    from datetime import datetime
+
+    from ..orchestrator import Orchestrator
+    from .present import EventPrinter
+    from .run import resume_command
+
+    name = args.name or f"{default_name}-" + datetime.now().strftime("%Y%m%d-%H%M%S")
+    orch = Orchestrator(
+        storage=args.storage,
+        name=name,
+        max_failures=args.max_failures,
+        keep_checkpoints=args.keep_checkpoints,
+        checkpoint_score=args.checkpoint_score,
+        hooks=[EventPrinter(console)],
+        result_buffer=args.result_buffer,
+        overwrite=args.overwrite,
+        **orchestrator_options(args),
+    )
+    args.resume_hint = resume_command(orch)
+    return orch
+
+
 def orchestrator_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "trials_per_worker": args.trials_per_worker,

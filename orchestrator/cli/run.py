@@ -14,7 +14,6 @@ import importlib
 import itertools
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
@@ -105,7 +104,6 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
 
 def handle_run(args: argparse.Namespace, console: Console) -> int:
     from ..lifecycle import TrialState
-    from ..orchestrator import Orchestrator
 
     trainable = load_trainable(args.trainable)
     base = cli_args.json_arg(args.config, "--config")
@@ -121,19 +119,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
             "or the trials would run forever"
         )
     stop = cli_args.parse_stop(args.stop)
-    name = args.name or "run-" + datetime.now().strftime("%Y%m%d-%H%M%S")
-    orch = Orchestrator(
-        storage=args.storage,
-        name=name,
-        max_failures=args.max_failures,
-        keep_checkpoints=args.keep_checkpoints,
-        checkpoint_score=args.checkpoint_score,
-        hooks=[EventPrinter(console)],
-        result_buffer=args.result_buffer,
-        overwrite=args.overwrite,
-        **cli_args.orchestrator_options(args),
-    )
-    args.resume_hint = resume_command(orch)
+    orch = cli_args.orchestrator_from(args, console, default_name="run")
     trials = [
         orch.add_trial(
             trainable,

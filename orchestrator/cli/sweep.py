@@ -10,13 +10,11 @@ import argparse
 import asyncio
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from . import args as cli_args
 from .args import EXIT_FAILED, EXIT_OK
-from .present import EventPrinter
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -84,7 +82,6 @@ def handle_sweep(
     args: argparse.Namespace, console: Console, trainable: Any, base: dict[str, Any]
 ) -> int:
     from ..lifecycle import TrialState
-    from ..orchestrator import Orchestrator
     from ..search import OptunaSearch, RandomSearch, space_from_json
 
     if args.grid is not None:
@@ -105,21 +102,9 @@ def handle_sweep(
     searcher = (
         OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
     )
-    name = args.name or "run-" + datetime.now().strftime("%Y%m%d-%H%M%S")
-    orch = Orchestrator(
-        storage=args.storage,
-        name=name,
-        max_failures=args.max_failures,
-        keep_checkpoints=args.keep_checkpoints,
-        checkpoint_score=args.checkpoint_score,
-        hooks=[EventPrinter(console)],
-        result_buffer=args.result_buffer,
-        overwrite=args.overwrite,
-        **cli_args.orchestrator_options(args),
-    )
-    from .run import _report, ray_session, resume_command
+    from .run import _report, ray_session
 
-    args.resume_hint = resume_command(orch)
+    orch = cli_args.orchestrator_from(args, console, default_name="run")
     console.print(
         f"sweep of {trainable.__name__}: {args.num_samples} sample(s); experiment "
         f"{orch.storage_uri}",
