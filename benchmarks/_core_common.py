@@ -1,9 +1,10 @@
 """Shared pieces of the core benchmark: the run spec, timing and the figures of one run.
 
-Every system's trainable stamps each result with ``t`` (``time.time()`` in the actor,
-right after the step), so the three systems are measured by the same clock and the
-same rule, whatever each one records by itself. Times in a run's figures are seconds
-since ``t0``, taken in the child process before Ray starts.
+Every system's trainable (a class, or a function for ``ours-fn`` and ``tune-fn``)
+stamps each result with ``t`` (``time.time()`` in the actor, right after the step), so
+the systems are measured by the same clock and the same rule, whatever each one
+records by itself. Times in a run's figures are seconds since ``t0``, taken in the
+child process before Ray starts.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class RunSpec:
     result_buffer: int = 1
     trials_per_worker: int = 1
     quiet: bool = False  # ours without its default loggers and progress display
+    #: The trainable as a function (``def trivial(config)`` calling ``report``) rather
+    #: than a class: the systems ``ours-fn`` and ``tune-fn``.
+    function: bool = False
 
 
 def summarize(

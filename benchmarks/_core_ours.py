@@ -1,4 +1,9 @@
-"""The core workload under trialflow's orchestrator (run in a child process)."""
+"""The core workload under trialflow's orchestrator (run in a child process).
+
+``TrivialTrainable`` is the class trainable (systems ``ours``, ``ours-quiet``,
+``ours-buf``, ``ours-pack``); :func:`trivial` is the same workload as a function
+trainable (system ``ours-fn``), which reports its own checkpoints.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import tempfile
 import time
 from typing import Any
 
-from orchestrator import Orchestrator, Trainable
+from orchestrator import Orchestrator, Trainable, get_checkpoint, report
 
 from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
 
@@ -31,6 +36,31 @@ class TrivialTrainable(Trainable):
             self.i = int(fh.read())
 
 
+def trivial(config: dict[str, Any]) -> None:
+    """``TrivialTrainable`` as a function: one report per step, stamped like the class's.
+
+    Every ``checkpoint_every`` steps it writes the tiny state file into a fresh
+    temporary directory and reports it as the checkpoint (what the class's
+    ``save_checkpoint`` writes); it resumes from :func:`get_checkpoint` when there is
+    one. The driver's stop criterion ends it at its ``steps``-th report.
+    """
+    steps, every = int(config["steps"]), int(config["checkpoint_every"])
+    i = 0
+    checkpoint = get_checkpoint()
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint, "state")) as fh:
+            i = int(fh.read())
+    while i < steps:
+        i += 1
+        if every and i % every == 0:
+            with tempfile.TemporaryDirectory() as d:
+                with open(os.path.join(d, "state"), "w") as fh:
+                    fh.write(str(i))
+                report({"x": i, "t": time.time()}, checkpoint=d)
+        else:
+            report({"x": i, "t": time.time()})
+
+
 async def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp:
         t0 = time.time()
@@ -48,13 +78,22 @@ async def run(spec: RunSpec) -> dict[str, Any]:
         async with orch:
             t_ray = time.time()
             for _ in range(spec.trials):
-                orch.add_trial(
-                    TrivialTrainable,
-                    config={},
-                    stop={"training_iteration": spec.steps},
-                    checkpoint_every=spec.checkpoint_every,
-                    resources={"cpu": spec.cpu},
-                )
+                if spec.function:
+                    # No checkpoint_every: a function reports its checkpoints itself.
+                    orch.add_trial(
+                        trivial,
+                        config={"steps": spec.steps, "checkpoint_every": spec.checkpoint_every},
+                        stop={"training_iteration": spec.steps},
+                        resources={"cpu": spec.cpu},
+                    )
+                else:
+                    orch.add_trial(
+                        TrivialTrainable,
+                        config={},
+                        stop={"training_iteration": spec.steps},
+                        checkpoint_every=spec.checkpoint_every,
+                        resources={"cpu": spec.cpu},
+                    )
             trials = await orch.run()
             t_end = time.time()
             cpu = sampler.stop()

@@ -2,7 +2,9 @@
 
 Tune is used as its documentation shows: the class API, ``Tuner`` with ``RunConfig``
 stop and ``CheckpointConfig``, fractional CPUs through ``tune.with_resources``, and its
-default loggers and settings otherwise.
+default loggers and settings otherwise. With ``spec.function`` (system ``tune-fn``) the
+trainable is Tune's function API instead: :func:`tune_trivial` calls ``tune.report``
+once per step and passes a ``tune.Checkpoint`` every ``checkpoint_every`` steps.
 """
 
 from __future__ import annotations
@@ -36,6 +38,32 @@ class TuneTrivial(tune.Trainable):
             self.i = int(fh.read())
 
 
+def tune_trivial(config: dict[str, Any]) -> None:
+    """``TuneTrivial`` as a Tune function: one ``tune.report`` per step, stamped ``t``.
+
+    Every ``checkpoint_every`` steps it writes the tiny state file into a temporary
+    directory and reports it with ``tune.Checkpoint.from_directory``; it resumes from
+    ``tune.get_checkpoint()`` when there is one. Tune's stop criterion ends it.
+    """
+    steps, every = int(config["steps"]), int(config["checkpoint_every"])
+    i = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "state")) as fh:
+            i = int(fh.read())
+    while i < steps:
+        i += 1
+        if every and i % every == 0:
+            with tempfile.TemporaryDirectory() as d:
+                with open(os.path.join(d, "state"), "w") as fh:
+                    fh.write(str(i))
+                tune.report(
+                    {"x": i, "t": time.time()}, checkpoint=tune.Checkpoint.from_directory(d)
+                )
+        else:
+            tune.report({"x": i, "t": time.time()})
+
+
 def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-tune-") as tmp:
         t0 = time.time()
@@ -48,16 +76,26 @@ def run(spec: RunSpec) -> dict[str, Any]:
             logging_level=logging.WARNING,
         )
         t_ray = time.time()
+        if spec.function:
+            # A function checkpoints when it reports one: Tune refuses checkpoint_frequency.
+            trainable: Any = tune_trivial
+            checkpoint_config = tune.CheckpointConfig(num_to_keep=spec.keep)
+            param_space = {"steps": spec.steps, "checkpoint_every": spec.checkpoint_every}
+        else:
+            trainable = TuneTrivial
+            checkpoint_config = tune.CheckpointConfig(
+                checkpoint_frequency=spec.checkpoint_every, num_to_keep=spec.keep
+            )
+            param_space = None
         tuner = tune.Tuner(
-            tune.with_resources(TuneTrivial, {"cpu": spec.cpu}),
+            tune.with_resources(trainable, {"cpu": spec.cpu}),
+            param_space=param_space,
             tune_config=tune.TuneConfig(num_samples=spec.trials),
             run_config=tune.RunConfig(
                 name="bench",
                 storage_path=tmp,
                 stop={"training_iteration": spec.steps},
-                checkpoint_config=tune.CheckpointConfig(
-                    checkpoint_frequency=spec.checkpoint_every, num_to_keep=spec.keep
-                ),
+                checkpoint_config=checkpoint_config,
                 verbose=0,
             ),
         )

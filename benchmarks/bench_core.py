@@ -12,6 +12,13 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
 * ``ours-pack``: the orchestrator with ``trials_per_worker`` (default 10): the 20 trials
   share 2 worker processes instead of starting 20, one step per call,
 * ``raw``: one coroutine per trial awaiting ``actor.step.remote()``, no framework,
+* ``ours-fn``: the orchestrator with a *function* trainable (``def trivial(config)``
+  calling ``report(metrics)``, and ``report(metrics, checkpoint=d)`` with the state
+  file in a temporary directory every 50 steps; ``get_checkpoint()`` at start),
+  otherwise as ``ours``,
+* ``tune-fn``: Ray Tune's function API, the same function with ``tune.report`` and
+  ``tune.Checkpoint.from_directory`` (``CheckpointConfig(num_to_keep=...)``: a function
+  checkpoints when it reports one), otherwise as ``tune``,
 
 each run in a fresh subprocess with its own ``ray.init(num_cpus=2)``. Three rates per run:
 
@@ -26,11 +33,19 @@ each run in a fresh subprocess with its own ``ray.init(num_cpus=2)``. Three rate
 CPU seconds by process (driver, workers, raylet, GCS, other) are sampled during each
 run and shown per result: on a busy machine they move far less than wall-clock rates.
 
+Ratios (of medians): for ``ours``, ``ours-buf`` and ``ours-pack``, the end-to-end rate
+over Tune's (targets by workload) and the steady rate over the raw loop's (>= 90 %);
+``ours`` over ``ours-quiet`` (>= 90 %); ``ours-fn``'s end-to-end rate over
+``tune-fn``'s (function API against function API, target >= 4x) and over ``ours``'s
+(the price of a function trainable against a class, target >= 85 %), with its steady
+and active rates over ``ours``'s for information.
+
 Usage::
 
     python -m benchmarks.bench_core                 # 20x1000 and 20x200, once each
     python -m benchmarks.bench_core --repeat 3      # medians of 3
     python -m benchmarks.bench_core --quick         # 20x100 and 20x60: a sanity run
+    python -m benchmarks.bench_core --systems ours,ours-fn,tune,tune-fn   # function API
 
 Figures go to stdout and to ``benchmarks/out/core.json``.
 """
@@ -53,7 +68,17 @@ from ._core_common import RunSpec, median, parse_child_output, settle, steal_sec
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "core.json"
 
-SYSTEMS = ("tune", "ours", "ours-quiet", "ours-buf", "ours-pack", "raw", "baseline")
+SYSTEMS = (
+    "tune",
+    "ours",
+    "ours-quiet",
+    "ours-buf",
+    "ours-pack",
+    "raw",
+    "tune-fn",
+    "ours-fn",
+    "baseline",
+)
 LABELS = {
     "tune": "Ray Tune",
     "ours": "ours",
@@ -62,6 +87,8 @@ LABELS = {
     "ours-buf": "ours (buffer={buffer})",
     "ours-pack": "ours (pack={pack})",
     "raw": "raw asyncio loop",
+    "tune-fn": "Ray Tune, function",
+    "ours-fn": "ours, function",
 }
 
 #: The issue's targets, by steps per trial: ours / Tune end to end.
@@ -70,6 +97,12 @@ E2E_TARGETS = {1000: 4.0, 200: 3.5}
 STEADY_TARGET = 0.90
 #: ours with its default loggers and progress / ours without, end to end.
 LOGGING_TARGET = 0.90
+#: ours with a function trainable / Ray Tune's function API, end to end (every workload).
+FUNCTION_VS_TUNE_TARGET = 4.0
+#: ours with a function trainable / ours with the class, end to end: within 15 %.
+FUNCTION_VS_CLASS_TARGET = 0.85
+#: The function systems (``RunSpec.function``).
+FUNCTION_SYSTEMS = ("ours-fn", "tune-fn")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -141,8 +174,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
+    if system.startswith("ours") or system == "baseline":
+        runner = "ours"
+    elif system.startswith("tune"):
+        runner = "tune"
+    else:
+        runner = system
     return RunSpec(
-        system="ours" if system.startswith("ours") or system == "baseline" else system,
+        system=runner,
         trials=args.trials,
         steps=steps,
         checkpoint_every=args.checkpoint_every,
@@ -151,6 +190,7 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
         result_buffer=args.buffer if system == "ours-buf" else 1,
         trials_per_worker=args.pack if system == "ours-pack" else 1,
         quiet=system == "ours-quiet",
+        function=system in FUNCTION_SYSTEMS,
     )
 
 
@@ -281,6 +321,19 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
                 entry["steady_vs_raw_target"] = STEADY_TARGET
                 entry["e2e_vs_raw"] = _ratio(ours["e2e_rate"], raw["e2e_rate"])
             ratios[key][system] = entry
+        fn, tune_fn, ours_class = (rows[key].get(s) for s in ("ours-fn", "tune-fn", "ours"))
+        if fn is not None and (tune_fn is not None or ours_class is not None):
+            entry = {}
+            if tune_fn is not None:
+                entry["e2e_vs_tune_fn"] = _ratio(fn["e2e_rate"], tune_fn["e2e_rate"])
+                entry["e2e_vs_tune_fn_target"] = FUNCTION_VS_TUNE_TARGET
+                entry["steady_vs_tune_fn"] = _ratio(fn["steady_rate"], tune_fn["steady_rate"])
+            if ours_class is not None:
+                entry["e2e_vs_class"] = _ratio(fn["e2e_rate"], ours_class["e2e_rate"])
+                entry["e2e_vs_class_target"] = FUNCTION_VS_CLASS_TARGET
+                entry["steady_vs_class"] = _ratio(fn["steady_rate"], ours_class["steady_rate"])
+                entry["active_vs_class"] = _ratio(fn["active_rate"], ours_class["active_rate"])
+            ratios[key]["ours-fn"] = entry
     return {"rows": rows, "ratios": ratios}
 
 
@@ -366,6 +419,31 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                     print(
                         f"{key:<9} {label:<20} {what} / baseline".ljust(51)
                         + f"{_fmt(value, '6.2f')}{_unit(value, 'x')}"
+                    )
+            if "e2e_vs_tune_fn" in entry:
+                value = entry["e2e_vs_tune_fn"]
+                print(
+                    f"{key:<9} {label:<20} end to end / Tune function   "
+                    f"{_fmt(value, '6.2f')}{_unit(value, 'x')}"
+                    f"{_verdict(value, FUNCTION_VS_TUNE_TARGET, f'{FUNCTION_VS_TUNE_TARGET:g}x')}"
+                )
+                value = entry["steady_vs_tune_fn"]
+                print(
+                    f"{key:<9} {label:<20} steady / Tune function       "
+                    f"{_fmt(value, '6.2f')}{_unit(value, 'x')}"
+                )
+            if "e2e_vs_class" in entry:
+                for what in ("e2e", "steady", "active"):
+                    value = entry[f"{what}_vs_class"]
+                    pct = None if value is None else value * 100
+                    verdict = ""
+                    if what == "e2e":
+                        shown = f"{FUNCTION_VS_CLASS_TARGET * 100:.0f}%"
+                        verdict = _verdict(value, FUNCTION_VS_CLASS_TARGET, shown)
+                    name = "end to end" if what == "e2e" else what
+                    print(
+                        f"{key:<9} {label:<20} {name} / ours (class)".ljust(60)
+                        + f"{_fmt(pct, '6.0f')}{_unit(pct, '%')}{verdict}"
                     )
             if "steady_vs_raw" in entry:
                 value = entry["steady_vs_raw"]

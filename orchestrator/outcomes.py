@@ -203,7 +203,9 @@ class Outcomes:
             return TrainResult(gen, results), []
         if kind is Kind.READY:
             rt.node_id, rt.host_name = value
-            wants_persister = rt.machine.policy.checkpoint_every > 0 and self._remote
+            policy = rt.machine.policy
+            checkpoints = policy.checkpoint_every > 0 or not policy.saves_on_demand  # a function
+            wants_persister = checkpoints and self._remote
             follow: list[FollowUp] = [StartPersister(rt.node_id)] if wants_persister else []
             if rt.spec.max_failures != 0:
                 follow.append(WantSpare(rt.spec.resources))  # for when it fails
