@@ -34,7 +34,7 @@ class RunSpec:
     checkpoint_every: int
     keep: int
     cpu: float
-    result_buffer: int = 1
+    result_buffer: int | None = None  # None: the orchestrator's default (adaptive)
     trials_per_worker: int = 1
     quiet: bool = False  # ours without its default loggers and progress display
     #: The trainable as a function (``def trivial(config)`` calling ``report``) rather

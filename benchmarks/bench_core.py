@@ -4,7 +4,7 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
 0.1 CPU per trial) run under
 
 * ``tune``: Ray Tune (class API, ``Tuner``, ``RunConfig`` stop and ``CheckpointConfig``),
-* ``ours``: the orchestrator as shipped (one step per actor call, its default per-trial
+* ``ours``: the orchestrator as shipped (adaptive result buffering, its default per-trial
   logs: JSON, CSV and TensorBoard, and its progress display),
 * ``ours-quiet``: the same without logs and progress (``loggers=[]``,
   ``progress=False``),
@@ -187,7 +187,7 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
         checkpoint_every=args.checkpoint_every,
         keep=args.keep,
         cpu=args.cpu,
-        result_buffer=args.buffer if system == "ours-buf" else 1,
+        result_buffer=args.buffer if system == "ours-buf" else None,
         trials_per_worker=args.pack if system == "ours-pack" else 1,
         quiet=system == "ours-quiet",
         function=system in FUNCTION_SYSTEMS,
