@@ -28,7 +28,7 @@ COMMON = textwrap.dedent(
     import asyncio, json, sys
     sys.path.insert(0, {root!r})
     from orchestrator import Orchestrator
-    from tests.trainables import Recorder
+    from tests.trainables import Recorder, counting
     """
 )
 
@@ -48,6 +48,9 @@ FIRST = COMMON + textwrap.dedent(
                                            "fast_after": {marks!r} + "/fast"}},
                                stop={{"training_iteration": 200}}, checkpoint_every=5,
                                resources={{"cpu": 0.25}}, trial_id=f"long{{i}}")
+            orch.add_trial(counting, {{"delay": 0.1, "every": 5, "marks": {fn_marks!r},
+                                       "fast_after": {marks!r} + "/fast"}},
+                           stop={{"count": 200}}, resources={{"cpu": 0.25}}, trial_id="fn")
             await orch.run()
     asyncio.run(main())
     """
@@ -99,9 +102,13 @@ def read_journal(path: Path) -> dict[str, Any] | None:
 
 async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: Path) -> None:
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
+    fn_marks = tmp_path / "fn-marks"  # the function trial's
     marks.mkdir()
+    fn_marks.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    script = FIRST.format(root=str(ROOT), storage=str(storage), marks=str(marks))
+    script = FIRST.format(
+        root=str(ROOT), storage=str(storage), marks=str(marks), fn_marks=str(fn_marks)
+    )
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=str(ROOT))
     journal = storage / "crash" / JOURNAL_KEY
     first_seen: float | None = None
@@ -118,7 +125,7 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
                 # Journaled by the urgent write at its end: the next regular write
                 # would come only 30 s after the first.
                 assert time.monotonic() - first_seen < 25
-                assert all(trials[f"long{i}"]["state"] != "TERMINATED" for i in range(3))
+                assert all(trials[t]["state"] != "TERMINATED" for t in ("long0", "long1", "fn"))
                 break
         else:
             pytest.fail("the short trial's end never reached the journal")
@@ -130,10 +137,11 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
     assert await asyncio.wait_for(second.wait(), 240) == 0
     trials = json.loads(report.read_text())
-    assert set(trials) == {"short", "long0", "long1", "long2"}
+    assert set(trials) == {"short", "long0", "long1", "long2", "fn"}
     assert trials["short"]["before"] == "TERMINATED"
     assert (marks / "short.setups").read_text() == "x"  # ran no step after the kill
-    for trial_id, final in [("short", 3), ("long0", 200), ("long1", 200), ("long2", 200)]:
+    finals = [("short", 3), ("long0", 200), ("long1", 200), ("long2", 200), ("fn", 200)]
+    for trial_id, final in finals:
         trial = trials[trial_id]
         assert trial["state"] == "TERMINATED", trial["error"]
         its = [r["training_iteration"] for r in trial["results"]]
@@ -141,3 +149,9 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
         assert all(r["count"] == r["training_iteration"] for r in trial["results"])
     for i in range(3):
         assert (marks / f"long{i}.setups").read_text() == "xx"  # one restart each
+    # The function started once per driver, the second time from its newest checkpoint.
+    starts = [line for line in (fn_marks / "runs").read_text().split() if line.startswith("start")]
+    assert len(starts) == 2 and starts[0] == "start:0", starts
+    resumed_from = int(starts[1].split(":")[1])
+    assert resumed_from % 5 == 0
+    assert all(r["resumed_from"] == resumed_from for r in trials["fn"]["results"][resumed_from:])

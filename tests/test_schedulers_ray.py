@@ -22,7 +22,7 @@ from orchestrator.journal import JOURNAL_KEY
 from orchestrator.schedulers import ASHA, PBT, HyperBand
 from orchestrator.search import grid
 
-from .trainables import Climber, Curve, StubbornClimber, kill_worker
+from .trainables import Climber, Curve, StubbornClimber, counting, kill_worker
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -53,6 +53,31 @@ async def test_asha_stops_buffered_trials_exactly_at_their_rungs(tmp_path: Path)
         assert [r["training_iteration"] for r in trial.results] == list(
             range(1, len(trial.results) + 1)
         )
+
+
+async def test_asha_stops_buffered_function_trials_exactly_at_their_rungs(
+    tmp_path: Path,
+) -> None:
+    """A function trainable's reports are held at each one until the driver asks for the
+    next: with 10 reports a call, ASHA still ends every trial on a rung."""
+    async with Orchestrator(storage=tmp_path, name="asha-fn", result_buffer=10) as orch:
+        result = await orch.sweep(
+            counting,
+            {"plateau": grid([float(p) for p in range(1, 10)]), "every": 3},
+            metric="acc",
+            mode="max",
+            scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
+            max_concurrent_trials=3,
+            stop={"training_iteration": 100},
+            resources=CPU,
+        )
+    ends = sorted(len(t.results) for t in result.trials)
+    assert all(t.state is TrialState.TERMINATED for t in result.trials)
+    assert set(ends) <= {1, 3, 9, 27}, ends
+    assert ends[0] < 27 and ends[-1] == 27
+    assert result.best_trial.config["plateau"] >= 7.0
+    for trial in result.trials:
+        assert [r["count"] for r in trial.results] == list(range(1, len(trial.results) + 1))
 
 
 async def test_hyperband_pauses_trials_at_milestones_and_resumes_the_best(tmp_path: Path) -> None:

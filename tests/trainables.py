@@ -165,20 +165,26 @@ def counting(config: dict[str, Any]) -> None:
 
     Config: ``every`` (report a checkpoint every N reports; 0: never), ``epochs`` (then
     return; absent: go on until stopped), ``delay`` (seconds per report),
-    ``padding_files`` (extra empty files per checkpoint), ``marks`` (a directory: each
-    run appends ``start:<count restored>`` and, from its ``finally``, ``finally`` to
-    ``<marks>/runs``), ``fail_once_at`` (the count that raises, the first time only).
-    Every result has ``count``, ``pid`` and ``resumed_from``.
+    ``fast_after`` (a path: no delay once it exists), ``padding_files`` (extra empty
+    files per checkpoint), ``marks`` (a directory: each run appends
+    ``start:<count restored>`` and, from its ``finally``, ``finally`` to
+    ``<marks>/runs``), ``fail_once_at`` (the count that raises, the first time only),
+    ``plateau`` (then results have ``acc = plateau * (1 - 0.9**count)``, :class:`Curve`'s
+    learning curve). Every result has ``count``, ``pid`` and ``resumed_from``.
     """
     from orchestrator import get_checkpoint, report
 
     start = _restored_count(get_checkpoint())
     _note(config, f"start:{start}")
     try:
+        fast_after = config.get("fast_after")
         for count in range(start + 1, int(config.get("epochs") or 10**9) + 1):
-            time.sleep(float(config.get("delay", 0.0)))
+            if not (fast_after and os.path.exists(fast_after)):
+                time.sleep(float(config.get("delay", 0.0)))
             _maybe_fail(config, count)
-            metrics = {"count": count, "pid": os.getpid(), "resumed_from": start}
+            metrics: dict[str, Any] = {"count": count, "pid": os.getpid(), "resumed_from": start}
+            if "plateau" in config:
+                metrics["acc"] = float(config["plateau"]) * (1 - 0.9**count)
             every = int(config.get("every", 0))
             if every and count % every == 0:
                 with tempfile.TemporaryDirectory() as d:

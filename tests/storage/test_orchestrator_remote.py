@@ -15,7 +15,13 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
-from ..trainables import Counter, Recorder, assert_failure_free_history, kill_worker
+from ..trainables import (
+    Counter,
+    Recorder,
+    assert_failure_free_history,
+    counting,
+    kill_worker,
+)
 from .conftest import BUCKET, FAKE_KEY_ID, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -36,15 +42,21 @@ def s3_env() -> dict[str, Any]:
 
 
 class KillOnce:
-    """Kill the first trial's actor once it passed ``at`` (after a checkpoint)."""
+    """Kill the first trial's actor once it passed ``at`` (after a checkpoint; with
+    ``persisted``, once one is persisted: then ``newest_persisted`` is its iteration)."""
 
-    def __init__(self, at: int) -> None:
-        self.at = at
+    def __init__(self, at: int, persisted: bool = False) -> None:
+        self.at, self.persisted = at, persisted
         self.victim: str | None = None
+        self.newest_persisted: int | None = None
 
     async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
         if self.victim is None and result["training_iteration"] >= self.at:
+            if self.persisted and not trial.checkpoints:
+                return
             self.victim = trial.id
+            if trial.checkpoints:
+                self.newest_persisted = trial.checkpoints[-1].iteration
             kill_worker(result["pid"])
 
 
@@ -94,6 +106,57 @@ async def test_experiment_on_s3(moto_url: str) -> None:
     victim = next(t for t in trials if t.id == killer.victim)
     assert victim.num_failures == 1  # restored from S3, history intact
     assert f"{prefix}/exp/experiment_state.json" in keys
+
+
+async def test_function_trials_on_s3(moto_url: str) -> None:
+    """A function's reported checkpoints go up to S3 (in the actor, and through the
+    node's persister when too many files), old ones are collected, and a killed actor's
+    function starts again from the newest one there."""
+    prefix = unique_prefix()
+    killer = KillOnce(at=7, persisted=True)
+    async with Orchestrator(
+        storage=f"s3://{BUCKET}/{prefix}",
+        name="fn",
+        keep_checkpoints=2,
+        max_failures=1,
+        hooks=[killer],
+        storage_options={"endpoint_url": moto_url},
+        runtime_env=s3_env(),
+    ) as orch:
+        trials = [
+            orch.add_trial(
+                counting,
+                {"every": 3, "delay": 0.05, "padding_files": padding},
+                stop={"count": 15},
+                resources=CPU,
+                trial_id=f"fn{padding}",
+            )
+            for padding in (0, 12)
+        ]
+        await orch.run()
+        await asyncio.sleep(0.5)  # background GC
+    s3 = boto3_client(moto_url)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert_failure_free_history(trial, 15)
+        assert [c.iteration for c in trial.checkpoints] == [12, 15]
+        manifests = sorted(
+            k
+            for k in keys
+            if k.startswith(f"{prefix}/fn/{trial.id}/") and k.endswith(MANIFEST_NAME)
+        )
+        assert manifests == [
+            f"{prefix}/fn/{trial.id}/checkpoint_000012/{MANIFEST_NAME}",
+            f"{prefix}/fn/{trial.id}/checkpoint_000015/{MANIFEST_NAME}",
+        ]
+    victim = next(t for t in trials if t.id == killer.victim)
+    assert victim.num_failures == 1
+    # The restarted function got a checkpoint from S3: the newest persisted when its actor
+    # was killed, or one the node's persister finished after.
+    assert killer.newest_persisted is not None and killer.newest_persisted >= 3
+    resumed = victim.results[-1]["resumed_from"]
+    assert resumed >= killer.newest_persisted and resumed % 3 == 0
 
 
 async def test_experiment_on_gcs(gcs_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
