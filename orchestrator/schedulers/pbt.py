@@ -72,7 +72,10 @@ class PBT(Scheduler):
 
     Decisions (async): Exploit, or nothing. A trial ranks by its newest result (NaN
     worst) among the live trials that have one. Donors are picked at random (seeded) from
-    the upper quantile among those whose ``checkpoint`` is not None; none such: nothing.
+    the upper quantile among those whose ``checkpoint`` is not None; none such: nothing
+    yet, and the trial is decided again at its next result until its next boundary
+    (Ray Tune saves its donors at the boundary, synchronously; ours persist in the
+    background, so a trial first at a boundary would otherwise find no donor there).
     The explored config is a deep copy of the donor's with each key of
     ``hyperparam_mutations`` mutated (see :meth:`explore`), then ``custom_explore_fn``.
     Checkpoints are only read from the population at decision time: PBT works best when
@@ -155,7 +158,8 @@ class PBT(Scheduler):
             return []
         tid, k = trial.trial_id, self._index(time)
         if not self.synch:
-            if k < self._first or k <= self._last_k.get(tid, 0):
+            passed = self._last_k.get(tid, 0)
+            if k < self._first or k <= passed:
                 return []
             self._last_k[tid] = k
             scores = [(tid, score)]
@@ -167,7 +171,12 @@ class PBT(Scheduler):
             if tid not in lower:
                 return []
             exploit = self._exploit(tid, trial.config, time, upper, population)
-            return [exploit] if exploit is not None else []
+            if exploit is None:
+                # No donor has a persisted checkpoint yet (theirs for this boundary are
+                # still uploading): ask again at the next result, up to the next boundary.
+                self._last_k[tid] = passed
+                return []
+            return [exploit]
         self._pending.discard(tid)
         decisions: dict[str, Decision] = {}
         if tid in self._arrived:

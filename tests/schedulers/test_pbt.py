@@ -115,6 +115,21 @@ def test_never_a_donor_without_a_checkpoint() -> None:
     assert report(pbt(), pop, "t1", 10, 1.0) == []  # no donor: nothing happens
 
 
+def test_without_a_donor_yet_the_trial_asks_again_until_its_next_boundary() -> None:
+    scheduler = pbt(seed=0)
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, it=9)
+    pop = {tid: replace(info, checkpoint=None) for tid, info in pop.items()}
+    assert report(scheduler, pop, "a", 10, 1.0) == []  # first at boundary 10: no donor
+    assert report(scheduler, pop, "a", 11, 1.0) == []
+    pop["d"] = replace(pop["d"], checkpoint=Ckpt("d", 10))  # d's checkpoint 10 persisted
+    [decision] = report(scheduler, pop, "a", 12, 1.0)
+    assert isinstance(decision, Exploit) and decision.checkpoint == Ckpt("d", 10)
+    pop["a"] = replace(pop["a"], iteration=10)  # restored from it
+    assert report(scheduler, pop, "a", 11, 1.0) == []  # boundary 10 is decided
+    assert scheduler.next_decision_at(pop["a"]) == 20
+    assert len(scheduler.lineage) == 1
+
+
 def test_ended_trials_and_trials_without_results_do_not_rank() -> None:
     pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
     pop["d"] = replace(pop["d"], state="TERMINATED")
