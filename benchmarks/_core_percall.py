@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import time
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import ray
 
 from ._core_common import NUM_CPUS
+from ._shared import init_private_ray
 
 KINDS = ("sync", "sync+io", "async", "async+io", "ours", "ours-buf10")
 
@@ -178,13 +178,7 @@ async def _measure(kind: str, actors: int, calls: int, cpu: float) -> dict[str, 
 
 async def _main(args: argparse.Namespace) -> None:
     kinds = [k for k in args.kinds.split(",") if k]
-    ray.init(
-        address="local",  # a private cluster, never one already running here
-        num_cpus=NUM_CPUS,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
+    init_private_ray(NUM_CPUS)
     rows: dict[str, list[dict[str, float]]] = {}
     for _ in range(args.repeat):
         for kind in kinds:

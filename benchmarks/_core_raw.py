@@ -10,7 +10,6 @@ and keeps the newest ``keep``. No state machine, no storage layer, no bookkeepin
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from typing import Any
 import ray
 
 from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
+from ._shared import init_private_ray
 
 
 @ray.remote
@@ -65,13 +65,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-raw-") as tmp:
         t0 = time.time()
         sampler = CpuSampler()
-        ray.init(
-            address="local",  # a private cluster, never one already running here
-            num_cpus=NUM_CPUS,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+        init_private_ray(NUM_CPUS)
         t_ray = time.time()
         actors = []
         for n in range(spec.trials):

@@ -9,7 +9,6 @@ once per step and passes a ``tune.Checkpoint`` every ``checkpoint_every`` steps.
 
 from __future__ import annotations
 
-import logging
 import os
 import tempfile
 import time
@@ -19,6 +18,7 @@ import ray
 from ray import tune
 
 from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
+from ._shared import init_private_ray
 
 
 class TuneTrivial(tune.Trainable):
@@ -68,13 +68,7 @@ def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-tune-") as tmp:
         t0 = time.time()
         sampler = CpuSampler()
-        ray.init(
-            address="local",  # a private cluster, never one already running here
-            num_cpus=NUM_CPUS,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+        init_private_ray(NUM_CPUS)
         t_ray = time.time()
         if spec.function:
             # A function checkpoints when it reports one: Tune refuses checkpoint_frequency.

@@ -9,7 +9,6 @@ otherwise.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -19,6 +18,7 @@ from ray import tune
 from ._core_common import CpuSampler
 from ._function_ckpt_common import NUM_CPUS, epoch_loop, summarize
 from ._restore_common import BUCKET, s3_filesystem
+from ._shared import init_private_ray
 
 #: The metrics the loop reports (Tune adds its own beside them).
 FIELDS = ("epoch", "t", "work_s", "work_cpu_s", "write_s", "prev_report_s")
@@ -39,13 +39,7 @@ def train(config: dict[str, Any]) -> None:
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     sampler = CpuSampler(interval=1.0)
-    ray.init(
-        address="local",  # a private cluster, never one already running here
-        num_cpus=NUM_CPUS,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
+    init_private_ray(NUM_CPUS)
     t_ray = time.time()
     tuner = tune.Tuner(
         tune.with_resources(train, {"cpu": 1}),

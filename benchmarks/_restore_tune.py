@@ -10,7 +10,6 @@ stamps as for the orchestrator (new actor set up, load started/ended, first step
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import tempfile
@@ -32,6 +31,7 @@ from ._restore_common import (
     victims_breakdown,
 )
 from ._restore_ours import _breakdown, _throughput_figures
+from ._shared import init_private_ray
 
 
 class TuneRestore(tune.Trainable):
@@ -154,13 +154,7 @@ def _should_stop(trial_id: str, result: dict[str, Any]) -> bool:
 
 
 def _init_ray() -> None:
-    ray.init(
-        address="local",
-        num_cpus=NUM_CPUS,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
+    init_private_ray(NUM_CPUS)
 
 
 def _fit_with(

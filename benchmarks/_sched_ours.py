@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -13,71 +12,21 @@ from orchestrator.schedulers import ASHA, PBT
 from orchestrator.search import grid, uniform
 
 from ._core_common import NUM_CPUS
-from ._sched_common import GRACE, MAX_T, RF, EventLog, curve_value, pbt_toy_step
+from ._sched_common import GRACE, MAX_T, RF
 from ._sched_figures import asha_figures, pbt_figures
+from ._twin_steps import CurveSteps, PBTToyResetSteps, PBTToySteps
 
 
-class CurveTrainable(Trainable):
+class CurveTrainable(CurveSteps, Trainable):
     """Follows the learning curve ``config["curves"][config["index"]]``."""
 
-    def setup(self, config: dict[str, Any]) -> None:
-        self.i = 0
 
-    def step(self) -> dict[str, Any]:
-        if self.config["step_s"]:
-            time.sleep(self.config["step_s"])
-        self.i += 1
-        curve = self.config["curves"][self.config["index"]]
-        return {"value": curve_value(curve, self.i), "index": self.config["index"]}
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state"), "w") as fh:
-            fh.write(str(self.i))
-
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state")) as fh:
-            self.i = int(fh.read())
+class PBTToyNoReset(PBTToySteps, Trainable):
+    """``PBTBenchmarkExample`` for ours, without ``reset_config``."""
 
 
-class PBTToyNoReset(Trainable):
-    """``PBTBenchmarkExample`` for ours, without ``reset_config``: an exploit sets up a new
-    actor. Logs its events for the exploit latency (see ``_sched_common``)."""
-
-    def setup(self, config: dict[str, Any]) -> None:
-        self.lr = config["lr"]
-        self.accuracy = 0.0
-        self._log("setup")
-
-    def step(self) -> dict[str, Any]:
-        if self.config.get("step_s"):
-            time.sleep(self.config["step_s"])
-        self.accuracy, metrics = pbt_toy_step(self.accuracy, self.lr)
-        self._log("result", self.iteration + 1)
-        return metrics
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state.json"), "w") as fh:
-            json.dump({"accuracy": self.accuracy, "lr": self.lr, "saved_by": self.trial_id}, fh)
-        self._log("save")
-
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state.json")) as fh:
-            state = json.load(fh)
-        self.accuracy = state["accuracy"]
-        self._log("load", source=state["saved_by"])
-
-    def _log(self, event: str, iteration: int | None = None, source: str = "") -> None:
-        it = self.iteration if iteration is None else iteration
-        EventLog.write(self.config["log_dir"], self.trial_id, event, it, source)
-
-
-class PBTToy(PBTToyNoReset):
-    """``PBTBenchmarkExample`` for ours, with its ``reset_config`` (returns True)."""
-
-    def reset_config(self, new_config: dict[str, Any]) -> bool:
-        self.lr = new_config["lr"]
-        self._log("reset")
-        return True
+class PBTToy(PBTToyResetSteps, Trainable):
+    """``PBTBenchmarkExample`` for ours, with its ``reset_config``."""
 
 
 async def run_asha(spec: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,6 @@ trainable has a ``reset_config``.
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import random
 import tempfile
@@ -25,85 +23,30 @@ from ray import tune
 from ray.tune.schedulers import AsyncHyperBandScheduler, PopulationBasedTraining
 
 from ._core_common import NUM_CPUS
-from ._sched_common import GRACE, MAX_T, RF, EventLog, curve_value, pbt_toy_step
+from ._sched_common import GRACE, MAX_T, RF
 from ._sched_figures import asha_figures, pbt_figures
+from ._shared import init_private_ray
+from ._twin_steps import CurveSteps, PBTToyResetSteps, PBTToySteps
 
 
-class TuneCurve(tune.Trainable):
-    """The same trainable as ``_sched_ours.CurveTrainable``, for Tune."""
-
-    def setup(self, config: dict[str, Any]) -> None:
-        self.i = 0
-
-    def step(self) -> dict[str, Any]:
-        if self.config["step_s"]:
-            time.sleep(self.config["step_s"])
-        self.i += 1
-        curve = self.config["curves"][self.config["index"]]
-        return {"value": curve_value(curve, self.i), "index": self.config["index"]}
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state"), "w") as fh:
-            fh.write(str(self.i))
-
-    def load_checkpoint(self, checkpoint_dir: Any) -> None:
-        with open(os.path.join(checkpoint_dir, "state")) as fh:
-            self.i = int(fh.read())
+class TuneCurve(CurveSteps, tune.Trainable):
+    """``_twin_steps.CurveSteps`` for Tune (with a ``reset_config``, for actor reuse)."""
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.i = 0
         return True
 
 
-class TunePBTToyNoReset(tune.Trainable):
+class TunePBTToyNoReset(PBTToySteps, tune.Trainable):
     """``PBTBenchmarkExample`` without ``reset_config`` (an exploit starts a new actor)."""
 
-    def setup(self, config: dict[str, Any]) -> None:
-        self.lr = config["lr"]
-        self.accuracy = 0.0
-        self._log("setup")
 
-    def step(self) -> dict[str, Any]:
-        if self.config.get("step_s"):
-            time.sleep(self.config["step_s"])
-        self.accuracy, metrics = pbt_toy_step(self.accuracy, self.lr)
-        self._log("result", self.iteration + 1)
-        return metrics
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state.json"), "w") as fh:
-            json.dump({"accuracy": self.accuracy, "lr": self.lr, "saved_by": self.trial_id}, fh)
-        self._log("save")
-
-    def load_checkpoint(self, checkpoint_dir: Any) -> None:
-        with open(os.path.join(checkpoint_dir, "state.json")) as fh:
-            state = json.load(fh)
-        self.accuracy = state["accuracy"]
-        self._log("load", source=state["saved_by"])
-
-    def _log(self, event: str, iteration: int | None = None, source: str = "") -> None:
-        it = self.iteration if iteration is None else iteration
-        EventLog.write(self.config["log_dir"], self.trial_id, event, it, source)
-
-
-class TunePBTToy(TunePBTToyNoReset):
+class TunePBTToy(PBTToyResetSteps, tune.Trainable):
     """``PBTBenchmarkExample`` with its ``reset_config`` (returns True)."""
-
-    def reset_config(self, new_config: dict[str, Any]) -> bool:
-        self.lr = new_config["lr"]
-        self.config = new_config
-        self._log("reset")
-        return True
 
 
 def _init() -> None:
-    ray.init(
-        address="local",  # a private cluster, never one already running here
-        num_cpus=NUM_CPUS,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-    )
+    init_private_ray(NUM_CPUS)
 
 
 def run_asha(spec: dict[str, Any]) -> dict[str, Any]:

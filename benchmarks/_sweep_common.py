@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -134,33 +133,6 @@ def verdict(value: float | None, ok: Callable[[float], bool], target: str) -> st
     if value is None:
         return f"n/a (target {target})"
     return f"{value:.2f}  (target {target}: {'met' if ok(value) else 'MISSED'})"
-
-
-def write_json(
-    path: Path, benchmark: str, args: dict[str, Any], summary: Any, runs: list[Any]
-) -> None:
-    """The figures of every run so far, and their summary (written after each run)."""
-    try:
-        from importlib.metadata import version
-
-        ray_version: str | None = version("ray")
-    except Exception:
-        ray_version = None
-    document = {
-        "benchmark": benchmark,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "ray": ray_version,
-            "platform": platform.platform(),
-        },
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in args.items()},
-        "summary": summary,
-        "runs": runs,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
 
 
 def max_overlap(intervals: Sequence[tuple[float, float]]) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from typing import Any
@@ -13,35 +12,11 @@ from orchestrator.search import uniform
 from ._core_common import NUM_CPUS, CpuSampler
 from ._sweep_common import rss_bytes
 from ._sweep_figures import last_of, sweep_figures
+from ._twin_steps import SleepySteps
 
 
-class SleepyTrainable(Trainable):
-    """A step sleeps ``config["step_s"]`` (0: a trivial step); its score is ``config["x"]``.
-
-    Every result carries ``t`` (when the step ended) and ``t_start`` (when this trial's
-    trainable was set up), both ``time.time()``."""
-
-    def setup(self, config: dict[str, Any]) -> None:
-        self.i = 0
-        self.t_start = time.time()
-
-    def step(self) -> dict[str, Any]:
-        if self.config["step_s"]:
-            time.sleep(self.config["step_s"])
-        self.i += 1
-        return {"score": self.config["x"], "t": time.time(), "t_start": self.t_start}
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state"), "w") as fh:
-            fh.write(str(self.i))
-
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state")) as fh:
-            self.i = int(fh.read())
-
-    def reset_config(self, new_config: dict[str, Any]) -> bool:
-        self.t_start = time.time()
-        return True
+class SleepyTrainable(SleepySteps, Trainable):
+    """``_twin_steps.SleepySteps`` for ours."""
 
 
 async def run(spec: dict[str, Any]) -> dict[str, Any]:

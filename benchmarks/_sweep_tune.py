@@ -7,8 +7,6 @@ stop, fractional CPUs through ``tune.with_resources``; its default searcher and 
 
 from __future__ import annotations
 
-import logging
-import os
 import tempfile
 import time
 from typing import Any
@@ -17,47 +15,20 @@ import ray
 from ray import tune
 
 from ._core_common import NUM_CPUS, CpuSampler
+from ._shared import init_private_ray
 from ._sweep_common import rss_bytes
 from ._sweep_figures import last_of, sweep_figures
+from ._twin_steps import SleepySteps
 
 
-class TuneSleepy(tune.Trainable):
-    """The same trainable as ``_sweep_ours.SleepyTrainable``, for Tune."""
-
-    def setup(self, config: dict[str, Any]) -> None:
-        self.i = 0
-        self.t_start = time.time()
-
-    def step(self) -> dict[str, Any]:
-        if self.config["step_s"]:
-            time.sleep(self.config["step_s"])
-        self.i += 1
-        return {"score": self.config["x"], "t": time.time(), "t_start": self.t_start}
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        with open(os.path.join(checkpoint_dir, "state"), "w") as fh:
-            fh.write(str(self.i))
-
-    def load_checkpoint(self, checkpoint_dir: Any) -> None:
-        with open(os.path.join(checkpoint_dir, "state")) as fh:
-            self.i = int(fh.read())
-
-    def reset_config(self, new_config: dict[str, Any]) -> bool:
-        self.i = 0
-        self.t_start = time.time()
-        return True
+class TuneSleepy(SleepySteps, tune.Trainable):
+    """``_twin_steps.SleepySteps`` for Tune."""
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-sweep-tune-") as tmp:
         t0 = time.time()
-        ray.init(
-            address="local",  # a private cluster, never one already running here
-            num_cpus=NUM_CPUS,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+        init_private_ray(NUM_CPUS)
         t_ray = time.time()
         rss0 = rss_bytes()
         sampler = CpuSampler()  # the driver's CPU from here: Ray's start-up left out

@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -64,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from ._core_common import RunSpec, median, parse_child_output, settle, steal_seconds
+from ._shared import write_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "core.json"
@@ -504,30 +504,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
-    document = {
-        "benchmark": "core",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "ray": _ray_version(),
-            "platform": platform.platform(),
-        },
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "summary": summarize_runs(args, runs),
-        "runs": runs,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-
-
-def _ray_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("ray")
-    except Exception:
-        return None
+    write_figures(args.out, "core", vars(args), summarize_runs(args, runs), runs)
 
 
 if __name__ == "__main__":

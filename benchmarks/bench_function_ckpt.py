@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -59,6 +58,7 @@ from typing import Any
 from ._core_common import _cpu_ticks, settle, steal_seconds
 from ._function_ckpt_common import calibrate, median, parse_child_output
 from ._restore_common import BUCKET
+from ._shared import write_figures
 from .bench_restore import _child_env, _empty_prefix, _s3_client, fmt_size, moto_server, parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -353,32 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.get("ok") for r in runs) else 1
 
 
-def _ray_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("ray")
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def _write(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
-    document = {
-        "benchmark": "function_ckpt",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "ray": _ray_version(),
-            "platform": platform.platform(),
-            "loadavg_now": os.getloadavg(),
-        },
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "summary": summarize(args, runs),
-        "runs": runs,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    write_figures(args.out, "function_ckpt", vars(args), summarize(args, runs), runs)
 
 
 if __name__ == "__main__":

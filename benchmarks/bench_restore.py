@@ -45,7 +45,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import shutil
 import socket
 import subprocess
@@ -58,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from ._restore_common import AWS_ENV, BUCKET, median, parse_child_output
+from ._shared import write_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "restore.json"
@@ -563,32 +563,8 @@ def _summary(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, 
     }
 
 
-def _ray_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("ray")
-    except Exception:  # noqa: BLE001
-        return "?"
-
-
 def _write(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
-    document = {
-        "benchmark": "restore",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "ray": _ray_version(),
-            "platform": platform.platform(),
-            "loadavg_now": os.getloadavg(),
-        },
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "summary": _summary(args, runs),
-        "runs": runs,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    write_figures(args.out, "restore", vars(args), _summary(args, runs), runs)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from ._sched_common import asha_curves
-from ._sweep_common import OUT_DIR, Runner, fmt, fmt_spread, ratio, spread, verdict, write_json
+from ._shared import write_figures
+from ._sweep_common import OUT_DIR, Runner, fmt, fmt_spread, ratio, spread, verdict
 
 LABELS = {"ours": "ours", "tune": "Ray Tune"}
 WALL_TARGET, LATENCY_TARGET = 0.5, 1 / 3
@@ -298,10 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                 spec = {**spec, "seed": attempt}
                 label = f"{workload} {LABELS[spec['system']]} (run {attempt + 1})"
                 runs.append(runner.run("_sched_child", spec, label))
-                write_json(args.out, "schedulers", vars(args), summarize(runs), runs)
+                write_figures(args.out, "schedulers", vars(args), summarize(runs), runs)
     summary = summarize(runs)
     print_report(summary, args.repeat)
-    write_json(args.out, "schedulers", vars(args), summary, runs)
+    write_figures(args.out, "schedulers", vars(args), summary, runs)
     print(f"\nfigures written to {args.out}")
     return 0 if all(r.get("ok") for r in runs) else 1
 

@@ -37,7 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._sweep_common import OUT_DIR, Runner, fmt_spread, ratio, spread, verdict, write_json
+from ._shared import write_figures
+from ._sweep_common import OUT_DIR, Runner, fmt_spread, ratio, spread, verdict
 
 SYSTEMS = ("ours", "tune")
 LABELS = {"ours": "ours", "tune": "Ray Tune"}
@@ -281,10 +282,10 @@ def main(argv: list[str] | None = None) -> int:
                 system = LABELS[spec["system"]]
                 label = f"{spec['workload']} {system} {spec['trials']} trials (run {attempt + 1})"
                 runs.append(runner.run("_sweep_child", spec, label))
-                write_json(args.out, "sweep", vars(args), summarize(runs), runs)
+                write_figures(args.out, "sweep", vars(args), summarize(runs), runs)
     summary = summarize(runs)
     print_report(summary, args.repeat)
-    write_json(args.out, "sweep", vars(args), summary, runs)
+    write_figures(args.out, "sweep", vars(args), summary, runs)
     print(f"\nfigures written to {args.out}")
     return 0 if all(r.get("ok") for r in runs) else 1
 

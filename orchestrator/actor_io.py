@@ -79,16 +79,8 @@ class ActorIO:
         :data:`COMMIT_IN_PLACE_BUDGET_S`, this actor stops trying: a slow filesystem
         does not keep stalling training.
         """
-        if not self._in_place_ok:
+        if not self._in_place_ok or self._local_storage() is None:
             return None
-        if self._in_place is None:
-            from storage import LocalStorage, open_storage
-
-            storage = open_storage(self._storage_uri, **self._storage_options)
-            if not isinstance(storage, LocalStorage):
-                self._in_place_ok = False
-                return None
-            self._in_place = storage
         from storage import StorageError
 
         start = time.perf_counter()
@@ -117,10 +109,27 @@ class ActorIO:
         return dict(manifest.to_dict())
 
     def fetch(self, key: str, local_dir: str) -> str:
-        """Download checkpoint ``key`` into ``local_dir`` (replaced if present)."""
+        """Download checkpoint ``key`` into ``local_dir`` (replaced if present): a small
+        one from local storage in the calling thread (see ``get_small_checkpoint``),
+        any other on the event loop."""
         shutil.rmtree(local_dir, ignore_errors=True)
-        self._run(self._fetch(key, local_dir))
+        local = self._local_storage()
+        if local is None or local.get_small_checkpoint(key, local_dir) is None:
+            self._run(self._fetch(key, local_dir))
         return local_dir
+
+    def _local_storage(self) -> Any:
+        """The experiment's storage as a ``LocalStorage`` for calls in the caller's
+        thread, or None when it is not a local directory."""
+        if self._in_place is None and self._in_place_ok:
+            from storage import LocalStorage, open_storage
+
+            storage = open_storage(self._storage_uri, **self._storage_options)
+            if isinstance(storage, LocalStorage):
+                self._in_place = storage
+            else:
+                self._in_place_ok = False
+        return self._in_place
 
     def start_fetch(self, key: str, local_dir: str) -> concurrent.futures.Future[None]:
         """:meth:`fetch` in the background: the download (and its verification) runs on

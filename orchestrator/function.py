@@ -49,6 +49,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -70,6 +71,9 @@ log = logging.getLogger("orchestrator.function")
 #: Seconds an unwound function may take to return (its ``finally`` blocks) before its
 #: thread is abandoned.
 FUNCTION_GRACE_S = 10.0
+
+#: ``step_batch``'s callback: a report's result and its seconds -> whether the call goes on.
+OnReport = Callable[[dict[str, Any], float], bool]
 
 _GO = "go"
 _UNWIND = "unwind"
@@ -173,22 +177,49 @@ class FunctionTrainable(Trainable):
         self._own_scratch: str | None = None  # when no actor gave us a scratch directory
 
     def step(self) -> dict[str, Any]:
-        run = self._run
-        if run is None:
-            run = self._run = _Run(self, self._restored)
-            run.thread.start()
-        elif run.finished:
-            raise RuntimeError(f"trial {self.trial_id}: step() after its function returned")
-        else:
-            run.to_fn.put(_GO)
+        run = self._go(None)
         kind, value, staged = run.from_fn.get()
         if kind == "report":
-            self._drop_staged()
-            self._staged = staged
-            metrics: dict[str, Any] = value  # report() built this dict
-            if staged is not None:
-                metrics[REPORTED_CHECKPOINT] = True
-            return metrics
+            return self._take(value, staged)
+        return self._ended(run, kind, value)
+
+    def step_batch(self, on_report: OnReport) -> dict[str, Any] | None:
+        """Run the function until ``on_report`` (called in the function's thread with each
+        report's metrics and the seconds it took) returns False: a buffered train call's
+        steps with two thread hand-offs in all, not two per report. Returns None, or,
+        when the function ended, what :meth:`step` returns then (the caller's last
+        result); raises what the function or ``on_report`` raised."""
+        run = self._go(on_report)
+        kind, value, _ = run.from_fn.get()
+        if kind == "batch-end":
+            return None
+        if kind == "batch-error":
+            raise value
+        return self._ended(run, kind, value)
+
+    def _go(self, on_report: OnReport | None) -> _Run:
+        """Start the function, or let it go on from the report it waits in."""
+        run = self._run
+        if run is not None and run.finished:
+            raise RuntimeError(f"trial {self.trial_id}: step() after its function returned")
+        if run is None:
+            run = self._run = _Run(self, self._restored)
+            run.on_report = on_report
+            run.thread.start()
+        else:
+            run.on_report = on_report
+            run.to_fn.put(_GO)
+        return run
+
+    def _take(self, metrics: dict[str, Any], staged: str | None) -> dict[str, Any]:
+        """A report's metrics as the step's result; its checkpoint waits for the save."""
+        self._drop_staged()
+        self._staged = staged
+        if staged is not None:
+            metrics[REPORTED_CHECKPOINT] = True
+        return metrics
+
+    def _ended(self, run: _Run, kind: str, value: Any) -> dict[str, Any]:
         run.finished = True
         run.thread.join()
         if kind == "done":
@@ -346,6 +377,10 @@ class _Run:
         self.cancelled = False  # being unwound: every report() raises _Unwind
         self.finished = False  # its thread returned or raised, and step() saw it
         self.reports = 0
+        #: Set by ``step_batch`` for the current call: reports go to it, in this thread,
+        #: until it says stop; None: each report goes to ``step`` through the queue.
+        self.on_report: OnReport | None = None
+        self._mark = time.perf_counter()  # when the function went on (for ``took``)
         function, config = type(owner).function, dict(owner.config)
         self.thread = threading.Thread(
             target=self._main,
@@ -375,12 +410,25 @@ class _Run:
                 )
             staged = self.owner.stage(checkpoint)
         self.reports += 1
-        self.from_fn.put(("report", result, staged))
+        on_report = self.on_report
+        if on_report is None:
+            self.from_fn.put(("report", result, staged))
+        else:
+            now = time.perf_counter()
+            try:
+                if on_report(self.owner._take(result, staged), now - self._mark):
+                    self._mark = now
+                    return  # the call goes on: no hand-off
+                self.from_fn.put(("batch-end", None, None))
+            except Exception as err:  # the caller's, not the function's: end the call
+                self.from_fn.put(("batch-error", err, None))
         if self.to_fn.get() == _UNWIND:
             raise _Unwind
+        self._mark = time.perf_counter()
 
     def _main(self, function: Callable[[dict[str, Any]], Any], config: dict[str, Any]) -> None:
         _current.set(self)
+        self._mark = time.perf_counter()
         try:
             returned = function(config)
             if inspect.isawaitable(returned):

@@ -278,29 +278,41 @@ class TrialActor:
         hosted = self._trial(trial_id, seq)
         results: list[dict[str, Any]] = []
         deadline = None if slice_s is None else time.perf_counter() + slice_s
-        for _ in range(limit):
-            try:
-                result = _step(hosted)
-            except Exception as err:
-                if not results:
-                    raise
-                # The steps before it stand, as they would one per call: the driver gets
-                # them now, and this error with the next call.
-                hosted.deferred = err
-                break
+
+        def call_ends(result: dict[str, Any]) -> bool:
             results.append(result)
             if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
-                break  # the save must come right after it; after the end, nothing does
+                return True  # the save must come right after it; after the end, nothing does
+            if len(results) >= limit:
+                return True
             if deadline is not None and time.perf_counter() >= deadline:
-                break
+                return True
             if hosted.stop is not None:
                 numbered = {
                     **result,
                     "training_iteration": hosted.require().iteration,
                     "trial_id": trial_id,
                 }
-                if hosted.stop(numbered):
-                    break
+                return bool(hosted.stop(numbered))
+            return False
+
+        step_batch = getattr(hosted.require(), "step_batch", None)
+        try:
+            if step_batch is not None and hosted.deferred is None:
+                # A function trainable: the reports of this call are judged in the
+                # function's thread as they come, so it runs on without a hand-off.
+                last = step_batch(lambda r, took: not call_ends(_account(hosted, r, took)))
+                if last is not None:
+                    results.append(_account(hosted, last, 0.0))
+            else:
+                while not call_ends(_step(hosted)):
+                    pass
+        except Exception as err:
+            if not results:
+                raise
+            # The steps before it stand, as they would one per call: the driver gets
+            # them now, and this error with the next call.
+            hosted.deferred = err
         return results
 
     def save(self, trial_id: str, seq: int, iteration: int) -> str:
@@ -404,12 +416,17 @@ def _step(hosted: _HostedTrial) -> dict[str, Any]:
     trainable = hosted.require()
     start = time.perf_counter()
     result = hosted.awaiter.call(trainable.step)
+    return _account(hosted, result, time.perf_counter() - start)
+
+
+def _account(hosted: _HostedTrial, result: Any, took: float) -> dict[str, Any]:
+    """A step's result, counted: the trainable's iteration and the result's times."""
+    trainable = hosted.require()
     if not isinstance(result, dict):
         raise TypeError(
             f"trial {hosted.trial_id}: {type(trainable).__name__}.step() must return a "
             f"dict of metrics, got {type(result).__name__}"
         )
-    took = time.perf_counter() - start
     trainable.iteration += 1
     hosted.time_total += took
     result.setdefault("time_this_iter_s", took)

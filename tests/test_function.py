@@ -126,6 +126,47 @@ def test_the_function_never_runs_ahead_of_step(host: Callable[..., FunctionTrain
     assert t.step() == {FUNCTION_DONE: True}
 
 
+def test_a_batch_runs_in_the_functions_thread_until_told_to_stop(
+    host: Callable[..., FunctionTrainable],
+) -> None:
+    """``step_batch``: each report is judged where it is made (no hand-off between
+    reports), the function waits at the report that ended the call, and the next call
+    goes on from there; an error of the judge ends the call, not the function."""
+    threads: set[int] = set()
+    ran: list[int] = []
+
+    def train(config: dict[str, Any]) -> None:
+        for i in range(1, 8):
+            ran.append(i)
+            report({"i": i})
+
+    t = host(train)
+    seen: list[tuple[int, bool]] = []
+
+    def upto(n: int) -> Callable[[dict[str, Any], float], bool]:
+        def on_report(result: dict[str, Any], took: float) -> bool:
+            threads.add(threading.get_ident())
+            assert took >= 0
+            seen.append((result["i"], True))
+            return result["i"] < n
+
+        return on_report
+
+    assert t.step_batch(upto(3)) is None
+    assert [i for i, _ in seen] == [1, 2, 3] and ran == [1, 2, 3]  # waits at report 3
+    assert threads and threading.get_ident() not in threads  # judged in the function's
+    assert t.step() == {"i": 4}  # one report per call again
+
+    def broken(result: dict[str, Any], took: float) -> bool:
+        raise KeyError("the judge's")
+
+    with pytest.raises(KeyError, match="the judge's"):
+        t.step_batch(broken)
+    assert ran == [1, 2, 3, 4, 5]  # report 5 was made; the function waits in it
+    assert t.step_batch(upto(99)) == {FUNCTION_DONE: True}
+    assert [i for i, _ in seen][-2:] == [6, 7]
+
+
 def test_a_reported_checkpoint_is_taken_at_report_and_moved_by_save(
     host: Callable[..., FunctionTrainable], tmp_path: Path
 ) -> None:
@@ -320,6 +361,34 @@ def test_buffered_steps_run_several_reports_but_stop_at_each_checkpoint(tmp_path
         assert batches == [[1, 2, 3], [4, 5, 6]]
         last = actor.train_many("t", 5, 10)
         assert [r.get("count") for r in last] == [7, 8, None] and FUNCTION_DONE in last[-1]
+    finally:
+        actor.drop("t", 1)
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_a_buffered_function_call_stops_exactly_and_keeps_steps_before_an_error(
+    tmp_path: Path,
+) -> None:
+    """A stop on a metric ends the call at that report, though the function's thread
+    judges it; a function that raises mid-call keeps the reports before (the error comes
+    with the next call), as a class's steps do."""
+    actor = TrialActor(str(tmp_path))
+    stop = StopCondition("t", {"count": 5})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    config = {"fail_once_at": 8, "marks": str(marks)}
+    payload = cloudpickle.dumps((wrap_function(counting), config, stop))
+    actor.setup("t", 1, payload)
+    try:
+        first = actor.train_many("t", 1, 100)
+        assert [r["count"] for r in first] == [1, 2, 3, 4, 5]
+        assert [r["time_total_s"] >= r["time_this_iter_s"] >= 0 for r in first] == [True] * 5
+        # (the driver would stop here; driven by hand, go on past the stop condition)
+        actor._trials["t"].stop = None
+        second = actor.train_many("t", 2, 100)
+        assert [r["count"] for r in second] == [6, 7]
+        with pytest.raises(RuntimeError, match="planned failure at 8"):
+            actor.train_many("t", 3, 100)
     finally:
         actor.drop("t", 1)
 

@@ -14,8 +14,10 @@ import storage.local as local_module
 from storage import (
     MANIFEST_NAME,
     BucketNotFound,
+    IntegrityError,
     InvalidKey,
     LocalStorage,
+    NotFound,
     Storage,
     StorageError,
     open_storage,
@@ -185,6 +187,29 @@ async def test_put_small_checkpoint_commits_in_the_calling_thread(
         await st.get_checkpoint("t/c", tmp_path / "back")
     assert read_tree(tmp_path / "back") == files
     assert not LocalRaw(root).orphans()
+
+
+async def test_get_small_checkpoint_reads_in_the_calling_thread(root: Path, tmp_path: Path) -> None:
+    """The synchronous get writes what ``get_checkpoint`` would, verified; it declines a
+    checkpoint too big for it and names a missing or corrupted one."""
+    files = make_tree(tmp_path / "src", 1 * MiB)
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "state.bin").write_bytes(b"x" * (local_module.SMALL_BYTES + 1))
+    st = LocalStorage(str(root))
+    async with st:
+        manifest = await st.put_checkpoint(tmp_path / "src", "t/c")
+        await st.put_checkpoint(big, "t/big")
+    assert st.get_small_checkpoint("t/c", tmp_path / "back") == manifest
+    assert read_tree(tmp_path / "back") == files
+    assert st.get_small_checkpoint("t/big", tmp_path / "big-back") is None
+    assert not (tmp_path / "big-back").exists()
+    with pytest.raises(NotFound):
+        st.get_small_checkpoint("t/none", tmp_path / "none")
+    victim = sorted(files)[0]
+    (root / "t" / "c" / victim).write_bytes(b"changed")
+    with pytest.raises(IntegrityError):
+        st.get_small_checkpoint("t/c", tmp_path / "again")
 
 
 def test_put_small_checkpoint_reports_bad_input_like_put_checkpoint(
