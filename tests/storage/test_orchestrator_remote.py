@@ -60,6 +60,27 @@ class KillOnce:
             kill_worker(result["pid"])
 
 
+def s3_keys(moto_url: str, prefix: str) -> list[str]:
+    s3 = boto3_client(moto_url)
+    return [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
+
+
+def assert_ended_with_two_kept_on_s3(trials: list[Trial], keys: list[str], where: str) -> None:
+    """Every trial TERMINATED with a failure-free history of 15, and exactly its
+    checkpoints 12 and 15 committed under ``where`` (``<prefix>/<experiment>``)."""
+    for trial in trials:
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert_failure_free_history(trial, 15)
+        assert [c.iteration for c in trial.checkpoints] == [12, 15]
+        manifests = sorted(
+            k for k in keys if k.startswith(f"{where}/{trial.id}/") and k.endswith(MANIFEST_NAME)
+        )
+        assert manifests == [
+            f"{where}/{trial.id}/checkpoint_000012/{MANIFEST_NAME}",
+            f"{where}/{trial.id}/checkpoint_000015/{MANIFEST_NAME}",
+        ]
+
+
 async def test_experiment_on_s3(moto_url: str) -> None:
     prefix = unique_prefix()
     killer = KillOnce(at=7)
@@ -84,24 +105,11 @@ async def test_experiment_on_s3(moto_url: str) -> None:
         ]
         await orch.run()
         await asyncio.sleep(0.5)  # background GC
-    s3 = boto3_client(moto_url)
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, 15)
-        assert [c.iteration for c in trial.checkpoints] == [12, 15]
-        for ckpt in trial.checkpoints:
-            assert ckpt.uri == f"s3://{BUCKET}/{prefix}/exp/{ckpt.key}"
-            assert ckpt.path is None
-        manifests = sorted(
-            k
-            for k in keys
-            if k.startswith(f"{prefix}/exp/{trial.id}/") and k.endswith(MANIFEST_NAME)
-        )
-        assert manifests == [
-            f"{prefix}/exp/{trial.id}/checkpoint_000012/{MANIFEST_NAME}",
-            f"{prefix}/exp/{trial.id}/checkpoint_000015/{MANIFEST_NAME}",
-        ]
+    keys = s3_keys(moto_url, prefix)
+    assert_ended_with_two_kept_on_s3(trials, keys, f"{prefix}/exp")
+    for ckpt in (c for trial in trials for c in trial.checkpoints):
+        assert ckpt.uri == f"s3://{BUCKET}/{prefix}/exp/{ckpt.key}"
+        assert ckpt.path is None
     assert killer.victim is not None
     victim = next(t for t in trials if t.id == killer.victim)
     assert victim.num_failures == 1  # restored from S3, history intact
@@ -135,21 +143,7 @@ async def test_function_trials_on_s3(moto_url: str) -> None:
         ]
         await orch.run()
         await asyncio.sleep(0.5)  # background GC
-    s3 = boto3_client(moto_url)
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, 15)
-        assert [c.iteration for c in trial.checkpoints] == [12, 15]
-        manifests = sorted(
-            k
-            for k in keys
-            if k.startswith(f"{prefix}/fn/{trial.id}/") and k.endswith(MANIFEST_NAME)
-        )
-        assert manifests == [
-            f"{prefix}/fn/{trial.id}/checkpoint_000012/{MANIFEST_NAME}",
-            f"{prefix}/fn/{trial.id}/checkpoint_000015/{MANIFEST_NAME}",
-        ]
+    assert_ended_with_two_kept_on_s3(trials, s3_keys(moto_url, prefix), f"{prefix}/fn")
     victim = next(t for t in trials if t.id == killer.victim)
     assert victim.num_failures == 1
     # The restarted function got a checkpoint from S3: the newest persisted when its actor
