@@ -267,7 +267,14 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path) -> None:
             if "started" in line:
                 break
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the CLI dumps its threads' stacks
+            time.sleep(2)
+            proc.kill()
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"the run went on after SIGINT; its stacks:\n{err[-6000:]}")
     finally:
         proc.kill()
     assert proc.returncode == 130, err

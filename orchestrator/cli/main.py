@@ -155,9 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import faulthandler
+    import signal
+
     from rich.console import Console
 
     from storage import StorageError
+
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack, on stderr
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     parser = build_parser()
     args = parser.parse_args(argv)
