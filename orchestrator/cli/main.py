@@ -163,7 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from storage import StorageError
 
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack, on stderr
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        except (AttributeError, OSError, ValueError):  # stderr is no file (captured)
+            pass
 
     parser = build_parser()
     args = parser.parse_args(argv)
