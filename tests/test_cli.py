@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -233,8 +234,26 @@ class Slow(Trainable):
 """
 
 
+def _block_sigint() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: Popen's preexec_fn: the child starts with SIGINT as this process has it, blocked (as a
+#: child of Ray's processes has it), or ignored (as a shell's background job has it).
+SIGINT_AT_START: dict[str, Callable[[], None] | None] = {
+    "as is": None,
+    "blocked": _block_sigint,
+    "ignored": _ignore_sigint,
+}
+
+
 @pytest.mark.slow
-def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", list(SIGINT_AT_START))
+def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path, inherited: str) -> None:
     (tmp_path / "slowtrain.py").write_text(textwrap.dedent(LONG_TRAINABLE))
     store = tmp_path / "results"
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
@@ -260,6 +279,7 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=SIGINT_AT_START[inherited],
     )
     try:
         assert proc.stdout is not None
