@@ -56,7 +56,6 @@ _local_task: Any = ray.remote(copy_local)
 _clean_task: Any = ray.remote(clean_stale)
 
 
-
 async def copy_dir(
     source_node_id: str,
     source_path: str,
