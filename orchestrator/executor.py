@@ -60,8 +60,9 @@ from .outcomes import (
 )
 from .persist import PersisterPool
 from .results import ResultWarnings, clean_result
+from .scratch import fetch_dir
 from .spec import StorageMode
-from .trainable import RemoteTrialActor, fetch_dir
+from .trainable import RemoteTrialActor
 
 if TYPE_CHECKING:
     from .journal import Journal

@@ -27,6 +27,7 @@ import ray
 
 from .actor_io import ActorIO
 from .events import FUNCTION_DONE, REPORTED_CHECKPOINT
+from .scratch import fresh_dir, remove_dead_scratch, remove_stale_fetches
 
 
 class Trainable:
@@ -165,7 +166,7 @@ class _HostedTrial:
 
     def release(self) -> bool:
         """Run the trainable's cleanup (best effort) and drop its scratch space, and
-        that of killed actors on this host (see :func:`_remove_dead_scratch`); whether
+        that of killed actors on this host (see :func:`remove_dead_scratch`); whether
         the process is clean (False: a function trainable's thread would not end, so no
         other trial may reuse this process).
 
@@ -180,7 +181,7 @@ class _HostedTrial:
             self.trainable = None
             self.awaiter.close()
             shutil.rmtree(self.scratch, ignore_errors=True)
-            _remove_dead_scratch(self.scratch)
+            remove_dead_scratch(self.scratch)
 
 
 class TrialActor:
@@ -239,8 +240,8 @@ class TrialActor:
         hosted.turn(0)
         if prefetch is not None:
             hosted.start_prefetch(self._io, prefetch)
-        _remove_dead_scratch(hosted.scratch)
-        _remove_stale_fetches(trial_id, generation)
+        remove_dead_scratch(hosted.scratch)
+        remove_stale_fetches(trial_id, generation)
         trainable = trainable_cls()
         trainable.config = config
         trainable.trial_id = trial_id
@@ -319,7 +320,7 @@ class TrialActor:
         """Write a checkpoint into node-local scratch space; returns its directory."""
         hosted = self._trial(trial_id, seq)
         trainable = hosted.require()
-        local_dir = _fresh_dir(os.path.join(hosted.scratch, f"checkpoint_{iteration:06d}-{seq}"))
+        local_dir = fresh_dir(os.path.join(hosted.scratch, f"checkpoint_{iteration:06d}-{seq}"))
         hosted.awaiter.call(trainable.save_checkpoint, local_dir)
         return local_dir
 
@@ -484,76 +485,6 @@ def _announce_log_name(trials: Mapping[str, Any]) -> None:
 NOT_VISIBLE = "not-visible"
 #: ...and when the trainable cannot take a new config in place.
 CONFIG_REFUSED = "config-refused"
-
-
-#: Seconds another trial's dead actor's scratch must have been left untouched before a
-#: trial actor removes it (see :func:`_remove_dead_scratch`).
-FOREIGN_SCRATCH_GRACE_S = 600.0
-
-
-def _remove_dead_scratch(own: str) -> None:
-    """Drop the scratch directories that killed trial actors left on this host.
-
-    A SIGKILLed actor cannot clean up after itself. Its directory, named
-    ``<trial>-g<generation>-<pid>``, is removed once its process is gone: whatever it
-    holds belongs to a generation the driver has given up (a pending upload from it
-    would be garbage-collected, never listed). For this trial's own dead actors that is
-    certain: a new generation exists. Another trial's actor may have died a moment ago,
-    its death not yet seen by the driver, while its node's persister still uploads a
-    save from that directory; so another trial's directory goes only once it has been
-    left untouched for :data:`FOREIGN_SCRATCH_GRACE_S` (the actor of a trial that ended
-    in ERROR, which nobody releases, say). Directories are grouped by host name, so a
-    temporary directory shared between machines never has one host judge another's
-    processes dead.
-    """
-    parent, name = os.path.split(own)
-    trial_part = name.rsplit("-g", 1)[0]
-    try:
-        entries = os.listdir(parent)
-    except FileNotFoundError:
-        return
-    stale_before = time.time() - FOREIGN_SCRATCH_GRACE_S
-    for entry in entries:
-        if entry == name:
-            continue
-        path = os.path.join(parent, entry)
-        try:
-            pid = int(entry.rsplit("-", 1)[1])
-            if entry.rsplit("-g", 1)[0] != trial_part and os.stat(path).st_mtime > stale_before:
-                continue
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except (ValueError, IndexError, OSError):
-            continue
-
-
-def fetch_dir(trial_id: str, generation: int) -> str:
-    """Where the driver streams a checkpoint from another node's disk for ``trial_id``'s
-    actor of ``generation`` to load (the actor removes it once loaded)."""
-    return os.path.join(tempfile.gettempdir(), "trialflow-fetch", f"{trial_id}-g{generation}")
-
-
-def _remove_stale_fetches(trial_id: str, generation: int) -> None:
-    """Drop what was streamed for this trial's earlier actors and never loaded: one that
-    died, or was given up, before its restore ran. A new generation's stream starts
-    only after its actor's setup, so none of these is in use."""
-    parent = os.path.dirname(fetch_dir(trial_id, generation))
-    try:
-        entries = os.listdir(parent)
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        owner, _, gen = entry.rpartition("-g")
-        if owner == trial_id and gen.isdigit() and int(gen) < generation:
-            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-
-
-def _fresh_dir(path: str) -> str:
-    """An empty directory at ``path`` (a leftover from a failed attempt is removed)."""
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
 
 
 def is_trainable_class(obj: object) -> bool:

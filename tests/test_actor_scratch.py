@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.trainable import (
+from orchestrator.scratch import (
     FOREIGN_SCRATCH_GRACE_S,
-    _HostedTrial,
-    _remove_dead_scratch,
-    _remove_stale_fetches,
     fetch_dir,
+    remove_dead_scratch,
+    remove_stale_fetches,
 )
+from orchestrator.trainable import _HostedTrial
 
 from .trainables import Counter
 
@@ -46,7 +46,7 @@ def test_dead_actors_scratch_is_removed_and_live_ones_kept(tmp_path: Path) -> No
     _make(dead, other_just_died, other_long_dead, alive, other_alive, not_ours)
     _age(other_long_dead, FOREIGN_SCRATCH_GRACE_S + 60)
     _age(other_alive, FOREIGN_SCRATCH_GRACE_S + 60)
-    _remove_dead_scratch(str(tmp_path / "trial-g3-1"))
+    remove_dead_scratch(str(tmp_path / "trial-g3-1"))
     assert not dead.exists() and not other_long_dead.exists()
     assert other_just_died.exists()
     assert alive.exists() and other_alive.exists() and not_ours.exists()
@@ -87,6 +87,6 @@ def test_setup_drops_what_was_streamed_for_its_trials_earlier_actors(
     old = [Path(fetch_dir("trial", g)) for g in (1, 2)]
     current, other = Path(fetch_dir("trial", 3)), Path(fetch_dir("trial-2", 1))
     _make(*old, current, other)
-    _remove_stale_fetches("trial", 3)
+    remove_stale_fetches("trial", 3)
     assert not any(p.exists() for p in old)
     assert current.exists() and other.exists()
