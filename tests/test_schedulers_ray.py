@@ -29,13 +29,18 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 ROOT = Path(__file__).resolve().parent.parent
 CPU = {"cpu": 0.25}
 LRS = [0.01, 0.1, 1.0, 10.0]
+# Best first, so that ASHA's outcome does not hang on timing: in ascending order every
+# newcomer may beat all records at each rung and asynchronous ASHA may stop none (on a
+# loaded CI machine it stopped none); best first, each trial that starts once a slot frees
+# meets better records at rung 1 and stops there, and plateau 9 leads at every rung.
+BEST_FIRST = [float(p) for p in range(9, 0, -1)]
 
 
 async def test_asha_stops_buffered_trials_exactly_at_their_rungs(tmp_path: Path) -> None:
     async with Orchestrator(storage=tmp_path, name="asha", result_buffer=10) as orch:
         result = await orch.sweep(
             Curve,
-            {"plateau": grid([float(p) for p in range(1, 10)]), "marks": str(tmp_path)},
+            {"plateau": grid(BEST_FIRST), "marks": str(tmp_path)},
             metric="acc",
             mode="max",
             scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
@@ -63,7 +68,7 @@ async def test_asha_stops_buffered_function_trials_exactly_at_their_rungs(
     async with Orchestrator(storage=tmp_path, name="asha-fn", result_buffer=10) as orch:
         result = await orch.sweep(
             counting,
-            {"plateau": grid([float(p) for p in range(1, 10)]), "every": 3},
+            {"plateau": grid(BEST_FIRST), "every": 3},
             metric="acc",
             mode="max",
             scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
