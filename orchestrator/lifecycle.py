@@ -1,11 +1,12 @@
 """The trial lifecycle: a sans-IO state machine.
 
-Everything that decides what happens to a trial lives in this file: its states, the
-one table of legal transitions, and the handlers that turn each event into the actions
-the loop must carry out (the events and actions themselves are small dataclasses in
-:mod:`orchestrator.events`). It imports neither Ray nor asyncio, so it is tested
-exhaustively on its own; the loop (``loop.py``) feeds it events and executes the
-actions it returns.
+Everything that decides what happens to a trial lives in this file: the one table of
+legal transitions, and the handlers that turn each event into the actions the loop must
+carry out (the events and actions themselves are small dataclasses in
+:mod:`orchestrator.events`; the trial's states, policy and record, with the small moves
+that change the record, are in :mod:`orchestrator.trial_state`). It imports neither Ray
+nor asyncio, so it is tested exhaustively on its own; the loop (``loop.py``) feeds it
+events and executes the actions it returns.
 
 Theory of operation
 -------------------
@@ -36,13 +37,10 @@ trial goes to ERROR, keeping the cause.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from .backoff import Backoff
-from .checkpoints import Checkpoint, RetentionPolicy
+from .checkpoints import Checkpoint
 from .errors import InvalidTransition, TrialError
 from .events import (
     FUNCTION_DONE,
@@ -66,16 +64,15 @@ from .events import (
     RestoreRequested,
     ResumeRequested,
     RunStarted,
-    Save,
     SaveDone,
     SaveFailed,
-    StartActor,
     StopActor,
     StopRequested,
     Train,
     TrainResult,
 )
-from .judge import Judge, Judgement, NoJudge, Verdict
+from .judge import Judgement, Verdict
+from .trial_state import Intent, MachineState, TrialPolicy, TrialState
 
 __all__ = [
     "ALL_EVENT_TYPES",
@@ -86,145 +83,15 @@ __all__ = [
 ]
 
 
-class TrialState(enum.Enum):
-    PENDING = "PENDING"
-    STARTING = "STARTING"
-    RESTORING = "RESTORING"
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    TERMINATED = "TERMINATED"
-    ERROR = "ERROR"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (TrialState.TERMINATED, TrialState.ERROR)
-
-    @property
-    def is_settled(self) -> bool:
-        """Nothing will happen to the trial unless somebody asks (terminal or paused)."""
-        return self in (TrialState.TERMINATED, TrialState.ERROR, TrialState.PAUSED)
-
-    @property
-    def has_actor(self) -> bool:
-        return self in (TrialState.STARTING, TrialState.RESTORING, TrialState.RUNNING)
-
-
-class Intent(enum.Enum):
-    """Why a RUNNING trial stopped asking for train steps. Higher value wins."""
-
-    RESTORE = 1
-    PAUSE = 2
-    FINISH = 3
-    STOP = 4
-
-
-@dataclass
-class TrialPolicy:
-    """The per-trial knobs the machine decides with (derived from the trial's spec and
-    the experiment's settings: ``spec.policy_for``)."""
-
-    checkpoint_every: int = 0
-    max_failures: int = 0  # -1: no limit
-    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
-    judge: Judge = field(default_factory=NoJudge)
-    restart_backoff: Backoff = field(default_factory=lambda: Backoff(0.0, 30.0))
-    fallback_to_scratch: bool = False  # when no checkpoint can be loaded, start over
-    steps_per_call: int = 1  # > 1: the actor may run ahead, never past a decision point
-    time_slice: float | None = None  # adaptive: a call runs steps for about this long
-    max_pending_saves: int = 2  # unpersisted checkpoints a trial may train ahead of
-    # Metrics the trial's first result must report (the stop criterion's keys): a name
-    # that is not there is an error at once, not a trial that never stops.
-    required_metrics: tuple[str, ...] = ()
-    # False for a trainable that checkpoints only when it says so (a function's
-    # report(checkpoint=...)): no final save on pause or stop, which could only write
-    # an empty checkpoint; a paused one resumes from its newest reported checkpoint.
-    saves_on_demand: bool = True
-
-
 Handler = Callable[["TrialMachine", Any], list[Action]]
 
 
-class TrialMachine:
+class TrialMachine(MachineState):
     """One trial's state, and the only code that changes it.
 
     ``handle(event)`` returns the actions to carry out, in order. An event the current
     state does not accept raises :class:`InvalidTransition` and changes nothing.
     """
-
-    def __init__(self, trial_id: str, policy: TrialPolicy | None = None) -> None:
-        self.trial_id = trial_id
-        self.policy = policy or TrialPolicy()
-        self.state = TrialState.PENDING
-        self.generation = 0
-        self.iteration = 0
-        self.checkpoints: list[Checkpoint] = []
-        self.num_failures = 0  # every failure, for the record
-        self.failures_counted = 0  # against max_failures; reset when the user revives it
-        self.consecutive_failures = 0  # for back-off; reset by the next result
-        self.error: BaseException | None = None  # the last failure, until it recovers
-        self.errors: list[BaseException] = []  # every failure, oldest first
-        self.metrics_checked = False
-        self.last_metrics: Mapping[str, Any] | None = None
-        self.last_step_s = 0.0  # the newest result's time_this_iter_s
-        # Work in flight on the current actor.
-        self.train_in_flight = False
-        self.saves_in_flight = 0
-        self.saved_iteration = -1  # the last iteration a save was asked for
-        self.intent: Intent | None = None
-        self.intent_checkpoint: Checkpoint | None = None
-        self.intent_config: Mapping[str, Any] | None = None  # a RESTORE with a new config
-        self.held = False  # the judge holds it: no step until a Decided event
-        # What a starting actor restores once it is ready (None: a fresh start), and
-        # with which new config (None: the one it was set up with).
-        self.restore_target: Checkpoint | None = None
-        self.restore_config: Mapping[str, Any] | None = None
-        self.bad_checkpoints: set[str] = set()
-        self.storage_down = False  # a save could not be persisted: no final save either
-
-    @classmethod
-    def resumed(
-        cls,
-        trial_id: str,
-        policy: TrialPolicy,
-        *,
-        state: TrialState,
-        checkpoints: list[Checkpoint],
-        num_failures: int,
-        iteration: int,
-        error: BaseException | None,
-    ) -> TrialMachine:
-        """A machine as a journal left it, for a driver that resumes the experiment:
-        TERMINATED, ERROR and PAUSED trials keep their state; any other is PENDING (it
-        starts again from ``checkpoints``' newest)."""
-        machine = cls(trial_id, policy)
-        machine.checkpoints = list(checkpoints)
-        machine.num_failures = num_failures
-        machine.iteration = iteration
-        machine.error = error
-        if error is not None:
-            machine.errors.append(error)
-        machine.state = state if state.is_settled else TrialState.PENDING
-        return machine
-
-    # -- public ------------------------------------------------------------------
-
-    @property
-    def pinned(self) -> frozenset[str]:
-        """Checkpoint keys that must not be deleted: they are about to be restored."""
-        keys = set()
-        for ckpt in (self.restore_target, self.intent_checkpoint):
-            if ckpt is not None:
-                keys.add(ckpt.key)
-        return frozenset(keys)
-
-    @property
-    def pausing(self) -> bool:
-        return self.intent is Intent.PAUSE
-
-    @property
-    def latest_checkpoint(self) -> Checkpoint | None:
-        usable = [c for c in self.checkpoints if c.key not in self.bad_checkpoints]
-        return usable[-1] if usable else None
 
     def handle(self, event: Event) -> list[Action]:
         if isinstance(event, ActorEvent) and (
@@ -242,62 +109,6 @@ class TrialMachine:
     def accepts(self, event_type: type[Event]) -> bool:
         return event_type in _TRANSITIONS.get(self.state, {})
 
-    # -- helpers -------------------------------------------------------------------
-
-    def _start_actor(self, target: Checkpoint | None, delay: float = 0.0) -> list[Action]:
-        self.generation += 1
-        self.state = TrialState.STARTING
-        self._clear_actor_work()
-        self.restore_target = target
-        return [StartActor(self.generation, delay)]
-
-    def _clear_actor_work(self) -> None:
-        self.train_in_flight = False
-        self.saves_in_flight = 0
-        self.intent = None
-        self.intent_checkpoint = None
-        self.intent_config = None
-        self.held = False
-        self.restore_target = None
-        self.restore_config = None
-
-    def _release(self, state: TrialState) -> list[Action]:
-        actions: list[Action] = []
-        if self.state.has_actor:
-            actions.append(StopActor(self.generation))
-        self.state = state
-        self._clear_actor_work()
-        if state is TrialState.TERMINATED:
-            actions.append(Notify("on_trial_complete"))
-        return actions
-
-    def _want(
-        self,
-        intent: Intent,
-        checkpoint: Checkpoint | None = None,
-        config: Mapping[str, Any] | None = None,
-    ) -> None:
-        if intent is Intent.RESTORE:
-            # A restore request replaces a pending restore, but never a stop or pause.
-            if self.intent in (None, Intent.RESTORE):
-                self.intent, self.intent_checkpoint, self.intent_config = intent, checkpoint, config
-        elif self.intent is None or intent.value > self.intent.value:
-            self.intent, self.intent_checkpoint, self.intent_config = intent, None, None
-
-    def _save(self) -> list[Action]:
-        self.saves_in_flight += 1
-        self.saved_iteration = self.iteration
-        return [Save(self.generation, self.iteration)]
-
-    def _needs_final_save(self) -> bool:
-        if self.saved_iteration == self.iteration or self.iteration == 0 or self.storage_down:
-            return False
-        if not self.policy.saves_on_demand:
-            return False
-        if self.intent is Intent.PAUSE:
-            return True
-        return self.intent in (Intent.FINISH, Intent.STOP) and self.policy.checkpoint_every > 0
-
     def _settle_if_idle(self) -> list[Action]:
         """Carry out the pending intent once nothing is in flight."""
         if self.train_in_flight or self.saves_in_flight:
@@ -314,19 +125,6 @@ class TrialMachine:
             self.state = TrialState.RESTORING
             return [Restore(self.generation, target, config)]
         return self._next_step()
-
-    def _expect_save(self, event: Event) -> None:
-        if self.saves_in_flight <= 0:
-            raise InvalidTransition(
-                f"trial {self.trial_id}: {type(event).__name__} but no save was asked for"
-            )
-
-    def _revive(self) -> None:
-        """The user brings the trial back: a fresh failure budget, the old error gone."""
-        self.error = None
-        self.failures_counted = 0
-        self.consecutive_failures = 0
-        self.storage_down = False
 
     def _train(self) -> list[Action]:
         self.train_in_flight = True
@@ -349,19 +147,6 @@ class TrialMachine:
         if self.held or self.saves_in_flight > self.policy.max_pending_saves:
             return []
         return self._train()
-
-    def _fail_at_once(self, error: TrialError) -> list[Action]:
-        """ERROR now, without a retry: retrying cannot fix this one."""
-        self.num_failures += 1
-        self.error = error
-        self.errors.append(error)
-        actions: list[Action] = [
-            StopActor(self.generation, graceful=False),
-            Notify("on_trial_error", (error,)),
-        ]
-        self.state = TrialState.ERROR
-        self._clear_actor_work()
-        return actions
 
     def _apply(self, judgement: Judgement) -> None:
         """What the judge decided about the newest result."""
