@@ -20,26 +20,22 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
-
-import ray
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, OrchestratorError
-from .spec import ExperimentSettings, check_failures, check_int, check_resources, check_sendable
-from .stopping import StopCondition, StopSpec
-from .trainable import Trainable, is_trainable_class
+from .spec import ExperimentSettings
+from .stopping import StopSpec
+from .trainable import Trainable
 
 if TYPE_CHECKING:
-    import storage as storage_pkg
-
     from .checkpoints import RetentionPolicy, ScoreMode
-    from .collector import CheckpointCollector, CollectorStatistics
+    from .collector import CollectorStatistics
     from .hooks import HookRunner, HookStatistics
-    from .journal import Journal
     from .loop import Dispatcher, LoopStatistics
     from .runtime import TrialRuntime
     from .schedulers import Scheduler
     from .search import Searcher
+    from .session import Session
     from .spec import StorageMode, TrialSpec
     from .sweep import Sweep
     from .sweep_result import SweepResult
@@ -187,6 +183,7 @@ class Orchestrator:
         import storage as storage_pkg
 
         from .hooks import check_hooks
+        from .loggers.writers import split_loggers
 
         self.settings = ExperimentSettings(
             name=name,
@@ -210,7 +207,7 @@ class Orchestrator:
         )
         self._hooks_list = list(hooks)
         check_hooks(self._hooks_list)
-        self._logger_names, user_loggers = _split_loggers(loggers)
+        self._logger_names, user_loggers = split_loggers(loggers)
         check_hooks(user_loggers)
         self._hooks_list += user_loggers
         self._progress_on = bool(progress)
@@ -231,16 +228,12 @@ class Orchestrator:
         )
         if self.storage_mode.is_local:
             self._storage_options.setdefault("create", True)
-        self._storage: storage_pkg.Storage | None = None
-        self._journal: Journal | None = None
         self._trials: dict[str, TrialRuntime] = {}
         self._token = secrets.token_hex(3)
-        self._owns_ray = False
-        self._dispatcher: Dispatcher | None = None
-        self._hooks: HookRunner | None = None
-        self._collector: CheckpointCollector | None = None
+        self._session: Session | None = None  # while entered
+        self._dispatcher: Dispatcher | None = None  # the session's, while entered
+        self._hooks: HookRunner | None = None  # the session's, while entered
         self._runs_in_progress = 0
-        self._loop_handler: Any = None  # the loop's exception handler before ours
         self._sweeps: dict[str, Sweep] = {}  # running or run in this session
         self._journaled_sweeps: dict[str, Any] = {}  # as a resumed journal had them
 
@@ -325,72 +318,23 @@ class Orchestrator:
     ) -> TrialSpec:
         """The validated spec ``add_trial`` would build: its arguments override the
         experiment's defaults."""
-        from .checkpoints import RetentionPolicy
-        from .function import function_name, is_function, wrap_function
-        from .journal import RESERVED_NAMES
-        from .spec import TrialSpec
+        from .spec import build_trial_spec
 
-        index = len(self._trials)
-        function = is_function(trainable)
-        if not function and not is_trainable_class(trainable):
-            got = trainable.__name__ if isinstance(trainable, type) else repr(trainable)
-            raise ConfigError(
-                f"add_trial (trial #{index}): {got} is neither a subclass of "
-                "orchestrator.Trainable nor a function; define `class MyTrainable(Trainable)` "
-                "with setup/step/save_checkpoint/load_checkpoint, or `def train(config):` "
-                "calling orchestrator.report(metrics)"
-            )
-        if trial_id is None:
-            named = function_name(trainable) if function else trainable.__name__
-            trial_id = f"{named}_{self._token}_{index:05d}"
-        if not isinstance(trial_id, str) or not trial_id or "/" in trial_id:
-            raise ConfigError(f"trial_id must be a non-empty str without '/', got {trial_id!r}")
-        if trial_id in RESERVED_NAMES:
-            raise ConfigError(
-                f"trial_id {trial_id!r} is the name of the experiment's journal in storage; "
-                "choose another"
-            )
-        if trial_id in self._trials:
-            raise ConfigError(f"trial {trial_id} already exists in experiment {self.name!r}")
-        if config is not None and not isinstance(config, Mapping):
-            raise ConfigError(
-                f"trial {trial_id}: config must be a dict, got {type(config).__name__}"
-            )
-        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
-            raise ConfigError(
-                f"trial {trial_id}: checkpoint_every must be an int >= 0, got {checkpoint_every!r}"
-            )
-        if checkpoint_every < 0:
-            raise ConfigError(
-                f"trial {trial_id}: checkpoint_every must be >= 0 (0 disables checkpoints), "
-                f"got {checkpoint_every}"
-            )
-        if function and checkpoint_every:
-            raise ConfigError(
-                f"trial {trial_id}: checkpoint_every does not apply to a function trainable: "
-                "it checkpoints when it calls report(metrics, checkpoint=directory)"
-            )
-        check_sendable(config or {}, trial_id)
-        settings = self.settings
-        failures = settings.max_failures if max_failures is None else max_failures
-        check_failures(failures, f"trial {trial_id}")
-        buffer = settings.result_buffer if result_buffer is None else result_buffer
-        if buffer is not None:
-            check_int(buffer, "result_buffer", f"trial {trial_id}")
-        keep = settings.keep_checkpoints if keep_checkpoints is None else keep_checkpoints
-        score = settings.checkpoint_score if checkpoint_score is None else checkpoint_score
-        RetentionPolicy(keep, score)  # validates both
-        return TrialSpec(
+        return build_trial_spec(
+            self.settings,
+            trainable,
+            config,
+            stop,
+            checkpoint_every,
+            resources,
             trial_id=trial_id,
-            trainable=wrap_function(trainable) if function else cast(type, trainable),
-            config=dict(config or {}),
-            stop=StopCondition(trial_id, stop),
-            resources=check_resources(resources, trial_id),
-            checkpoint_every=checkpoint_every,
-            max_failures=failures,
-            keep_checkpoints=keep,
-            checkpoint_score=score,
-            result_buffer=buffer,
+            index=len(self._trials),
+            token=self._token,
+            taken=self._trials,
+            max_failures=max_failures,
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_score=checkpoint_score,
+            result_buffer=result_buffer,
         )
 
     def _add(self, spec: TrialSpec, *, judge: Any = None) -> TrialRuntime:
@@ -473,12 +417,10 @@ class Orchestrator:
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
         finished trial's worker process starts the next trial (a fresh trainable in it)
         instead of a new process."""
-        from .journal import pickle_b64
-        from .sweep import Sweep
-        from .sweep_plan import check_sweep
+        from .sweep_plan import plan_sweep
 
         self._require_entered()
-        plan = check_sweep(
+        sweep = plan_sweep(
             self,
             trainable=trainable,
             space=space,
@@ -490,6 +432,7 @@ class Orchestrator:
             max_concurrent_trials=max_concurrent_trials,
             seed=seed,
             name=name,
+            reuse_actors=reuse_actors,
             trial_options={
                 "stop": stop,
                 "checkpoint_every": checkpoint_every,
@@ -500,41 +443,6 @@ class Orchestrator:
                 "result_buffer": result_buffer,
             },
         )
-        if name in self._sweeps and not self._sweeps[name]._finished:
-            raise ConfigError(f"sweep {name!r} is already running in experiment {self.name!r}")
-        call = pickle_b64(
-            {
-                "trainable": trainable,
-                "space": dict(space),
-                "num_samples": num_samples,
-                "metric": metric,
-                "mode": mode,
-                "searcher": plan.searcher,
-                "scheduler": scheduler,
-                "max_concurrent_trials": max_concurrent_trials,
-                "seed": seed,
-                "name": name,
-                "reuse_actors": reuse_actors,
-                **plan.trial_options,
-            }
-        )
-        sweep = Sweep(
-            self,
-            name=name,
-            trainable=trainable,
-            space=plan.space,
-            num_samples=num_samples,
-            metric=metric,
-            mode=mode,
-            searcher=plan.searcher,
-            scheduler=scheduler,
-            max_concurrent=max_concurrent_trials,
-            trial_options=plan.trial_options,
-            seed=seed,
-            reuse_actors=bool(reuse_actors),
-            call=call,
-            journaled=self._journaled_sweeps.get(name),
-        )
         self._sweeps[name] = sweep
         return await sweep.run()
 
@@ -543,8 +451,8 @@ class Orchestrator:
         await hooks.call_now("on_experiment_end", trials)
 
     def _journal_touch(self) -> None:
-        if self._journal is not None:
-            self._journal.touch()
+        if self._session is not None:
+            self._session.journal.touch()
 
     def _journal_extras(self) -> dict[str, Any]:
         sweeps = dict(self._journaled_sweeps)
@@ -562,86 +470,27 @@ class Orchestrator:
 
     def statistics(self) -> OrchestratorStatistics:
         dispatcher, hooks = self._require_entered()
-        assert self._collector is not None
+        assert self._session is not None
         counts: dict[str, int] = {}
         for rt in self._trials.values():
             state = rt.machine.state.value
             counts[state] = counts.get(state, 0) + 1
         return OrchestratorStatistics(
-            counts, dispatcher.statistics(), hooks.statistics(), self._collector.statistics()
+            counts,
+            dispatcher.statistics(),
+            hooks.statistics(),
+            self._session.collector.statistics(),
         )
 
     # -- context manager ---------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
-        import storage as storage_pkg
+        from .session import open_session
 
-        from .collector import CheckpointCollector
-        from .hooks import HookRunner
-        from .journal import Journal
-        from .loop import Dispatcher
-        from .resume import adopt_journaled, check_existing, delete_where_visible_fn
-
-        if self._dispatcher is not None:
+        if self._session is not None:
             raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
-        await check_existing(
-            self.storage_uri, self._storage_options, self.settings, self.storage_mode
-        )
-        self._owns_ray = _ensure_ray(self._ray_address, self._num_cpus, self._log_to_driver)
-        try:
-            store = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
-            await store.open()
-        except Exception:
-            self._release_ray()
-            raise
-        self._storage = store
-        self._loop_handler = storage_pkg.quiet_sdk_noise(asyncio.get_running_loop())
-        started_at: float | None = None
-        if self.settings.resume:
-            from .journal import head_extras
-
-            try:
-                for rt in await adopt_journaled(store, self.settings, set(self._trials)):
-                    self._trials[rt.id] = rt
-                extras = await head_extras(store)
-            except Exception:
-                await store.aclose()
-                self._release_ray()
-                raise
-            self._journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
-            started_at = extras.get("started_at")
-        self._journal = Journal(store, name=self.name, interval=self.settings.journal_interval)
-        if started_at is not None:
-            self._journal.started_at = float(started_at)
-        self._journal.set_extras(self._journal_extras)
-        self._hooks = HookRunner(
-            [*self._hooks_list, *self._builtin_hooks(store)],
-            slow_after=self.settings.hook_slow_after,
-        )
-        dispatcher = Dispatcher(
-            storage_uri=self.storage_uri,
-            storage_options=self._storage_options,
-            storage_mode=self.storage_mode,
-            uri_for=self._checkpoint_uri,
-            local_path_for=self._checkpoint_path,
-            hooks=self._hooks,
-            collector=CheckpointCollector(
-                store,
-                is_pinned=lambda key: dispatcher.is_pinned(key),
-                delete=delete_where_visible_fn(store, self.storage_mode),
-            ),
-            save_retry_for=self.settings.save_retry_for,
-            journal=self._journal,
-            runtime_env=self._runtime_env,
-            trials_per_worker=self.settings.trials_per_worker,
-            spare_actors=self.settings.spare_actors,
-        )
-        self._collector = dispatcher._collector
-        self._dispatcher = dispatcher
-        dispatcher.start()
-        for rt in self._trials.values():
-            dispatcher.attach(rt)
-        self._journal.start()
+        session = await open_session(self)
+        self._session, self._dispatcher, self._hooks = session, session.dispatcher, session.hooks
         return self
 
     async def __aexit__(
@@ -650,58 +499,15 @@ class Orchestrator:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        dispatcher, hooks, collector = self._dispatcher, self._hooks, self._collector
-        self._dispatcher = self._hooks = self._collector = None
-        try:
-            if dispatcher is not None:
-                await dispatcher.aclose()
-            if self._journal is not None:
-                await self._journal.aclose()
-                self._journal = None
-            if collector is not None:
-                try:
-                    await asyncio.wait_for(collector.drain(), timeout=30)
-                except asyncio.TimeoutError:
-                    log.warning("checkpoint deletions still pending at exit were abandoned")
-                await collector.aclose()
-            for builtin in (self._logger, self.progress):
-                if builtin is not None:
-                    try:
-                        await builtin.aclose()
-                    except Exception:  # their files are best effort; the run is done
-                        log.exception("closing %s failed", type(builtin).__name__)
-            self._logger = self.progress = None
-            if hooks is not None:
-                await hooks.aclose()
-            if self._storage is not None:
-                await self._storage.aclose()
-                self._storage = None
-                asyncio.get_running_loop().set_exception_handler(self._loop_handler)
-        finally:
-            self._release_ray()
+        session, self._session = self._session, None
+        self._dispatcher = self._hooks = None
+        if session is not None:
+            try:
+                await session.aclose()
+            finally:
+                self._logger = self.progress = None
 
     # -- internals ---------------------------------------------------------------------
-
-    def _builtin_hooks(self, store: Any) -> list[Any]:
-        """The per-trial logs and the live progress display (both hooks, inline)."""
-        hooks: list[Any] = []
-        if self._logger_names:
-            import tempfile
-
-            from .loggers import ExperimentLogger
-
-            if self.storage_mode.is_local:  # beside the checkpoints, in the experiment
-                self._logger = ExperimentLogger(store.uri, loggers=self._logger_names)
-            else:  # on the driver's disk, uploaded in the background
-                logdir = tempfile.mkdtemp(prefix=f"trialflow-logs-{self.name}-")
-                self._logger = ExperimentLogger(logdir, storage=store, loggers=self._logger_names)
-            hooks.append(self._logger)
-        if self._progress_on:
-            from .progress import ProgressReporter
-
-            self.progress = ProgressReporter()
-            hooks.append(self.progress)
-        return hooks
 
     def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
         if self._dispatcher is None or self._hooks is None:
@@ -710,34 +516,6 @@ class Orchestrator:
                 "(or orch.run_sync()) before running"
             )
         return self._dispatcher, self._hooks
-
-    def _checkpoint_uri(self, key: str) -> str:
-        assert self._storage is not None
-        where = self._storage.uri_for(key)
-        return "file://" + where if self.storage_mode.is_local else where
-
-    def _checkpoint_path(self, key: str) -> str | None:
-        assert self._storage is not None
-        return self._storage.uri_for(key) if self.storage_mode.is_local else None
-
-    def _release_ray(self) -> None:
-        if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
-        self._owns_ray = False
-
-
-def _split_loggers(loggers: Iterable[Any] | None) -> tuple[tuple[str, ...], list[Any]]:
-    """Built-in logger names (default: all three) and users' own logger hooks."""
-    from .loggers import DEFAULT_LOGGERS
-    from .loggers.writers import check_logger_names
-
-    if loggers is None:
-        return tuple(DEFAULT_LOGGERS), []
-    if isinstance(loggers, str):
-        raise ConfigError(f"loggers must be a list, e.g. [{loggers!r}], got {loggers!r}")
-    items = list(loggers)
-    names = check_logger_names([x for x in items if isinstance(x, str)])
-    return names, [x for x in items if not isinstance(x, str)]
 
 
 def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
@@ -750,32 +528,3 @@ def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
     if "://" in text:
         return text.rstrip("/") + "/" + name
     return os.path.join(os.path.abspath(os.path.expanduser(text)), name)
-
-
-def _ensure_ray(address: str | None, num_cpus: float | None, log_to_driver: bool) -> bool:
-    """Connect to Ray; returns whether this orchestrator started (and must stop) it."""
-    if ray.is_initialized():
-        return False
-    if address is not None:
-        ray.init(address=address, log_to_driver=log_to_driver, logging_level=logging.WARNING)
-        return True
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(log_to_driver=log_to_driver, logging_level=logging.WARNING)
-        return True
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, local cluster
-    # address="local": a new private cluster. A bare ray.init() would join whichever
-    # local cluster was started last on this machine, maybe somebody else's.
-    options: dict[str, Any] = {
-        "address": "local",
-        "num_cpus": int(num_cpus) if num_cpus is not None else None,
-        "include_dashboard": False,
-        "log_to_driver": log_to_driver,
-        "logging_level": logging.WARNING,
-    }
-    try:
-        ray.init(**options)
-    except Exception as err:  # Ray gives up after a fixed time on a loaded machine
-        log.warning("starting a local Ray failed (%s); trying once more", err)
-        ray.shutdown()
-        ray.init(**options)
-    return True

@@ -1,8 +1,9 @@
-"""Checking a sweep's arguments before any trial starts.
+"""Checking a sweep's arguments before any trial starts, and building the sweep.
 
 Every mistake in a ``sweep(...)`` call (a bad space, a searcher that is not one, a
 scheduler without a metric, a per-trial option out of range) is reported here, at the
-call, naming what is wrong, so that no trial of a doomed sweep ever runs.
+call, naming what is wrong, so that no trial of a doomed sweep ever runs. The call itself
+is recorded (pickled) for the journal, so that a resumed driver's same call continues it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from .orchestrator import Orchestrator
     from .search import Searcher, SearchSpace
+    from .sweep import Sweep
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,75 @@ def check_sweep(
     probe = checked_space.sample(random.Random(0), checked_space.grid_points[0])
     orch.trial_spec(trainable, probe, trial_id=f"{name}-check", **options)
     return SweepPlan(checked_space, searcher, options)
+
+
+def plan_sweep(
+    orch: Orchestrator,
+    *,
+    trainable: Any,
+    space: Any,
+    num_samples: Any,
+    metric: Any,
+    mode: Any,
+    searcher: Any,
+    scheduler: Any,
+    max_concurrent_trials: Any,
+    seed: Any,
+    name: Any,
+    reuse_actors: Any,
+    trial_options: Mapping[str, Any],
+) -> Sweep:
+    """``Orchestrator.sweep``'s arguments, checked, as a :class:`Sweep` ready to run."""
+    from .journal import pickle_b64
+    from .sweep import Sweep
+
+    plan = check_sweep(
+        orch,
+        trainable=trainable,
+        space=space,
+        num_samples=num_samples,
+        metric=metric,
+        mode=mode,
+        searcher=searcher,
+        scheduler=scheduler,
+        max_concurrent_trials=max_concurrent_trials,
+        seed=seed,
+        name=name,
+        trial_options=trial_options,
+    )
+    running = orch._sweeps.get(name)
+    if running is not None and not running._finished:
+        raise ConfigError(f"sweep {name!r} is already running in experiment {orch.name!r}")
+    call = pickle_b64(
+        {
+            "trainable": trainable,
+            "space": dict(space),
+            "num_samples": num_samples,
+            "metric": metric,
+            "mode": mode,
+            "searcher": plan.searcher,
+            "scheduler": scheduler,
+            "max_concurrent_trials": max_concurrent_trials,
+            "seed": seed,
+            "name": name,
+            "reuse_actors": reuse_actors,
+            **plan.trial_options,
+        }
+    )
+    return Sweep(
+        orch,
+        name=name,
+        trainable=trainable,
+        space=plan.space,
+        num_samples=num_samples,
+        metric=metric,
+        mode=mode,
+        searcher=plan.searcher,
+        scheduler=scheduler,
+        max_concurrent=max_concurrent_trials,
+        trial_options=plan.trial_options,
+        seed=seed,
+        reuse_actors=bool(reuse_actors),
+        call=call,
+        journaled=orch._journaled_sweeps.get(name),
+    )

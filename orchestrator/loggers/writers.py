@@ -19,7 +19,14 @@ from .csvfile import CsvWriter
 from .jsonfile import JsonWriter
 from .tensorboard import TensorBoardWriter
 
-__all__ = ["DEFAULT_LOGGERS", "WRITERS", "TrialWriter", "WriterFactory", "check_logger_names"]
+__all__ = [
+    "DEFAULT_LOGGERS",
+    "WRITERS",
+    "TrialWriter",
+    "WriterFactory",
+    "check_logger_names",
+    "split_loggers",
+]
 
 
 class TrialWriter(Protocol):
@@ -74,3 +81,15 @@ def check_logger_names(names: Iterable[str]) -> tuple[str, ...]:
                 f"loggers={others!r}"
             )
     return chosen
+
+
+def split_loggers(loggers: Iterable[Any] | None) -> tuple[tuple[str, ...], list[Any]]:
+    """``Orchestrator(loggers=...)`` split into built-in logger names (``None``: all
+    three) and users' own logger objects (hooks)."""
+    if loggers is None:
+        return tuple(DEFAULT_LOGGERS), []
+    if isinstance(loggers, str):
+        raise ConfigError(f"loggers must be a list, e.g. [{loggers!r}], got {loggers!r}")
+    items = list(loggers)
+    names = check_logger_names([x for x in items if isinstance(x, str)])
+    return names, [x for x in items if not isinstance(x, str)]
