@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .judge import CONTINUE, Judgement, Verdict
-from .schedulers import Decision, Exploit, Pause, Scheduler, Stop, TrialInfo
+from .schedulers import Decision, Exploit, Hold, Pause, Scheduler, Stop, TrialInfo
 
 if TYPE_CHECKING:
     from .runtime import TrialRuntime
@@ -104,6 +104,8 @@ def judgement_of(decision: Decision | None) -> Judgement:
         return Judgement(Verdict.FINISH)
     if isinstance(decision, Pause):
         return Judgement(Verdict.PAUSE)
+    if isinstance(decision, Hold):
+        return Judgement(Verdict.HOLD)
     if isinstance(decision, Exploit):
         return Judgement(Verdict.EXPLOIT, decision.checkpoint, dict(decision.config))
     return CONTINUE  # Continue, Resume (it is running), or nothing said

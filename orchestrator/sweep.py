@@ -47,6 +47,14 @@ CAPACITY_REFRESH_S = 5.0
 #: The searcher's state is saved after every suggestion, and after its other calls at
 #: most this often (an Optuna study's state grows with its trials).
 SEARCHER_SNAPSHOT_S = 1.0
+#: Seconds trials held by the scheduler (:class:`~orchestrator.schedulers.Hold`) may wait
+#: while no other trial runs before the scheduler is told the population is stuck
+#: (``on_idle``): the trials they wait for may be unable to start (an explicit
+#: ``max_concurrent_trials`` above what the cluster holds, say). Longer than a worker's
+#: start on a loaded machine, so that a slow start is waited for.
+HOLD_PATIENCE_S = 15.0
+#: How often the sweep looks whether its held trials' wait can still end by itself.
+HOLD_CHECK_S = 1.0
 
 
 class Sweep:
@@ -116,8 +124,7 @@ class Sweep:
                 await self._admit()
                 if await self._done():
                     break
-                await self._changed.wait()
-                self._changed.clear()
+                await self._wait_for_change()
             self._finished = True
         finally:
             executor.hosts.keep_idle = keep_idle
@@ -170,6 +177,43 @@ class Sweep:
             self.total,
             len(self._queued),
         )
+
+    async def _wait_for_change(self) -> None:
+        """Until a trial settles or a decision is made. While the scheduler holds trials,
+        also watch that their wait can end: once no trial has run unheld for
+        ``HOLD_PATIENCE_S``, the scheduler's ``on_idle`` decides for them."""
+        stuck_since: float | None = None
+        while not self._changed.is_set():
+            if self._scheduler is None:
+                await self._changed.wait()
+                break
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=HOLD_CHECK_S)
+                break
+            except asyncio.TimeoutError:
+                pass
+            trials = self._trials.values()
+            if not any(rt.machine.held for rt in trials) or any(map(self._moving, trials)):
+                stuck_since = None
+            elif stuck_since is None:
+                stuck_since = time.monotonic()
+            elif time.monotonic() - stuck_since >= HOLD_PATIENCE_S:
+                log.info(
+                    "sweep %r: held trials waited %.0f s for trials that do not run; "
+                    "going on without those",
+                    self.name,
+                    HOLD_PATIENCE_S,
+                )
+                self._decide(self._scheduler.on_idle(self._population))  # sets _changed
+        self._changed.clear()
+
+    @staticmethod
+    def _moving(rt: TrialRuntime) -> bool:
+        """The trial is training or restoring: it will report without being told to."""
+        machine = rt.machine
+        if machine.state is TrialState.RESTORING:
+            return True
+        return machine.state is TrialState.RUNNING and not machine.held
 
     async def _done(self) -> bool:
         if self._finished:

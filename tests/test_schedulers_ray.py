@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import subprocess
@@ -18,10 +19,12 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator import sweep as sweep_module
 from orchestrator.journal import JOURNAL_KEY
 from orchestrator.schedulers import ASHA, PBT, HyperBand
 from orchestrator.search import grid
 
+from .conftest import HEAD_CPUS
 from .trainables import Climber, Curve, StubbornClimber, counting, kill_worker
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -298,3 +301,70 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -
     final = json.loads(report.read_text())
     assert all(state == "TERMINATED" and it == 40 for state, it in final["trials"].values()), final
     assert final["lineage"][: len(lineage_before)] == lineage_before  # its history kept
+
+
+class Arrivals:
+    """Every result's (trial, iteration), in the order the driver handled them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
+        self.seen.append((trial.id, result["training_iteration"]))
+
+
+async def test_asynchronous_pbt_keeps_a_staggered_population_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trivial steps and workers that start one after another: without the lead bound
+    the first trial ends before the last begins. With it (max_lead=1, interval 4), no
+    trial runs past iteration 8 before every trial has reported iteration 4; held
+    trials keep their actors and their histories stay exact. No checkpoints, so no
+    exploit moves a trial ahead."""
+    monkeypatch.setattr(sweep_module, "HOLD_PATIENCE_S", 300.0)  # slow starts are waited for
+    arrivals = Arrivals()
+    async with Orchestrator(storage=tmp_path, name="together", hooks=[arrivals]) as orch:
+        result = await orch.sweep(
+            Climber,
+            {"lr": grid([0.01, 0.1, 1.0, 10.0]), "marks": str(tmp_path)},
+            metric="score",
+            mode="max",
+            scheduler=pbt(),
+            stop={"training_iteration": 24},
+            resources=CPU,
+            reuse_actors=False,
+        )
+    for trial in result.trials:
+        assert trial.state is TrialState.TERMINATED, trial.error
+        assert [r["training_iteration"] for r in trial.results] == list(range(1, 25))
+    order = {entry: n for n, entry in enumerate(arrivals.seen)}
+    all_at_4 = max(order[(t.id, 4)] for t in result.trials)
+    first_past_8 = min(n for n, (_, it) in enumerate(arrivals.seen) if it > 8)
+    assert first_past_8 > all_at_4, arrivals.seen
+
+
+async def test_pbt_goes_on_when_the_trials_it_waits_for_cannot_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """max_concurrent_trials above what the cluster holds: two trials run, the third
+    waits for their resources. PBT holds the two at a boundary for it; once nothing has
+    run for the sweep's patience, they go on without it, end, and free its resources."""
+    monkeypatch.setattr(sweep_module, "HOLD_PATIENCE_S", 1.0)
+    caplog.set_level(logging.INFO, logger="orchestrator.sweep")
+    async with Orchestrator(storage=tmp_path, name="starved") as orch:
+        result = await orch.sweep(
+            Climber,
+            {"lr": grid([0.01, 0.1, 1.0]), "marks": str(tmp_path)},
+            metric="score",
+            mode="max",
+            scheduler=pbt(),
+            max_concurrent_trials=3,
+            checkpoint_every=2,
+            stop={"training_iteration": 12},
+            resources={"cpu": HEAD_CPUS / 2},
+        )
+    for trial in result.trials:
+        assert trial.state is TrialState.TERMINATED, trial.error
+        its = [r["training_iteration"] for r in trial.results]
+        assert its == sorted(set(its)) and its[-1] == 12
+    assert "going on without those" in caplog.text

@@ -13,6 +13,7 @@ from .base import (
     Continue,
     Decision,
     Exploit,
+    Hold,
     Pause,
     Population,
     Resume,
@@ -37,6 +38,7 @@ __all__ = [
     "Continue",
     "Stop",
     "Pause",
+    "Hold",
     "Resume",
     "Exploit",
 ]

@@ -12,6 +12,9 @@ Rules every scheduler here follows, which the engine may rely on:
   trial means :class:`Continue`;
 * :class:`Resume` only for a trial that is PAUSED in the population, :class:`Exploit`
   only from a donor whose ``checkpoint`` is not ``None``;
+* a trial told to :class:`Hold` is released by a later decision about it, from
+  :meth:`Scheduler.on_idle` at the latest (the engine calls it when the held trials'
+  wait cannot end by itself);
 * a rung, milestone or boundary already decided for a trial is never decided again: a
   trial that restarts from an older checkpoint and re-reports earlier iterations gets
   the same outcome without a second record;
@@ -72,6 +75,13 @@ class Stop(Decision):
 @dataclass(frozen=True)
 class Pause(Decision):
     """Save and release the trial's resources; a later Resume/Stop/Exploit decides its fate."""
+
+
+@dataclass(frozen=True)
+class Hold(Decision):
+    """Keep the trial's actor (and resources) but run no further step until a later
+    decision about it: Continue releases it; Stop or Exploit end the wait their way. For a
+    short wait, where Pause's save and new actor would cost more than the wait."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +190,9 @@ class Scheduler(abc.ABC):
         return []
 
     def on_idle(self, population: Population) -> list[Decision]:
-        """No trial runs and none will be added, but some are PAUSED: decide their fate.
+        """The population cannot move on by itself: no trial runs and none will be
+        added, but some are PAUSED; or some are held (:class:`Hold`) and no other has
+        made progress for a while. Decide their fate.
 
         Default: nothing.
         """

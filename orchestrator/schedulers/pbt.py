@@ -6,6 +6,14 @@ to *exploit* one in the best ``quantile_fraction``: restart from that donor's ne
 persisted checkpoint with the donor's config, *explored* (mutated). Asynchronous by
 default (each trial is decided as it reaches its boundary); ``synch=True`` waits for the
 whole population at each boundary and decides for everyone at once.
+
+Asynchronous PBT still keeps its population together: a trial that reaches a boundary
+more than ``max_lead`` intervals ahead of a live trial waits there (keeping its actor)
+until that one catches up. Ranking a trial against others means comparing trials at
+about the same point of training; without the bound, trials that train fast (or start
+first: a worker process takes about a second to start) can finish before the last ones
+begin, and PBT degenerates into independent runs that never exploit each other. Ray
+Tune's asynchronous PBT has no such bound; ``max_lead=None`` is that behaviour.
 """
 
 from __future__ import annotations
@@ -18,8 +26,10 @@ from typing import Any
 
 from ..errors import ConfigError
 from .base import (
+    Continue,
     Decision,
     Exploit,
+    Hold,
     Pause,
     Population,
     Resume,
@@ -83,6 +93,13 @@ class PBT(Scheduler):
     exploiting trial goes on from the donor's checkpoint, so the boundaries up to that
     checkpoint's time count as passed for it.
 
+    A trial more than ``max_lead`` boundaries ahead of a live, unpaused trial of the
+    population is held at its boundary (Hold; it keeps its actor) and released (Continue)
+    by the first call that finds no trial that far behind it any more; ``on_idle``
+    (the engine found the held trials waiting on trials that make no progress: not
+    started for lack of resources, say) releases them all and stops waiting for those
+    laggards until they report again.
+
     Decisions (synch): Pause each trial at the boundary; once every live trial has
     arrived (``on_idle``: those present), Exploit for the lower quantile that has a donor
     and Resume for the rest (the last arriving trial: Exploit or nothing).
@@ -106,6 +123,7 @@ class PBT(Scheduler):
         custom_explore_fn: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
         synch: bool = False,
         seed: int | None = None,
+        max_lead: int | None = 1,
     ) -> None:
         super().__init__(time_attr, metric, mode)
         if not hyperparam_mutations and custom_explore_fn is None:
@@ -127,6 +145,13 @@ class PBT(Scheduler):
             raise ConfigError(f"perturbation_factors must be a non-empty tuple, got {factors!r}")
         for factor in factors:
             check_number("each of perturbation_factors", factor, math.isfinite, "a finite number")
+        if max_lead is not None and (
+            isinstance(max_lead, bool) or not isinstance(max_lead, int) or max_lead < 0
+        ):
+            raise ConfigError(
+                f"max_lead must be an int >= 0 (perturbation intervals a trial may run ahead "
+                f"of the slowest live trial) or None (no bound), got {max_lead!r}"
+            )
         self.perturbation_interval = perturbation_interval
         self.burn_in_period = burn_in_period
         self.hyperparam_mutations: Mapping[str, Any] = hyperparam_mutations or {}
@@ -135,6 +160,7 @@ class PBT(Scheduler):
         self.perturbation_factors = tuple(perturbation_factors)
         self.custom_explore_fn = custom_explore_fn
         self.synch = synch
+        self.max_lead = max_lead
         self.lineage: list[dict[str, Any]] = []
         self._rng = random.Random(seed)
         # The first boundary index (boundary k is at k * perturbation_interval) past burn-in.
@@ -143,6 +169,8 @@ class PBT(Scheduler):
         self._barrier = self._first  # synch: the boundary index everyone waits at
         self._arrived: dict[str, tuple[float, float]] = {}  # synch: id -> (time, score)
         self._pending = ResumeQueue()
+        self._held: dict[str, int] = {}  # async: id -> the boundary index it waits at
+        self._absent: set[str] = set()  # laggards on_idle stopped waiting for, till they report
 
     def _index(self, time: float) -> int:
         """How many boundaries lie at or below ``time`` (with a float tolerance)."""
@@ -158,25 +186,10 @@ class PBT(Scheduler):
             return []
         tid, k = trial.trial_id, self._index(time)
         if not self.synch:
-            passed = self._last_k.get(tid, 0)
-            if k < self._first or k <= passed:
-                return []
-            self._last_k[tid] = k
-            scores = [(tid, score)]
-            for other, info in population.items():
-                other_score = self._score_of(info.last_result)
-                if other != tid and is_live(info) and other_score is not None:
-                    scores.append((other, other_score))
-            lower, upper = _quantiles(scores, self.quantile_fraction)
-            if tid not in lower:
-                return []
-            exploit = self._exploit(tid, trial.config, time, upper, population)
-            if exploit is None:
-                # No donor has a persisted checkpoint yet (theirs for this boundary are
-                # still uploading): ask again at the next result, up to the next boundary.
-                self._last_k[tid] = passed
-                return []
-            return [exploit]
+            self._held.pop(tid, None)  # it reports: it runs
+            self._absent.discard(tid)
+            mine = self._decide_async(trial, time, score, k, population)
+            return mine + self._release_held(population, tid, k)
         self._pending.discard(tid)
         decisions: dict[str, Decision] = {}
         if tid in self._arrived:
@@ -188,6 +201,35 @@ class PBT(Scheduler):
             self._release(population, trial, decisions, force=False)
         return self._out(decisions, population)
 
+    def _decide_async(
+        self,
+        trial: TrialInfo,
+        time: float,
+        score: float,
+        k: int,
+        population: Population,
+    ) -> list[Decision]:
+        tid = trial.trial_id
+        passed = self._last_k.get(tid, 0)
+        if k < self._first or k <= passed:
+            return []
+        self._last_k[tid] = k
+        scores = [(tid, score)]
+        for other, info in population.items():
+            other_score = self._score_of(info.last_result)
+            if other != tid and is_live(info) and other_score is not None:
+                scores.append((other, other_score))
+        lower, upper = _quantiles(scores, self.quantile_fraction)
+        if tid not in lower:
+            return self._hold_if_ahead(tid, k, population)
+        exploit = self._exploit(tid, trial.config, time, upper, population)
+        if exploit is None:
+            # No donor has a persisted checkpoint yet (theirs for this boundary are
+            # still uploading): ask again at the next result, up to the next boundary.
+            self._last_k[tid] = passed
+            return self._hold_if_ahead(tid, k, population)
+        return [exploit]
+
     def on_trial_complete(
         self, trial: TrialInfo, result: Mapping[str, Any] | None, population: Population
     ) -> list[Decision]:
@@ -197,8 +239,75 @@ class PBT(Scheduler):
         return self._leave(trial.trial_id, population)
 
     def on_idle(self, population: Population) -> list[Decision]:
-        """Synch: release the barrier with the trials waiting at it."""
-        return self._released(population, force=True)
+        """Synch: release the barrier with the trials waiting at it. Async: release the
+        held trials, and wait no more for the trials they waited for until they report."""
+        if self.synch:
+            return self._released(population, force=True)
+        if not self._held or self.max_lead is None:
+            return []
+        threshold = max(self._held.values()) - self.max_lead
+        for tid, info in population.items():
+            if tid not in self._held and self._counts(info) and self._progress(info) < threshold:
+                self._absent.add(tid)
+        released, self._held = list(self._held), {}
+        return [Continue(tid) for tid in sorted(released)]
+
+    # -- keeping the population together (async) ----------------------------------------
+
+    def _counts(self, info: TrialInfo | None) -> bool:
+        """Whether ``info``'s trial is one the others wait for: live, not paused (it
+        moves only when told), not given up on."""
+        return (
+            is_live(info)
+            and info is not None
+            and info.state != "PAUSED"
+            and info.trial_id not in self._absent
+        )
+
+    def _progress(self, info: TrialInfo) -> int:
+        """The boundary index of the trial's newest result (0: none yet)."""
+        time = self._time_of(info.last_result)
+        return self._index(time) if time is not None else 0
+
+    def _hold_if_ahead(self, tid: str, k: int, population: Population) -> list[Decision]:
+        """Hold ``tid`` at boundary ``k`` while a trial is more than ``max_lead`` behind."""
+        if self.max_lead is None:
+            return []
+        threshold = k - self.max_lead
+        for other, info in population.items():
+            if other != tid and self._counts(info) and self._progress(info) < threshold:
+                self._held[tid] = k
+                return [Hold(tid)]
+        return []
+
+    def _release_held(
+        self, population: Population, reporter: str | None = None, k: int = 0
+    ) -> list[Decision]:
+        """Continue for every held trial no counted trial is too far behind any more
+        (``reporter`` is at boundary ``k``: its snapshot may predate the result)."""
+        if not self._held or self.max_lead is None:
+            return []
+        floor: int | None = None
+        for tid, info in population.items():
+            if tid == reporter:
+                progress = k
+            elif self._counts(info):
+                progress = self._progress(info)
+            else:
+                continue
+            floor = progress if floor is None else min(floor, progress)
+        released: list[Decision] = []
+        for tid, waits_at in list(self._held.items()):
+            if tid == reporter:
+                continue
+            if (
+                not is_live(population.get(tid))
+                or floor is None
+                or floor >= waits_at - self.max_lead
+            ):
+                del self._held[tid]
+                released.append(Continue(tid))
+        return released
 
     def next_decision_at(self, trial: TrialInfo) -> float | None:
         current = self._current_time(trial)
@@ -212,7 +321,9 @@ class PBT(Scheduler):
     def _leave(self, trial_id: str, population: Population) -> list[Decision]:
         self._pending.discard(trial_id)
         self._arrived.pop(trial_id, None)
-        return self._released(population, force=False)
+        self._held.pop(trial_id, None)
+        self._absent.discard(trial_id)
+        return self._released(population, force=False) + self._release_held(population)
 
     def _released(self, population: Population, force: bool) -> list[Decision]:
         decisions: dict[str, Decision] = {}
@@ -354,6 +465,8 @@ class PBT(Scheduler):
             "barrier": self._barrier,
             "arrived": {tid: list(v) for tid, v in self._arrived.items()},
             "pending": self._pending.to_list(),
+            "held": dict(self._held),
+            "absent": sorted(self._absent),
             "lineage": copy.deepcopy(self.lineage),
         }
 
@@ -364,4 +477,6 @@ class PBT(Scheduler):
         self._barrier = state["barrier"]
         self._arrived = {tid: (v[0], v[1]) for tid, v in state["arrived"].items()}
         self._pending.load(state["pending"])
+        self._held = dict(state.get("held", {}))
+        self._absent = set(state.get("absent", []))
         self.lineage = copy.deepcopy(state["lineage"])

@@ -80,6 +80,7 @@ def test_exports() -> None:
         "Continue",
         "Stop",
         "Pause",
+        "Hold",
         "Resume",
         "Exploit",
     }

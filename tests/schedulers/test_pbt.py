@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.schedulers import PBT, Decision, Exploit, Pause, Resume, TrialInfo
+from orchestrator.schedulers import PBT, Continue, Decision, Exploit, Hold, Pause, Resume, TrialInfo
 from orchestrator.schedulers.pbt import _quantiles
 
 
@@ -380,3 +380,84 @@ def test_bad_parameters(kwargs: dict[str, Any]) -> None:
         pbt(**kwargs)
     named = next(iter(kwargs))
     assert named.split("_")[0] in str(info.value) or "mode" in str(info.value)
+
+
+# -- keeping an asynchronous population together --------------------------------------
+
+
+def staggered() -> dict[str, TrialInfo]:
+    """Four trials, none with a result yet (their workers are still starting)."""
+    return {tid: trial(tid, None, it=0, state="STARTING") for tid in "abcd"}
+
+
+def test_a_trial_more_than_max_lead_ahead_waits_until_the_laggards_catch_up() -> None:
+    scheduler, pop = pbt(), staggered()
+    assert report(scheduler, pop, "a", 10, 1.0) == []  # one boundary ahead: allowed
+    assert report(scheduler, pop, "a", 20, 1.0) == [Hold("a")]  # two: it waits
+    assert scheduler.next_decision_at(pop["a"]) == 30
+    assert report(scheduler, pop, "b", 10, 5.0) == []
+    assert report(scheduler, pop, "c", 10, 6.0) == []
+    assert report(scheduler, pop, "d", 10, 7.0) == [Continue("a")]  # the last one is there
+    assert report(scheduler, pop, "a", 21, 1.0) == []
+
+
+def test_with_max_lead_none_nobody_waits() -> None:
+    scheduler, pop = pbt(max_lead=None), staggered()
+    assert [report(scheduler, pop, "a", it, 1.0) for it in (10, 20, 30, 40)] == [[]] * 4
+
+
+def test_a_larger_max_lead_lets_a_trial_run_further_ahead() -> None:
+    scheduler, pop = pbt(max_lead=2), staggered()
+    assert report(scheduler, pop, "a", 20, 1.0) == []
+    assert report(scheduler, pop, "a", 30, 1.0) == [Hold("a")]
+
+
+@pytest.mark.parametrize("state", ["PAUSED", "TERMINATED", "ERROR"])
+def test_paused_and_ended_trials_hold_nobody_back(state: str) -> None:
+    scheduler, pop = pbt(), staggered()
+    for tid in "bcd":
+        pop[tid] = replace(pop[tid], state=state)
+    assert report(scheduler, pop, "a", 20, 1.0) == []
+
+
+def test_a_laggard_that_ends_releases_the_trials_waiting_for_it() -> None:
+    scheduler, pop = pbt(), staggered()
+    for tid in "bc":
+        pop[tid] = replace(pop[tid], state="TERMINATED")
+    assert report(scheduler, pop, "a", 20, 1.0) == [Hold("a")]  # d is behind
+    pop["d"] = replace(pop["d"], state="ERROR")
+    assert scheduler.on_trial_error(pop["d"], pop) == [Continue("a")]
+
+
+def test_on_idle_releases_the_held_and_stops_waiting_for_laggards_until_they_report() -> None:
+    scheduler, pop = pbt(), staggered()
+    for tid in "cd":
+        pop[tid] = replace(pop[tid], state="TERMINATED")
+    assert report(scheduler, pop, "a", 20, 1.0) == [Hold("a")]  # b's worker never starts
+    assert scheduler.on_idle(pop) == [Continue("a")]
+    assert scheduler.on_idle(pop) == []
+    assert report(scheduler, pop, "a", 30, 1.0) == []  # b is not waited for any more
+    assert report(scheduler, pop, "b", 1, 0.5) == []  # b reports: it counts again
+    assert report(scheduler, pop, "a", 40, 1.0) == [Hold("a")]
+
+
+def test_held_trials_survive_a_state_round_trip() -> None:
+    scheduler, pop = pbt(), staggered()
+    for tid in "cd":
+        pop[tid] = replace(pop[tid], state="TERMINATED")
+    assert report(scheduler, pop, "a", 20, 1.0) == [Hold("a")]
+    copy = pbt()
+    copy.load_state_dict(pickle.loads(pickle.dumps(scheduler.state_dict())))
+    assert report(copy, dict(pop), "b", 10, 5.0) == [Continue("a")]
+
+
+@pytest.mark.parametrize("max_lead", [-1, 1.5, True, "1"])
+def test_bad_max_lead(max_lead: Any) -> None:
+    with pytest.raises(ConfigError, match="max_lead"):
+        pbt(max_lead=max_lead)
+
+
+def test_a_trial_without_a_donor_yet_waits_too() -> None:
+    scheduler, pop = pbt(), staggered()
+    pop["b"] = trial("b", 5.0, it=20, ckpt=None)  # ahead, but nothing persisted yet
+    assert report(scheduler, pop, "a", 20, 1.0) == [Hold("a")]  # lower; c and d behind
