@@ -80,9 +80,13 @@ def _quantiles(scores: Sequence[tuple[str, float]], fraction: float) -> tuple[li
 class PBT(Scheduler):
     """Population-based training, with Ray Tune's PopulationBasedTraining's arguments.
 
-    Decisions (async): Exploit, or nothing. A trial ranks by its newest result (NaN
-    worst) among the live trials that have one. Donors are picked at random (seeded) from
-    the upper quantile among those whose ``checkpoint`` is not None; none such: nothing
+    Decisions (async): Exploit, or nothing. A trial ranks by its score at its newest
+    boundary (NaN worst) among the live trials, as in Ray Tune (a trial not decided at a
+    boundary yet ranks by its newest result; one without a result does not rank): newest
+    results would compare trials at different points of training, the ones ahead
+    looking better for being ahead. Donors are picked at random (seeded) from
+    the upper quantile among those whose ``checkpoint`` holds their current state (not
+    None, and saved after the state their own last exploit gave them); none such: nothing
     yet, and the trial is decided again at its next result until its next boundary
     (Ray Tune saves its donors at the boundary, synchronously; ours persist in the
     background, so a trial first at a boundary would otherwise find no donor there).
@@ -170,7 +174,12 @@ class PBT(Scheduler):
         self._arrived: dict[str, tuple[float, float]] = {}  # synch: id -> (time, score)
         self._pending = ResumeQueue()
         self._held: dict[str, int] = {}  # async: id -> the boundary index it waits at
-        self._absent: set[str] = set()  # laggards on_idle stopped waiting for, till they report
+        # Laggards that on_idle stopped waiting for, until they report again.
+        self._absent: set[str] = set()
+        # id -> the time of the checkpoint its last exploit restored (the start of its line)
+        self._exploited_at: dict[str, float] = {}
+        # async: id -> its score at the last boundary it was decided at (what it ranks by)
+        self._boundary_scores: dict[str, float] = {}
 
     def _index(self, time: float) -> int:
         """How many boundaries lie at or below ``time`` (with a float tolerance)."""
@@ -214,9 +223,12 @@ class PBT(Scheduler):
         if k < self._first or k <= passed:
             return []
         self._last_k[tid] = k
+        self._boundary_scores[tid] = score
         scores = [(tid, score)]
         for other, info in population.items():
-            other_score = self._score_of(info.last_result)
+            other_score = self._boundary_scores.get(other)
+            if other_score is None:
+                other_score = self._score_of(info.last_result)
             if other != tid and is_live(info) and other_score is not None:
                 scores.append((other, other_score))
         lower, upper = _quantiles(scores, self.quantile_fraction)
@@ -380,17 +392,20 @@ class PBT(Scheduler):
         donors = []
         for tid in upper:
             info = population.get(tid)
-            if tid != trial_id and info is not None and info.checkpoint is not None:
+            if tid != trial_id and info is not None and self._current_checkpoint(info):
                 donors.append(info)
         if not donors:
             return None
         donor = self._rng.choice(donors)
         new_config = self.explore(donor.config)
-        # The trial goes on from the donor's checkpoint: boundaries up to there are behind
-        # it (as Ray Tune hands it the donor's last perturbation time).
+        # The trial goes on from the donor's checkpoint, a new line: the boundaries up to
+        # there are behind it, the ones after it are to be decided (again, when the
+        # donor's checkpoint is older than the trial's own time), as Ray Tune hands it
+        # the donor's last perturbation time.
         restored = self._checkpoint_time(donor.checkpoint)
         if restored is not None:
-            self._last_k[trial_id] = max(self._last_k.get(trial_id, 0), self._index(restored))
+            self._last_k[trial_id] = self._index(restored)
+            self._exploited_at[trial_id] = restored
         self.lineage.append(
             {
                 "trial_id": trial_id,
@@ -402,6 +417,19 @@ class PBT(Scheduler):
             }
         )
         return Exploit(trial_id, donor.trial_id, donor.checkpoint, new_config)
+
+    def _current_checkpoint(self, info: TrialInfo) -> bool:
+        """Whether the trial's newest persisted checkpoint holds its current state. After
+        an exploit its newest results are the donor's line, but until it saves again its
+        newest checkpoint is its own from before: a clone of that would get the state
+        the trial was just told to give up."""
+        if info.checkpoint is None:
+            return False
+        since = self._exploited_at.get(info.trial_id)
+        if since is None:
+            return True
+        saved = self._checkpoint_time(info.checkpoint)
+        return saved is not None and saved > since
 
     def _checkpoint_time(self, checkpoint: Any) -> float | None:
         if self.time_attr == "training_iteration":
@@ -467,6 +495,8 @@ class PBT(Scheduler):
             "pending": self._pending.to_list(),
             "held": dict(self._held),
             "absent": sorted(self._absent),
+            "exploited_at": dict(self._exploited_at),
+            "boundary_scores": dict(self._boundary_scores),
             "lineage": copy.deepcopy(self.lineage),
         }
 
@@ -479,4 +509,6 @@ class PBT(Scheduler):
         self._pending.load(state["pending"])
         self._held = dict(state.get("held", {}))
         self._absent = set(state.get("absent", []))
+        self._exploited_at = dict(state.get("exploited_at", {}))
+        self._boundary_scores = dict(state.get("boundary_scores", {}))
         self.lineage = copy.deepcopy(state["lineage"])

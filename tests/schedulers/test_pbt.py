@@ -222,9 +222,10 @@ def test_burn_in_and_boundaries_at_multiples() -> None:
     assert [report(scheduler, pop, "a", it, 1.0) for it in (1, 2, 3, 4, 5)] == [[]] * 5
     assert scheduler.next_decision_at(pop["a"]) == 6
     [decision] = report(scheduler, pop, "a", 6, 1.0)
-    assert isinstance(decision, Exploit)
-    assert scheduler.next_decision_at(pop["a"]) == 8
-    assert report(scheduler, pop, "a", 7, 1.0) == []
+    assert isinstance(decision, Exploit) and decision.checkpoint == Ckpt("d", 0)
+    pop["a"] = replace(pop["a"], iteration=0, last_result=None)  # restored from it
+    assert scheduler.next_decision_at(pop["a"]) == 6  # its new line decides 6 again
+    assert report(scheduler, pop, "a", 1, 1.0) == []
 
 
 def test_a_boundary_is_decided_once() -> None:
@@ -461,3 +462,40 @@ def test_a_trial_without_a_donor_yet_waits_too() -> None:
     scheduler, pop = pbt(), staggered()
     pop["b"] = trial("b", 5.0, it=20, ckpt=None)  # ahead, but nothing persisted yet
     assert report(scheduler, pop, "a", 20, 1.0) == [Hold("a")]  # lower; c and d behind
+
+
+def test_an_exploit_of_an_older_checkpoint_decides_the_boundaries_after_it_again() -> None:
+    scheduler = pbt()
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, it=30)
+    pop["d"] = replace(pop["d"], checkpoint=Ckpt("d", 10))  # its 20 and 30 still uploading
+    [decision] = report(scheduler, pop, "a", 30, 1.0)
+    assert isinstance(decision, Exploit) and decision.checkpoint == Ckpt("d", 10)
+    pop["a"] = replace(pop["a"], iteration=10)  # rolled back to the donor's 10
+    assert scheduler.next_decision_at(pop["a"]) == 20  # as Ray Tune: a new line
+
+
+def test_a_trial_just_exploited_is_no_donor_until_it_saves_on_its_new_line() -> None:
+    scheduler = pbt()
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
+    [decision] = report(scheduler, pop, "a", 10, 1.0)
+    assert isinstance(decision, Exploit) and decision.donor_id == "d"
+    assert report(scheduler, pop, "a", 20, 9.0) == []  # the best now, on d's line...
+    assert pop["a"].checkpoint == Ckpt("a", 10)  # ...but its checkpoint is from before
+    assert report(scheduler, pop, "b", 20, 0.0) == []  # no donor with a current state
+    pop["a"] = replace(pop["a"], checkpoint=Ckpt("a", 20))  # its 20 is persisted
+    [decision] = report(scheduler, pop, "b", 21, 0.0)
+    assert isinstance(decision, Exploit) and decision.checkpoint == Ckpt("a", 20)
+
+
+def test_trials_rank_by_their_score_at_their_newest_boundary() -> None:
+    """Ray Tune's last_score: a trial's results between boundaries do not move its rank,
+    so a trial is not judged against others for being further along."""
+    scheduler = pbt()
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
+    for tid, score in (("b", 2.0), ("c", 3.0), ("d", 4.0)):
+        assert report(scheduler, pop, tid, 10, score) == []
+    for tid in "bcd":  # further along: their newest results all beat a's
+        assert report(scheduler, pop, tid, 15, 50.0) == []
+    assert report(scheduler, pop, "a", 10, 2.5) == []  # above b's 2.0 at boundary 10
+    [decision] = report(scheduler, pop, "b", 20, 0.0)
+    assert isinstance(decision, Exploit)  # b's new boundary score is the worst
