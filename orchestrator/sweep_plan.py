@@ -93,72 +93,33 @@ def check_sweep(
 
 
 def plan_sweep(
-    orch: Orchestrator,
-    *,
-    trainable: Any,
-    space: Any,
-    num_samples: Any,
-    metric: Any,
-    mode: Any,
-    searcher: Any,
-    scheduler: Any,
-    max_concurrent_trials: Any,
-    seed: Any,
-    name: Any,
-    reuse_actors: Any,
-    trial_options: Mapping[str, Any],
+    orch: Orchestrator, *, reuse_actors: Any, trial_options: Mapping[str, Any], **call: Any
 ) -> Sweep:
-    """``Orchestrator.sweep``'s arguments, checked, as a :class:`Sweep` ready to run."""
+    """``Orchestrator.sweep``'s arguments, checked (``call``: :func:`check_sweep`'s), as a
+    :class:`Sweep` ready to run."""
     from .journal import pickle_b64
     from .sweep import Sweep
 
-    plan = check_sweep(
-        orch,
-        trainable=trainable,
-        space=space,
-        num_samples=num_samples,
-        metric=metric,
-        mode=mode,
-        searcher=searcher,
-        scheduler=scheduler,
-        max_concurrent_trials=max_concurrent_trials,
-        seed=seed,
-        name=name,
-        trial_options=trial_options,
-    )
+    plan = check_sweep(orch, trial_options=trial_options, **call)
+    name = call["name"]
     running = orch._sweeps.get(name)
     if running is not None and not running._finished:
         raise ConfigError(f"sweep {name!r} is already running in experiment {orch.name!r}")
-    call = pickle_b64(
-        {
-            "trainable": trainable,
-            "space": dict(space),
-            "num_samples": num_samples,
-            "metric": metric,
-            "mode": mode,
-            "searcher": plan.searcher,
-            "scheduler": scheduler,
-            "max_concurrent_trials": max_concurrent_trials,
-            "seed": seed,
-            "name": name,
-            "reuse_actors": reuse_actors,
-            **plan.trial_options,
-        }
-    )
+    recorded = {**call, "space": dict(call["space"]), "searcher": plan.searcher}
     return Sweep(
         orch,
         name=name,
-        trainable=trainable,
+        trainable=call["trainable"],
         space=plan.space,
-        num_samples=num_samples,
-        metric=metric,
-        mode=mode,
+        num_samples=call["num_samples"],
+        metric=call["metric"],
+        mode=call["mode"],
         searcher=plan.searcher,
-        scheduler=scheduler,
-        max_concurrent=max_concurrent_trials,
+        scheduler=call["scheduler"],
+        max_concurrent=call["max_concurrent_trials"],
         trial_options=plan.trial_options,
-        seed=seed,
+        seed=call["seed"],
         reuse_actors=bool(reuse_actors),
-        call=call,
+        call=pickle_b64({**recorded, "reuse_actors": reuse_actors, **plan.trial_options}),
         journaled=orch._journaled_sweeps.get(name),
     )

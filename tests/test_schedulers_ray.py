@@ -304,7 +304,10 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -
 
 
 class Arrivals:
-    """Every result's (trial, iteration), in the order the driver handled them."""
+    """Every result's (trial, iteration), in the order the driver handled them (an
+    inline hook: called in the loop as each result is handled, not queued per trial)."""
+
+    inline_hooks = frozenset({"on_trial_result"})
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, int]] = []
