@@ -104,9 +104,11 @@ class PBT(Scheduler):
     started for lack of resources, say) releases them all and stops waiting for those
     laggards until they report again.
 
-    Decisions (synch): Pause each trial at the boundary; once every live trial has
+    Decisions (synch): Hold each trial at the boundary (Pause instead while another trial
+    waits for a slot or is paused: it may need the resources); once every live trial has
     arrived (``on_idle``: those present), Exploit for the lower quantile that has a donor
-    and Resume for the rest (the last arriving trial: Exploit or nothing).
+    and Continue (held) or Resume (paused) for the rest (the last arriving trial:
+    Exploit or nothing).
 
     ``lineage`` has one entry per exploit: ``trial_id``, ``time`` (its time_attr value),
     ``donor_id``, ``donor_checkpoint_iteration``, ``old_config`` (the trial's config before
@@ -173,6 +175,7 @@ class PBT(Scheduler):
         self._barrier = self._first  # synch: the boundary index everyone waits at
         self._arrived: dict[str, tuple[float, float]] = {}  # synch: id -> (time, score)
         self._pending = ResumeQueue()
+        self._held_at_barrier: set[str] = set()  # synch: arrived trials told to Hold
         self._held: dict[str, int] = {}  # async: id -> the boundary index it waits at
         # Laggards that on_idle stopped waiting for, until they report again.
         self._absent: set[str] = set()
@@ -180,6 +183,8 @@ class PBT(Scheduler):
         self._exploited_at: dict[str, float] = {}
         # async: id -> its score at the last boundary it was decided at (what it ranks by)
         self._boundary_scores: dict[str, float] = {}
+        # async: lower-quantile trials that found no donor: decided again at each result
+        self._retrying: set[str] = set()
 
     def _index(self, time: float) -> int:
         """How many boundaries lie at or below ``time`` (with a float tolerance)."""
@@ -206,7 +211,7 @@ class PBT(Scheduler):
         elif k >= self._barrier:
             self._arrived[tid] = (time, score)
             self._last_k[tid] = k
-            decisions[tid] = Pause(tid)
+            decisions[tid] = self._wait_at_barrier(tid, population)
             self._release(population, trial, decisions, force=False)
         return self._out(decisions, population)
 
@@ -219,6 +224,7 @@ class PBT(Scheduler):
         population: Population,
     ) -> list[Decision]:
         tid = trial.trial_id
+        self._retrying.discard(tid)
         passed = self._last_k.get(tid, 0)
         if k < self._first or k <= passed:
             return []
@@ -239,6 +245,7 @@ class PBT(Scheduler):
             # No donor has a persisted checkpoint yet (theirs for this boundary are
             # still uploading): ask again at the next result, up to the next boundary.
             self._last_k[tid] = passed
+            self._retrying.add(tid)
             return self._hold_if_ahead(tid, k, population)
         return [exploit]
 
@@ -323,6 +330,8 @@ class PBT(Scheduler):
 
     def next_decision_at(self, trial: TrialInfo) -> float | None:
         current = self._current_time(trial)
+        if trial.trial_id in self._retrying:
+            return math.nextafter(current, math.inf)  # its very next result
         k = max(self._index(current) + 1, self._last_k.get(trial.trial_id, 0) + 1, self._first)
         if self.synch:
             k = max(k, self._barrier)
@@ -333,6 +342,8 @@ class PBT(Scheduler):
     def _leave(self, trial_id: str, population: Population) -> list[Decision]:
         self._pending.discard(trial_id)
         self._arrived.pop(trial_id, None)
+        self._held_at_barrier.discard(trial_id)
+        self._retrying.discard(trial_id)
         self._held.pop(trial_id, None)
         self._absent.discard(trial_id)
         return self._released(population, force=False) + self._release_held(population)
@@ -372,14 +383,28 @@ class PBT(Scheduler):
             if tid in lower and info is not None:
                 exploit = self._exploit(tid, info.config, arrived[tid][0], upper, population)
                 if exploit is not None:
+                    self._held_at_barrier.discard(tid)
                     decisions[tid] = exploit
                     continue
             if tid == reporter_id:
                 continue  # it is running: no decision means Continue
-            if info is not None and info.state == "PAUSED":
+            if tid in self._held_at_barrier:
+                self._held_at_barrier.discard(tid)
+                decisions[tid] = Continue(tid)
+            elif info is not None and info.state == "PAUSED":
                 decisions[tid] = Resume(tid)
             else:
                 self._pending.add(tid)  # its pause has not landed yet
+
+    def _wait_at_barrier(self, tid: str, population: Population) -> Decision:
+        """Synch: Hold the trial at the barrier (it keeps its actor: no save, no new
+        actor, no restore when the barrier opens), or Pause it when another trial waits
+        for a slot or is paused, which may need the resources it holds."""
+        for other, info in population.items():
+            if other != tid and info.state in ("PENDING", "PAUSED"):
+                return Pause(tid)
+        self._held_at_barrier.add(tid)
+        return Hold(tid)
 
     def _exploit(
         self,
@@ -493,10 +518,12 @@ class PBT(Scheduler):
             "barrier": self._barrier,
             "arrived": {tid: list(v) for tid, v in self._arrived.items()},
             "pending": self._pending.to_list(),
+            "held_at_barrier": sorted(self._held_at_barrier),
             "held": dict(self._held),
             "absent": sorted(self._absent),
             "exploited_at": dict(self._exploited_at),
             "boundary_scores": dict(self._boundary_scores),
+            "retrying": sorted(self._retrying),
             "lineage": copy.deepcopy(self.lineage),
         }
 
@@ -507,8 +534,10 @@ class PBT(Scheduler):
         self._barrier = state["barrier"]
         self._arrived = {tid: (v[0], v[1]) for tid, v in state["arrived"].items()}
         self._pending.load(state["pending"])
+        self._held_at_barrier = set(state.get("held_at_barrier", []))
         self._held = dict(state.get("held", {}))
         self._absent = set(state.get("absent", []))
         self._exploited_at = dict(state.get("exploited_at", {}))
         self._boundary_scores = dict(state.get("boundary_scores", {}))
+        self._retrying = set(state.get("retrying", []))
         self.lineage = copy.deepcopy(state["lineage"])

@@ -20,6 +20,7 @@ from orchestrator.schedulers import (
     Continue,
     Decision,
     Exploit,
+    Hold,
     HyperBand,
     MedianStopping,
     Pause,
@@ -176,6 +177,7 @@ def test_contract_on_random_streams(name: str, seed: int) -> None:
     for trial in pop.values():
         twin("on_trial_add", trial)
     pausing: set[str] = set()  # told to pause, not PAUSED yet
+    holding: set[str] = set()  # told to hold: no step until another decision about it
     kinds: set[str] = set()
 
     def apply(decisions: list[Decision]) -> None:
@@ -191,6 +193,7 @@ def test_contract_on_random_streams(name: str, seed: int) -> None:
             state = "TERMINATED" if isinstance(d, Stop) else "RUNNING"
             pop[d.trial_id] = dataclasses.replace(now, state=state)
             (pausing.add if isinstance(d, Pause) else pausing.discard)(d.trial_id)
+            (holding.add if isinstance(d, Hold) else holding.discard)(d.trial_id)
             kinds.add(type(d).__name__)
 
     for _ in range(400):
@@ -198,14 +201,14 @@ def test_contract_on_random_streams(name: str, seed: int) -> None:
             pausing.discard(tid)
             pop[tid] = dataclasses.replace(pop[tid], state="PAUSED")
         running = [t for t, i in pop.items() if i.state in ("RUNNING", "PENDING")]
-        running = [t for t in running if t not in pausing]
+        running = [t for t in running if t not in pausing and t not in holding]
         if not running:
             if pausing:
                 continue
-            if not any(i.state == "PAUSED" for i in pop.values()):
+            if not holding and not any(i.state == "PAUSED" for i in pop.values()):
                 break
             decisions = twin("on_idle", pop)
-            assert decisions, "on_idle left paused trials with nobody running"
+            assert decisions, "on_idle left paused or held trials with nobody running"
             apply(decisions)
             continue
         trial = pop[rng.choice(running)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import random
 from dataclasses import dataclass, replace
@@ -120,6 +121,8 @@ def test_without_a_donor_yet_the_trial_asks_again_until_its_next_boundary() -> N
     pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, it=9)
     pop = {tid: replace(info, checkpoint=None) for tid, info in pop.items()}
     assert report(scheduler, pop, "a", 10, 1.0) == []  # first at boundary 10: no donor
+    pop["a"] = replace(pop["a"], iteration=10)
+    assert scheduler.next_decision_at(pop["a"]) == math.nextafter(10, math.inf)  # the next
     assert report(scheduler, pop, "a", 11, 1.0) == []
     pop["d"] = replace(pop["d"], checkpoint=Ckpt("d", 10))  # d's checkpoint 10 persisted
     [decision] = report(scheduler, pop, "a", 12, 1.0)
@@ -273,17 +276,17 @@ def test_lineage_entries() -> None:
 # -- synch ----------------------------------------------------------------------------
 
 
-def test_synch_pauses_until_all_arrive_then_decides_at_once() -> None:
+def test_synch_holds_until_all_arrive_then_decides_at_once() -> None:
     scheduler = pbt(synch=True, perturbation_interval=5)
     pop = population({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}, it=4)
     for tid, score in (("a", 1.0), ("b", 2.0), ("c", 3.0)):
-        assert report(scheduler, pop, tid, 5, score) == [Pause(tid)]
+        assert report(scheduler, pop, tid, 5, score) == [Hold(tid)]  # nobody needs a slot
     assert scheduler.next_decision_at(pop["d"]) == 5
     decisions = report(scheduler, pop, "d", 5, 4.0)
-    assert {type(d).__name__: d.trial_id for d in decisions if not isinstance(d, Resume)} == {
+    assert {type(d).__name__: d.trial_id for d in decisions if not isinstance(d, Continue)} == {
         "Exploit": "a"
     }
-    assert {d.trial_id for d in decisions if isinstance(d, Resume)} == {"b", "c"}
+    assert {d.trial_id for d in decisions if isinstance(d, Continue)} == {"b", "c"}
     [exploit] = [d for d in decisions if isinstance(d, Exploit)]
     assert exploit.donor_id == "d" and exploit.checkpoint == pop["d"].checkpoint
     assert scheduler.next_decision_at(pop["b"]) == 10
@@ -313,11 +316,20 @@ def test_synch_an_error_releases_the_barrier() -> None:
     assert {d.trial_id for d in decisions} == {"a", "b"}
 
 
+def test_synch_pauses_while_another_trial_waits_for_a_slot_or_is_paused() -> None:
+    for state in ("PENDING", "PAUSED"):
+        scheduler = pbt(synch=True, perturbation_interval=5)
+        pop = population({"a": 0.0, "b": 0.0, "c": 0.0}, it=4)
+        pop["c"] = replace(pop["c"], state=state)
+        assert report(scheduler, pop, "a", 5, 1.0) == [Pause("a")]
+
+
 def test_synch_resume_waits_for_the_pause_to_land() -> None:
     scheduler = pbt(synch=True, perturbation_interval=5)
     pop = population({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0}, it=4)
+    pop["d"] = replace(pop["d"], state="PAUSED")  # paused by the user: the others pause
     for tid, score in (("b", 2.0), ("c", 3.0), ("a", 1.0)):
-        report(scheduler, pop, tid, 5, score)
+        assert report(scheduler, pop, tid, 5, score) == [Pause(tid)]
     pop["c"] = replace(pop["c"], state="RUNNING")  # its pause has not landed yet
     decisions = report(scheduler, pop, "d", 5, 4.0)
     assert {d.trial_id for d in decisions} == {"a", "b"}
