@@ -41,25 +41,7 @@ from .base import (
     rng_state,
     set_rng_state,
 )
-
-_MISSING = object()
-
-
-def _check_mutations(mutations: Any, path: str = "") -> None:
-    if not isinstance(mutations, Mapping):
-        raise ConfigError(f"hyperparam_mutations{path} must be a dict, got {mutations!r}")
-    for key, spec in mutations.items():
-        where = f"hyperparam_mutations{path}[{key!r}]"
-        if isinstance(spec, Mapping):
-            _check_mutations(spec, f"{path}[{key!r}]")
-        elif isinstance(spec, (list, tuple)):
-            if not spec:
-                raise ConfigError(f"{where} is an empty list: give the values to choose from")
-        elif not (callable(getattr(spec, "sample", None)) or callable(spec)):
-            raise ConfigError(
-                f"{where} must be a list or tuple of values, a search-space domain (with "
-                f".sample(rng)), a function of no arguments, or a dict of these; got {spec!r}"
-            )
+from .mutations import check_mutations, mutate
 
 
 def _quantiles(scores: Sequence[tuple[str, float]], fraction: float) -> tuple[list[str], list[str]]:
@@ -137,7 +119,7 @@ class PBT(Scheduler):
                 "PBT needs hyperparam_mutations or custom_explore_fn (or both): "
                 "say how to explore a donor's config"
             )
-        _check_mutations(hyperparam_mutations or {})
+        check_mutations(hyperparam_mutations or {})
         if custom_explore_fn is not None and not callable(custom_explore_fn):
             raise ConfigError(f"custom_explore_fn must be callable, got {custom_explore_fn!r}")
         check_number("perturbation_interval", perturbation_interval)
@@ -472,7 +454,13 @@ class PBT(Scheduler):
         scales the value by a random one of ``perturbation_factors``, ints rounded back
         to ints and bools kept bools; a dict recurses. Then ``custom_explore_fn``.
         """
-        new_config = self._explore(config, self.hyperparam_mutations)
+        new_config = mutate(
+            config,
+            self.hyperparam_mutations,
+            self._rng,
+            self.resample_probability,
+            self.perturbation_factors,
+        )
         if self.custom_explore_fn is not None:
             explored = self.custom_explore_fn(new_config)
             if not isinstance(explored, Mapping):
@@ -481,31 +469,6 @@ class PBT(Scheduler):
                 )
             new_config = dict(explored)
         return new_config
-
-    def _explore(self, config: Mapping[str, Any], mutations: Mapping[str, Any]) -> dict[str, Any]:
-        rng, new = self._rng, copy.deepcopy(dict(config))
-        for key, spec in mutations.items():
-            old = config.get(key, _MISSING)
-            if isinstance(spec, Mapping):
-                new[key] = self._explore(old if isinstance(old, Mapping) else {}, spec)
-            elif isinstance(spec, (list, tuple)):
-                if rng.random() < self.resample_probability or old not in spec:
-                    new[key] = copy.deepcopy(rng.choice(spec))
-                else:
-                    index = spec.index(old) + rng.choice((-1, 1))
-                    new[key] = copy.deepcopy(spec[min(max(index, 0), len(spec) - 1)])
-            else:
-                if rng.random() < self.resample_probability or not isinstance(old, (int, float)):
-                    sample = getattr(spec, "sample", None)
-                    value = sample(rng) if callable(sample) else spec()
-                else:
-                    value = old * rng.choice(self.perturbation_factors)
-                if isinstance(old, bool):
-                    value = bool(value)
-                elif isinstance(old, int) and isinstance(value, (int, float)):
-                    value = int(round(value))
-                new[key] = value
-        return new
 
     # -- state ----------------------------------------------------------------------
 

@@ -1,0 +1,67 @@
+"""PBT's *explore* step: how a donor's config is mutated, one key of
+``hyperparam_mutations`` at a time (Ray Tune's rules, drawing from the scheduler's own
+seeded RNG so that a run's schedule can be replayed)."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["check_mutations", "mutate"]
+
+_MISSING = object()
+
+
+def check_mutations(mutations: Any, path: str = "") -> None:
+    if not isinstance(mutations, Mapping):
+        raise ConfigError(f"hyperparam_mutations{path} must be a dict, got {mutations!r}")
+    for key, spec in mutations.items():
+        where = f"hyperparam_mutations{path}[{key!r}]"
+        if isinstance(spec, Mapping):
+            check_mutations(spec, f"{path}[{key!r}]")
+        elif isinstance(spec, (list, tuple)):
+            if not spec:
+                raise ConfigError(f"{where} is an empty list: give the values to choose from")
+        elif not (callable(getattr(spec, "sample", None)) or callable(spec)):
+            raise ConfigError(
+                f"{where} must be a list or tuple of values, a search-space domain (with "
+                f".sample(rng)), a function of no arguments, or a dict of these; got {spec!r}"
+            )
+
+
+def mutate(
+    config: Mapping[str, Any],
+    mutations: Mapping[str, Any],
+    rng: random.Random,
+    resample_probability: float,
+    perturbation_factors: Sequence[float],
+) -> dict[str, Any]:
+    """A mutated deep copy of ``config`` (see :meth:`PBT.explore` for the rules)."""
+    new = copy.deepcopy(dict(config))
+    for key, spec in mutations.items():
+        old = config.get(key, _MISSING)
+        if isinstance(spec, Mapping):
+            inner = old if isinstance(old, Mapping) else {}
+            new[key] = mutate(inner, spec, rng, resample_probability, perturbation_factors)
+        elif isinstance(spec, (list, tuple)):
+            if rng.random() < resample_probability or old not in spec:
+                new[key] = copy.deepcopy(rng.choice(spec))
+            else:
+                index = spec.index(old) + rng.choice((-1, 1))
+                new[key] = copy.deepcopy(spec[min(max(index, 0), len(spec) - 1)])
+        else:
+            if rng.random() < resample_probability or not isinstance(old, (int, float)):
+                sample = getattr(spec, "sample", None)
+                value = sample(rng) if callable(sample) else spec()
+            else:
+                value = old * rng.choice(perturbation_factors)
+            if isinstance(old, bool):
+                value = bool(value)
+            elif isinstance(old, int) and isinstance(value, (int, float)):
+                value = int(round(value))
+            new[key] = value
+    return new
