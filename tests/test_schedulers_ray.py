@@ -177,12 +177,14 @@ async def test_pbt_exploits_with_one_checkpoint_kept_and_killed_actors(tmp_path:
         assert its == sorted(set(its)) and its[-1] == 24
         assert all(r["config"]["lr"] in LRS for r in trial.results)
     assert lineage, "no exploit happened"
-    for entry in lineage:
+    for n, entry in enumerate(lineage):
         assert entry["new_config"]["lr"] in LRS
         clone = next(t for t in trials if t.id == entry["trial_id"])
         after = [r for r in clone.results if r["training_iteration"] > entry["time"]]
+        # Its results go on with the new config, unless a later exploit of the same trial
+        # replaced it (one of an older checkpoint re-decides the boundaries after it).
         assert any(r["config"]["lr"] == entry["new_config"]["lr"] for r in after) or any(
-            e["trial_id"] == clone.id and e["time"] > entry["time"] for e in lineage
+            e["trial_id"] == clone.id for e in lineage[n + 1 :]
         )
 
 
