@@ -102,44 +102,47 @@ async def open_session(orch: Orchestrator) -> Session:
     except Exception:
         release_ray(owns_ray)
         raise
-    started_at: float | None = None
-    if settings.resume:
-        try:
+    loop = asyncio.get_running_loop()
+    loop_handler = loop.get_exception_handler()
+    try:
+        started_at: float | None = None
+        if settings.resume:
             for rt in await adopt_journaled(store, settings, set(orch._trials)):
                 orch._trials[rt.id] = rt
             extras = await head_extras(store)
-        except Exception:
-            await store.aclose()
-            release_ray(owns_ray)
-            raise
-        orch._journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
-        started_at = extras.get("started_at")
-    loop_handler = storage_pkg.quiet_sdk_noise(asyncio.get_running_loop())
-    journal = Journal(store, name=orch.name, interval=settings.journal_interval)
-    if started_at is not None:
-        journal.started_at = float(started_at)
-    journal.set_extras(orch._journal_extras)
-    builtins = _builtin_hooks(orch, store)
-    hooks = HookRunner([*orch._hooks_list, *builtins], slow_after=settings.hook_slow_after)
-    collector = CheckpointCollector(
-        store,
-        is_pinned=lambda key: dispatcher.is_pinned(key),
-        delete=delete_where_visible_fn(store, mode),
-    )
-    dispatcher = Dispatcher(
-        storage_uri=orch.storage_uri,
-        storage_options=orch._storage_options,
-        storage_mode=mode,
-        uri_for=lambda key: _checkpoint_uri(store, key, mode.is_local),
-        local_path_for=lambda key: store.uri_for(key) if mode.is_local else None,
-        hooks=hooks,
-        collector=collector,
-        save_retry_for=settings.save_retry_for,
-        journal=journal,
-        runtime_env=orch._runtime_env,
-        trials_per_worker=settings.trials_per_worker,
-        spare_actors=settings.spare_actors,
-    )
+            orch._journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
+            started_at = extras.get("started_at")
+        loop_handler = storage_pkg.quiet_sdk_noise(loop)
+        journal = Journal(store, name=orch.name, interval=settings.journal_interval)
+        if started_at is not None:
+            journal.started_at = float(started_at)
+        journal.set_extras(orch._journal_extras)
+        builtins = _builtin_hooks(orch, store)
+        hooks = HookRunner([*orch._hooks_list, *builtins], slow_after=settings.hook_slow_after)
+        collector = CheckpointCollector(
+            store,
+            is_pinned=lambda key: dispatcher.is_pinned(key),
+            delete=delete_where_visible_fn(store, mode),
+        )
+        dispatcher = Dispatcher(
+            storage_uri=orch.storage_uri,
+            storage_options=orch._storage_options,
+            storage_mode=mode,
+            uri_for=lambda key: _checkpoint_uri(store, key, mode.is_local),
+            local_path_for=lambda key: store.uri_for(key) if mode.is_local else None,
+            hooks=hooks,
+            collector=collector,
+            save_retry_for=settings.save_retry_for,
+            journal=journal,
+            runtime_env=orch._runtime_env,
+            trials_per_worker=settings.trials_per_worker,
+            spare_actors=settings.spare_actors,
+        )
+    except BaseException:  # one way back for any failure between opening and running
+        loop.set_exception_handler(loop_handler)
+        await store.aclose()
+        release_ray(owns_ray)
+        raise
     dispatcher.start()
     for rt in orch._trials.values():
         dispatcher.attach(rt)
