@@ -98,7 +98,7 @@ class Exploit(Decision):
     config: Mapping[str, Any]
 
 
-def is_live(info: TrialInfo | None) -> bool:
+def is_live(info: TrialInfo | None) -> TypeGuard[TrialInfo]:
     """The trial exists and has not ended (neither TERMINATED nor ERROR)."""
     return info is not None and info.state not in TERMINAL_STATES
 

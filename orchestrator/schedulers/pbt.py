@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
@@ -247,9 +247,7 @@ class PBT(Scheduler):
         if not self._held or self.max_lead is None:
             return []
         threshold = max(self._held.values()) - self.max_lead
-        for tid, info in population.items():
-            if tid not in self._held and self._counts(info) and self._progress(info) < threshold:
-                self._absent.add(tid)
+        self._absent.update(t for t in self._laggards(population, threshold) if t not in self._held)
         released, self._held = list(self._held), {}
         return [Continue(tid) for tid in sorted(released)]
 
@@ -258,27 +256,26 @@ class PBT(Scheduler):
     def _counts(self, info: TrialInfo | None) -> bool:
         """Whether ``info``'s trial is one the others wait for: live, not paused (it
         moves only when told), not given up on."""
-        return (
-            is_live(info)
-            and info is not None
-            and info.state != "PAUSED"
-            and info.trial_id not in self._absent
-        )
+        return is_live(info) and info.state != "PAUSED" and info.trial_id not in self._absent
 
     def _progress(self, info: TrialInfo) -> int:
         """The boundary index of the trial's newest result (0: none yet)."""
         time = self._time_of(info.last_result)
         return self._index(time) if time is not None else 0
 
+    def _laggards(self, population: Population, threshold: int) -> Iterator[str]:
+        """The counted trials whose newest result is short of boundary ``threshold``."""
+        for tid, info in population.items():
+            if self._counts(info) and self._progress(info) < threshold:
+                yield tid
+
     def _hold_if_ahead(self, tid: str, k: int, population: Population) -> list[Decision]:
         """Hold ``tid`` at boundary ``k`` while a trial is more than ``max_lead`` behind."""
         if self.max_lead is None:
             return []
-        threshold = k - self.max_lead
-        for other, info in population.items():
-            if other != tid and self._counts(info) and self._progress(info) < threshold:
-                self._held[tid] = k
-                return [Hold(tid)]
+        if any(other != tid for other in self._laggards(population, k - self.max_lead)):
+            self._held[tid] = k
+            return [Hold(tid)]
         return []
 
     def _release_held(
