@@ -511,3 +511,37 @@ def test_trials_rank_by_their_score_at_their_newest_boundary() -> None:
     assert report(scheduler, pop, "a", 10, 2.5) == []  # above b's 2.0 at boundary 10
     [decision] = report(scheduler, pop, "b", 20, 0.0)
     assert isinstance(decision, Exploit)  # b's new boundary score is the worst
+
+
+@dataclass(frozen=True)
+class ScoredCkpt:
+    trial_id: str
+    iteration: int
+    metrics: dict[str, Any]
+
+
+def test_a_clone_ranks_by_the_score_of_the_state_it_took_over() -> None:
+    """Ray Tune ranks a clone by its own score from before the exploit until its next
+    boundary: a state that no longer exists, which shields the next trial to arrive
+    from the bottom of the ranking. Here the clone ranks as what it now is."""
+    scheduler = pbt()
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
+    pop["d"] = replace(pop["d"], checkpoint=ScoredCkpt("d", 10, {"score": 3.5}))
+    for tid, score in (("c", 3.0), ("d", 4.0)):
+        assert report(scheduler, pop, tid, 10, score) == []
+    [decision] = report(scheduler, pop, "a", 10, 1.0)
+    assert isinstance(decision, Exploit) and decision.donor_id == "d"
+    # a now holds d's state at 10 (3.5): b, at 2.0, is the worst of the population.
+    [decision] = report(scheduler, pop, "b", 10, 2.0)
+    assert isinstance(decision, Exploit) and decision.trial_id == "b"
+
+
+def test_a_clone_of_a_checkpoint_without_the_metric_ranks_by_the_donors_score() -> None:
+    scheduler = pbt()
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
+    for tid, score in (("c", 3.0), ("d", 4.0)):
+        assert report(scheduler, pop, tid, 10, score) == []
+    [decision] = report(scheduler, pop, "a", 10, 1.0)
+    assert isinstance(decision, Exploit) and decision.donor_id == "d"
+    [decision] = report(scheduler, pop, "b", 10, 2.0)  # a ranks at d's 4.0 now
+    assert isinstance(decision, Exploit) and decision.trial_id == "b"
