@@ -24,7 +24,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 MAX_T, GRACE, RF = 81, 1, 3
@@ -49,14 +49,26 @@ def true_rank(curves: Sequence[Sequence[float]], index: int, max_t: float = MAX_
     return 1 + sum(1 for v in finals if v > finals[index])
 
 
-def pbt_toy_step(accuracy: float, lr: float) -> tuple[float, dict[str, Any]]:
+def pbt_toy_step(
+    accuracy: float,
+    lr: float,
+    uniform: Callable[[], float] | None = None,
+    normal: Callable[[], float] | None = None,
+) -> tuple[float, dict[str, Any]]:
     """One step of ``PBTBenchmarkExample``: the new accuracy and the step's metrics.
 
     The accuracy rises fastest at the optimal lr, a triangle wave in the accuracy
     (0.001 at 0, 0.01 at 100, 0.001 at 200); an lr more than 3x off the optimum lowers
-    it; Gaussian noise (sd 2) is added. Unseeded, as in the example.
+    it; Gaussian noise (sd 2) is added. Unseeded, as in the example (``random.random``
+    and ``np.random.normal``), unless ``uniform`` and ``normal`` (a standard normal)
+    are given: ``sim_pbt`` seeds its own.
     """
-    import numpy as np
+    if uniform is None:
+        uniform = random.random
+    if normal is None:
+        import numpy as np
+
+        normal = np.random.normal
 
     midpoint, q_tolerance, noise_level = 100, 3, 2
     if accuracy < midpoint:
@@ -66,10 +78,10 @@ def pbt_toy_step(accuracy: float, lr: float) -> tuple[float, dict[str, Any]]:
     optimal_lr = min(0.01, max(0.001, optimal_lr))
     q_err = max(lr, optimal_lr) / min(lr, optimal_lr)
     if q_err < q_tolerance:
-        accuracy += (1.0 / q_err) * random.random()
+        accuracy += (1.0 / q_err) * uniform()
     elif lr > optimal_lr:
-        accuracy -= (q_err - q_tolerance) * random.random()
-    accuracy += noise_level * np.random.normal()
+        accuracy -= (q_err - q_tolerance) * uniform()
+    accuracy += noise_level * normal()
     accuracy = max(0, accuracy)
     metrics = {
         "mean_accuracy": accuracy,
