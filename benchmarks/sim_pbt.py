@@ -184,7 +184,8 @@ class Simulation:
                 continue
             if isinstance(decision, (Hold, Pause)):
                 trial.held = True
-                trial.state = "PAUSED" if isinstance(decision, Pause) else trial.state
+                if isinstance(decision, Pause):
+                    trial.state = "PAUSED"
                 continue
             if isinstance(decision, Stop):
                 trial.state = "TERMINATED"
@@ -229,7 +230,7 @@ class TuneRules(Scheduler):
         if time - self.last_perturbation.get(tid, 0) < INTERVAL:
             return []
         self.last_score[tid], self.last_perturbation[tid] = result[METRIC], time
-        ranked = sorted(
+        ranked = sorted(  # ties in the order trials first reached a boundary, as Tune's
             (t for t in self.last_score if population[t].state != "TERMINATED"),
             key=self.last_score.__getitem__,
         )

@@ -220,9 +220,7 @@ class PBT(Scheduler):
         self._boundary_scores[tid] = score
         scores = [(tid, score)]
         for other, info in population.items():
-            other_score = self._boundary_scores.get(other)
-            if other_score is None:
-                other_score = self._score_of(info.last_result)
+            other_score = self._rank_score(info)
             if other != tid and is_live(info) and other_score is not None:
                 scores.append((other, other_score))
         lower, upper = _quantiles(scores, self.quantile_fraction)
@@ -431,12 +429,18 @@ class PBT(Scheduler):
         )
         return Exploit(trial_id, donor.trial_id, donor.checkpoint, new_config)
 
+    def _rank_score(self, info: TrialInfo) -> float | None:
+        """What the trial ranks by (async): its score at its newest boundary, else its
+        newest result's; None: it does not rank."""
+        score = self._boundary_scores.get(info.trial_id)
+        return score if score is not None else self._score_of(info.last_result)
+
     def _score_at(self, donor: TrialInfo) -> float | None:
         """The score of the state an exploit of ``donor`` hands over: its checkpoint's
-        result, else the donor's own rank score (its boundary score)."""
+        result, else the donor's own rank score."""
         metrics = getattr(donor.checkpoint, "metrics", None)
         score = self._score_of(metrics) if isinstance(metrics, Mapping) else None
-        return score if score is not None else self._boundary_scores.get(donor.trial_id)
+        return score if score is not None else self._rank_score(donor)
 
     def _current_checkpoint(self, info: TrialInfo) -> bool:
         """Whether the trial's newest persisted checkpoint holds its current state. After

@@ -545,3 +545,12 @@ def test_a_clone_of_a_checkpoint_without_the_metric_ranks_by_the_donors_score() 
     assert isinstance(decision, Exploit) and decision.donor_id == "d"
     [decision] = report(scheduler, pop, "b", 10, 2.0)  # a ranks at d's 4.0 now
     assert isinstance(decision, Exploit) and decision.trial_id == "b"
+
+
+def test_a_clone_of_a_donor_not_yet_at_a_boundary_ranks_by_the_donors_newest_result() -> None:
+    scheduler = pbt()
+    pop = population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})  # none decided at 10 yet
+    [decision] = report(scheduler, pop, "a", 10, 1.0)
+    assert isinstance(decision, Exploit) and decision.donor_id == "d"
+    [decision] = report(scheduler, pop, "b", 10, 2.0)  # a ranks at d's newest 4.0 now
+    assert isinstance(decision, Exploit) and decision.trial_id == "b"
