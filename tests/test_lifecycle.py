@@ -640,9 +640,11 @@ def test_an_exploit_restores_another_trials_checkpoint_with_its_config() -> None
     actions = result(m)
     restore = next(a for a in actions if isinstance(a, Restore))
     assert restore.checkpoint == donor and restore.config == {"lr": 0.5}
-    assert donor.key in m.pinned  # until the clone has loaded it
+    assert donor.key in m.pinned
     actions = m.handle(RestoreDone(m.generation, donor))
-    assert m.iteration == 4 and donor.key not in m.pinned
+    # Its timeline starts there now: the donor's checkpoint stays pinned, and is what a
+    # failure would restore, until its own retention lets go of it.
+    assert m.iteration == 4 and donor.key in m.pinned and m.latest_checkpoint == donor
     assert isinstance(actions[0], RunStarted) and actions[0].iteration == 4
 
 
