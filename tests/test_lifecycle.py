@@ -443,7 +443,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         SaveDone: SaveDone(gen, ckpt(m.iteration)),
         SaveFailed: SaveFailed(gen, m.iteration, OSError("storage down")),
         CheckpointUnavailable: CheckpointUnavailable(gen, ckpt(1), OSError("node gone")),
-        RestoreDone: RestoreDone(gen, ckpt(m.iteration)),
+        RestoreDone: RestoreDone(gen, m.restore_target or ckpt(m.iteration)),
         Failure: Failure(gen, RuntimeError("x")),
         StopRequested: StopRequested(),
         PauseRequested: PauseRequested(),
@@ -544,6 +544,8 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
             if m.intent is None and not m.train_in_flight:  # saves or the judge hold it
                 assert m.held or m.saves_in_flight > m.policy.max_pending_saves
         assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
+        if m.state is TrialState.RUNNING:  # nothing newer than the run's own point
+            assert all(c.iteration <= m.iteration for c in m.checkpoints)
         assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
 
 
