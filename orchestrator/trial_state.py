@@ -190,8 +190,11 @@ class MachineState:
     @property
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest loadable checkpoint on the timeline: what a failure restores."""
-        usable = [c for c in self.timeline if c.key not in self.bad_checkpoints]
-        return usable[-1] if usable else None
+        for ckpt in reversed(self.checkpoints):  # asked for at every result (schedulers)
+            if ckpt.key not in self.bad_checkpoints:
+                return ckpt
+        origin = self.origin
+        return origin if origin is not None and origin.key not in self.bad_checkpoints else None
 
     def keeps(self, key: str) -> bool:
         """Whether ``key`` is on this trial's timeline."""

@@ -25,6 +25,7 @@ from orchestrator.events import (
     StartActor,
     TrainResult,
 )
+from orchestrator.judge import CONTINUE, Judgement, Verdict
 from orchestrator.lifecycle import TrialMachine, TrialPolicy, TrialState
 
 
@@ -237,3 +238,31 @@ def test_a_resumed_machine_starts_from_its_journaled_origin() -> None:
     )
     assert m.latest_checkpoint == donor and donor.key in m.pinned
     assert restart_target(m, m.handle(Launch())) == donor
+
+
+class ExploitsAt:
+    """A stub judge as PBT's exploit reaches the machine: EXPLOIT at ``at``."""
+
+    def __init__(self, at: int, donor: Checkpoint) -> None:
+        self.at, self.donor = at, donor
+
+    def judge(self, result: dict[str, Any]) -> Judgement:
+        if result["training_iteration"] == self.at:
+            return Judgement(Verdict.EXPLOIT, self.donor, {"lr": 0.5})
+        return CONTINUE
+
+    def next_decision_at(self, iteration: int) -> int | None:
+        return self.at if iteration < self.at else None
+
+
+def test_a_pbt_exploit_decided_by_the_judge_follows_the_same_rule() -> None:
+    donor = ckpt(20, trial="donor")
+    m = running(judge=ExploitsAt(45, donor))
+    actions = train_to(m, 45)
+    assert any(isinstance(a, Restore) and a.checkpoint == donor for a in actions)
+    actions = m.handle(RestoreDone(m.generation, donor))
+    assert deleted(actions) == [ckpt(i).key for i in (10, 20, 30, 40)]
+    assert m.latest_checkpoint == donor and m.iteration == 20
+    train_to(m, 24)
+    failed = m.handle(Failure(m.generation, RuntimeError("crash at 25"), actor_died=True))
+    assert restart_target(m, failed) == donor
