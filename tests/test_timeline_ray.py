@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import NoCheckpointError, Orchestrator, Trial, TrialState
-from storage import MANIFEST_NAME
+from storage import MANIFEST_NAME, open_storage
 
 from .trainables import Tripwire, assert_failure_free_history
 
@@ -101,3 +101,23 @@ async def test_a_crash_after_an_exploit_restores_the_state_it_took_over(tmp_path
     assert on_disk(tmp_path / "ex", donor) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
     assert on_disk(tmp_path / "ex", clone) == [clone.checkpoints[-1].key.rpartition("/")[2]]
     assert [c.iteration for c in clone.checkpoints] == [60]
+
+
+async def test_a_resumed_driver_deletes_checkpoints_no_timeline_holds(tmp_path: Path) -> None:
+    """A driver that dies after journaling a rollback, before its deletes ran, leaves the
+    abandoned run's checkpoints in storage: the next driver deletes them on entering."""
+    async with Orchestrator(storage=tmp_path, name="rs") as orch:
+        trial = orch.add_trial(
+            Tripwire, stop={"training_iteration": 20}, checkpoint_every=10, resources=CPU
+        )
+        await orch.run()
+    abandoned = tmp_path / "abandoned"
+    abandoned.mkdir()
+    (abandoned / "state.json").write_text('{"count": 30}')
+    async with open_storage(tmp_path / "rs") as store:
+        await store.put_checkpoint(abandoned, f"{trial.id}/checkpoint_000030")
+    assert on_disk(tmp_path / "rs", trial) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
+    async with Orchestrator(storage=tmp_path, name="rs", resume=True) as orch:
+        (resumed,) = orch.trials
+        assert [c.iteration for c in resumed.checkpoints] == [10, 20]
+    assert on_disk(tmp_path / "rs", trial) == ["checkpoint_000010", "checkpoint_000020"]
