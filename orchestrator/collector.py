@@ -1,15 +1,18 @@
 """Checkpoint garbage collection, off the loop's critical path.
 
 The state machine decides *which* checkpoints may go (only once a newer one is
-persisted); this worker does the deleting in the background, with bounded
-concurrency. A delete of a checkpoint that some restore still uses is postponed; a
-failed delete is retried later with back-off and never fails a trial.
+persisted, or once it is on no trial's timeline); this worker does the deleting in
+the background, with bounded concurrency. A delete of a checkpoint that some restore
+or some trial's timeline still uses (``is_pinned``) is postponed, and at exit such a
+checkpoint is kept; a failed delete is retried later with back-off and never fails a
+trial. A checkpoint asked for twice is deleted once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -46,16 +49,28 @@ class CheckpointCollector:
         self._max_attempts = max_attempts
         self._retry_delay = retry_delay
         self._tasks: set[asyncio.Task[None]] = set()
+        self._queued: set[str] = set()  # keys with a delete under way
+        self._draining = False
         self._deleted = 0
         self._failed = 0
 
     def submit(self, checkpoints: tuple[Checkpoint, ...]) -> None:
         for ckpt in checkpoints:
+            if ckpt.key in self._queued:
+                continue
+            self._queued.add(ckpt.key)
             task = asyncio.get_running_loop().create_task(self._delete(ckpt))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(functools.partial(self._done, ckpt.key))
+
+    def _done(self, key: str, task: asyncio.Task[None]) -> None:
+        self._queued.discard(key)
 
     async def drain(self) -> None:
+        """Finish the deletes under way; those waiting for a pin keep their checkpoint
+        (nothing will unpin it any more)."""
+        self._draining = True
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -76,7 +91,14 @@ class CheckpointCollector:
         backoff = Backoff(self._retry_delay, 30.0, jitter="half")
         attempt = 0
         while True:
-            if self._is_pinned(ckpt.key):  # a restore uses it: wait, without counting
+            if self._is_pinned(ckpt.key):  # a restore or a timeline uses it: wait
+                if self._draining:
+                    log.info(
+                        "checkpoint %s of trial %s is kept: a trial's timeline still uses it",
+                        ckpt.uri,
+                        ckpt.trial_id,
+                    )
+                    return
                 await asyncio.sleep(self._retry_delay)
                 continue
             try:

@@ -210,7 +210,8 @@ class Report(Action):
 @dataclass(frozen=True)
 class RunStarted(Action):
     """A run (re)started at ``iteration``: results recorded after it belong to an
-    abandoned timeline and leave the history (none, on a fresh start)."""
+    abandoned timeline and leave the history (none, on a fresh start), as its
+    checkpoints saved after it leave the machine's record."""
 
     iteration: int
 
@@ -220,6 +221,15 @@ class DeleteCheckpoints(Action):
     """Garbage-collect these persisted checkpoints (off the loop's critical path)."""
 
     checkpoints: tuple[Checkpoint, ...]
+
+
+@dataclass(frozen=True)
+class ReleaseCheckpoint(Action):
+    """The trial's timeline no longer starts from ``checkpoint``, which is not one of its
+    own checkpoints (another trial's, after an exploit): delete it unless its owner's
+    timeline keeps it. Other trials whose timelines start from it keep it pinned."""
+
+    checkpoint: Checkpoint
 
 
 @dataclass(frozen=True)

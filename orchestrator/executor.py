@@ -28,6 +28,7 @@ from .events import (
     DeleteCheckpoints,
     Failure,
     Notify,
+    ReleaseCheckpoint,
     Report,
     Restore,
     RunStarted,
@@ -119,7 +120,10 @@ class Executor:
         self.waiting: dict[str, float] = {}  # trials whose actor is not ready: since when
 
     def known_keys(self, rt: TrialRuntime) -> None:
-        self._keys.setdefault(rt.id, {c.key for c in rt.machine.checkpoints})
+        """Remember the keys the trial used before (what its record and, after a
+        resume, storage hold), so that a new save never takes one of them."""
+        used = {c.key for c in rt.machine.checkpoints} | set(rt.stored_keys)
+        self._keys.setdefault(rt.id, set()).update(used)
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -407,6 +411,15 @@ class Executor:
         delete = functools.partial(self._collector.submit, action.checkpoints)
         self._journal.after_next_write(delete)
 
+    def _release_checkpoint(self, rt: TrialRuntime, action: ReleaseCheckpoint) -> None:
+        ckpt = action.checkpoint
+        owner = self._dispatcher.trials.get(ckpt.trial_id)
+        if owner is None or (owner is not rt and owner.machine.keeps(ckpt.key)):
+            return  # not this experiment's, or still on its owner's timeline
+        # Its owner dropped it while this trial's timeline started from it; the
+        # collector still waits while another trial's does (pins).
+        self._delete_checkpoints(rt, DeleteCheckpoints((ckpt,)))
+
     def _notify(self, rt: TrialRuntime, action: Notify) -> None:
         if action.hook == "on_trial_error":
             (error,) = action.args
@@ -455,6 +468,7 @@ _ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
     Report: Executor._report,
     RunStarted: Executor._run_started,
     DeleteCheckpoints: Executor._delete_checkpoints,
+    ReleaseCheckpoint: Executor._release_checkpoint,
     Notify: Executor._notify,
 }
 

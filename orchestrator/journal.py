@@ -352,6 +352,7 @@ class Journal:
                 "num_failures": machine.num_failures,
                 "error": str(machine.error) if machine.error is not None else None,
                 "checkpoints": [c.to_dict() for c in machine.checkpoints],
+                "origin": machine.origin.to_dict() if machine.origin is not None else None,
                 "last_result": trial.last_result,
                 "results_count": len(results),
             }
@@ -412,6 +413,10 @@ class JournaledTrial:
     results: list[dict[str, Any]]
     events: list[dict[str, Any]]
     config_pickle: str | None  # its config since an exploit (None: the spec's)
+    # Where its timeline starts when that is not one of its checkpoints (an exploit's).
+    origin: Checkpoint | None = None
+    # Every committed checkpoint storage holds under the trial's prefix, listed or not.
+    stored_keys: frozenset[str] = frozenset()
 
 
 #: A head entry's fields that change as the trial runs; the rest is its spec.
@@ -423,6 +428,7 @@ _CHANGING = frozenset(
         "num_failures",
         "error",
         "checkpoints",
+        "origin",
         "last_result",
         "results_count",
         "results",
@@ -437,25 +443,38 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
     """The journaled trials, or ``None`` when the experiment has no journal yet.
 
     Checkpoints the journal lists but storage no longer holds (garbage-collected after
-    the last journal write) are dropped here.
+    the last journal write) are dropped here. The journal lists only checkpoints on
+    each trial's timeline (see ``MachineState.timeline``), so an abandoned run's are
+    never picked, even while they still wait for deletion.
     """
     if not await storage.exists(JOURNAL_KEY):
         return None
     doc = json.loads(await storage.read_bytes(JOURNAL_KEY))
     results = await _load_results(storage, doc)
+    stored: dict[str, frozenset[str]] = {}
+
+    async def committed(trial_id: str, ckpt: Checkpoint) -> bool:
+        owner = ckpt.trial_id  # an origin may be another trial's
+        if owner not in stored:
+            stored[owner] = frozenset(await storage.list_checkpoints(owner))
+        if ckpt.key in stored[owner]:
+            return True
+        log.info("trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri)
+        return False
+
     trials = []
     for entry in doc["trials"]:
         trial_id = entry["id"]
-        committed = set(await storage.list_checkpoints(trial_id))
         checkpoints = []
         for raw in entry["checkpoints"]:
             ckpt = Checkpoint.from_dict(raw)
-            if ckpt.key in committed:
+            if await committed(trial_id, ckpt):
                 checkpoints.append(ckpt)
-            else:
-                log.info(
-                    "trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri
-                )
+        origin = Checkpoint.from_dict(entry["origin"]) if entry.get("origin") else None
+        if origin is not None and not await committed(trial_id, origin):
+            origin = None
+        if trial_id not in stored:
+            stored[trial_id] = frozenset(await storage.list_checkpoints(trial_id))
         spec = {k: v for k, v in entry.items() if k not in _CHANGING}
         trials.append(
             JournaledTrial(
@@ -469,6 +488,8 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
                 results=results.get(trial_id, []),
                 events=list(entry.get("events") or []),
                 config_pickle=entry.get("config_now_pickle"),
+                origin=origin,
+                stored_keys=stored[trial_id],
             )
         )
     return trials

@@ -52,7 +52,6 @@ from .events import (
     CheckpointUnavailable,
     ConfigRefused,
     Decided,
-    DeleteCheckpoints,
     Event,
     Failure,
     Launch,
@@ -183,7 +182,7 @@ class TrialMachine(MachineState):
         self.restore_target = self.restore_config = None
         self.held = False
         self.state = TrialState.RUNNING
-        actions: list[Action] = [RunStarted(self.iteration)]
+        actions: list[Action] = [RunStarted(self.iteration), *self._start_timeline(ckpt)]
         if ckpt is not None:
             actions.append(Notify("on_trial_restore", (ckpt,)))
         if self.intent is not None:
@@ -243,11 +242,7 @@ class TrialMachine(MachineState):
         self.checkpoints.append(event.checkpoint)
         self.checkpoints.sort(key=lambda c: c.iteration)
         actions: list[Action] = [Notify("on_checkpoint", (event.checkpoint,))]
-        doomed = self.policy.retention.plan_deletions(self.checkpoints, self.pinned)
-        if doomed:
-            gone = {c.key for c in doomed}
-            self.checkpoints = [c for c in self.checkpoints if c.key not in gone]
-            actions.append(DeleteCheckpoints(tuple(doomed)))
+        actions += self._retain()
         if self.intent is not None:
             actions += self._settle_if_idle()
         elif not self.train_in_flight:
@@ -274,6 +269,10 @@ class TrialMachine(MachineState):
         self.error = event.error
         self.errors.append(event.error)
         intent, wanted, config = self.intent, self.intent_checkpoint, self.intent_config
+        if intent is not Intent.RESTORE and not load_failed:
+            # The actor died on the way to a restore (a rollback, an exploit): the new
+            # one goes there too, never back to the timeline being left.
+            wanted, config = self.restore_target, self.restore_config
         actions: list[Action] = [
             StopActor(self.generation, graceful=False),
             Notify("on_trial_error", (event.error,)),
@@ -284,11 +283,7 @@ class TrialMachine(MachineState):
         if intent is Intent.PAUSE:
             return actions + self._release(TrialState.PAUSED)
         target: Checkpoint | None = fallback
-        if (
-            intent is Intent.RESTORE
-            and wanted is not None
-            and wanted.key not in self.bad_checkpoints
-        ):
+        if wanted is not None and wanted.key not in self.bad_checkpoints:
             target = wanted
             if config is not None:
                 actions.append(ApplyConfig(config))  # the new actor is set up with it

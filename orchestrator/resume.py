@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import TrialError
@@ -88,24 +88,26 @@ def adopt(entry: JournaledTrial, settings: ExperimentSettings) -> TrialRuntime:
     if state is TrialState.ERROR and entry.error:
         error = TrialError(entry.id, f"(before the driver restarted) {entry.error}")
     results = entry.results
-    newest = [c for c in entry.checkpoints]
+    checkpoints = list(entry.checkpoints)
     if state is TrialState.TERMINATED or state is TrialState.ERROR:
         iteration = results[-1]["training_iteration"] if results else 0
     else:
-        latest = newest[-1] if newest else None
-        iteration = latest.iteration if latest is not None else 0
+        timeline = ([entry.origin] if entry.origin is not None else []) + checkpoints
+        iteration = timeline[-1].iteration if timeline else 0
         results = [r for r in results if r["training_iteration"] <= iteration]
     policy = policy_for(spec, settings)
     machine = TrialMachine.resumed(
         entry.id,
         policy,
         state=state,
-        checkpoints=newest,
+        checkpoints=checkpoints,
         num_failures=entry.num_failures,
         iteration=iteration,
         error=error,
+        origin=entry.origin,
     )
     rt = TrialRuntime(spec, policy, machine=machine, code_loaded=runs)
+    rt.stored_keys = entry.stored_keys
     if entry.config_pickle is not None:  # an exploit gave it a new config
         try:
             rt.config = dict(unpickle_b64(entry.config_pickle))
@@ -118,6 +120,16 @@ def adopt(entry: JournaledTrial, settings: ExperimentSettings) -> TrialRuntime:
     rt.events = list(entry.events)
     log.info("resumed trial %s (%s, iteration %d)", entry.id, state.value, iteration)
     return rt
+
+
+def off_timeline_keys(trials: Iterable[TrialRuntime]) -> list[tuple[str, str]]:
+    """``(trial id, key)`` of each checkpoint a resumed trial's storage holds that no
+    trial's timeline lists: an abandoned run's whose deletion the previous driver did
+    not finish, or one saved after its last journal write (the trial goes on from an
+    older one, so that run is abandoned too). Nothing will ever restore them."""
+    trials = list(trials)
+    listed = {c.key for rt in trials for c in rt.machine.timeline}
+    return [(rt.id, key) for rt in trials for key in sorted(rt.stored_keys - listed)]
 
 
 def delete_where_visible_fn(

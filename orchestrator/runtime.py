@@ -55,6 +55,9 @@ class TrialRuntime:
         self.discarded_results = 0
         self.runs_started = 0
         self.events: list[dict[str, Any]] = []
+        # Checkpoint keys storage held for the trial when a resumed driver adopted it:
+        # a new save never reuses one (some may be an abandoned run's, still deleting).
+        self.stored_keys: frozenset[str] = frozenset()
         # A trial resumed from a journal that will not run was rebuilt without its code
         # (``TrialSpec.from_json(load_code=False)``); it is loaded if it runs again.
         self.code_loaded = code_loaded

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .journal import Journal
     from .loop import Dispatcher
     from .orchestrator import Orchestrator
+    from .runtime import TrialRuntime
 
 __all__ = ["Session", "open_session"]
 
@@ -146,8 +148,32 @@ async def open_session(orch: Orchestrator) -> Session:
     dispatcher.start()
     for rt in orch._trials.values():
         dispatcher.attach(rt)
+    _delete_off_timeline(store, collector, orch._trials.values(), mode.is_local)
     journal.start()
     return Session(store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler)
+
+
+def _delete_off_timeline(
+    store: storage_pkg.Storage,
+    collector: CheckpointCollector,
+    trials: Iterable[TrialRuntime],
+    local: bool,
+) -> None:
+    """A resumed experiment's checkpoints that no timeline lists go, as a rollback's do."""
+    from .checkpoints import Checkpoint
+    from .resume import off_timeline_keys
+
+    doomed = tuple(
+        Checkpoint(trial_id, -1, key, _checkpoint_uri(store, key, local))
+        for trial_id, key in off_timeline_keys(trials)
+    )
+    if doomed:
+        log.info(
+            "deleting %d checkpoint(s) that no trial's timeline holds (an abandoned run's, "
+            "or saved after the previous driver's last journal write)",
+            len(doomed),
+        )
+        collector.submit(doomed)
 
 
 def _checkpoint_uri(store: storage_pkg.Storage, key: str, local: bool) -> str:

@@ -77,11 +77,16 @@ class Trial:
 
     @property
     def checkpoints(self) -> list[Checkpoint]:
-        """Persisted checkpoints, oldest first (garbage-collected ones are gone)."""
+        """Its persisted checkpoints on its timeline, oldest first: garbage-collected
+        ones are gone, and so are those a restore left behind (saved after the
+        checkpoint it restarted from, or before an exploit)."""
         return list(self._rt.machine.checkpoints)
 
     @property
     def latest_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint on its timeline, which a failure restores. Right after
+        an exploit or a clone, before it saves its own, that is the other trial's
+        checkpoint it restored."""
         return self._rt.machine.latest_checkpoint
 
     @property
@@ -149,6 +154,7 @@ class Trial:
                 f"trial {self.id}: restore() takes a Checkpoint (e.g. from trial.checkpoints), "
                 f"got {type(checkpoint).__name__}"
             )
+        self._check_restorable(checkpoint)
         if config is not None:
             if not isinstance(config, Mapping):
                 raise ConfigError(
@@ -196,6 +202,20 @@ class Trial:
         return self
 
     # -- plumbing ----------------------------------------------------------------------
+
+    def _check_restorable(self, checkpoint: Checkpoint) -> None:
+        """Refuse a checkpoint its trial dropped (a rollback abandoned it, or retention
+        deleted it): its files are going, and it is on no timeline of that trial."""
+        dispatcher = self._rt.dispatcher
+        owner = dispatcher.trials.get(checkpoint.trial_id) if dispatcher is not None else None
+        why = owner.machine.dropped.get(checkpoint.key) if owner is not None else None
+        if why is not None:
+            whose = "this trial's" if owner is self._rt else "trial " + checkpoint.trial_id + "'s"
+            raise NoCheckpointError(
+                f"trial {self.id}: cannot restore {checkpoint.uri}, {whose} checkpoint at "
+                f"iteration {checkpoint.iteration}: {why}; restore one of "
+                f"trial.checkpoints (or trial.latest_checkpoint) instead"
+            )
 
     def _training(self) -> bool:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing

@@ -18,7 +18,16 @@ from typing import Any, TypeVar
 from .backoff import Backoff
 from .checkpoints import Checkpoint, RetentionPolicy
 from .errors import InvalidTransition, TrialError
-from .events import Action, Event, Notify, Save, StartActor, StopActor
+from .events import (
+    Action,
+    DeleteCheckpoints,
+    Event,
+    Notify,
+    ReleaseCheckpoint,
+    Save,
+    StartActor,
+    StopActor,
+)
 from .judge import Judge, NoJudge
 
 __all__ = ["Intent", "MachineState", "TrialPolicy", "TrialState"]
@@ -92,7 +101,17 @@ class MachineState:
         self.state = TrialState.PENDING
         self.generation = 0
         self.iteration = 0
+        # The trial's *timeline*: the checkpoints its current run descends from, oldest
+        # first. ``checkpoints`` are its own; ``origin`` is where the timeline starts
+        # when that is not one of them (another trial's checkpoint after an exploit or
+        # a clone). A checkpoint newer than the point a run restarted from, or from
+        # before an exploit, is on no timeline: it leaves the record at once and goes
+        # to ``dropped`` (see :meth:`_start_timeline`).
         self.checkpoints: list[Checkpoint] = []
+        self.origin: Checkpoint | None = None
+        # Keys of its own checkpoints that left the record, and why (for a clear error
+        # when someone asks to restore one).
+        self.dropped: dict[str, str] = {}
         self.num_failures = 0  # every failure, for the record
         self.failures_counted = 0  # against max_failures; reset when the user revives it
         self.consecutive_failures = 0  # for back-off; reset by the next result
@@ -127,12 +146,14 @@ class MachineState:
         num_failures: int,
         iteration: int,
         error: BaseException | None,
+        origin: Checkpoint | None = None,
     ) -> _Machine:
         """A machine as a journal left it, for a driver that resumes the experiment:
         TERMINATED, ERROR and PAUSED trials keep their state; any other is PENDING (it
-        starts again from ``checkpoints``' newest)."""
+        starts again from its timeline's newest checkpoint)."""
         machine = cls(trial_id, policy)
         machine.checkpoints = list(checkpoints)
+        machine.origin = origin
         machine.num_failures = num_failures
         machine.iteration = iteration
         machine.error = error
@@ -143,21 +164,88 @@ class MachineState:
 
     @property
     def pinned(self) -> frozenset[str]:
-        """Checkpoint keys that must not be deleted: they are about to be restored."""
-        keys = set()
-        for ckpt in (self.restore_target, self.intent_checkpoint):
-            if ckpt is not None:
-                keys.add(ckpt.key)
+        """Checkpoint keys that must not be deleted, whoever owns them: they are about
+        to be restored, or this trial's timeline starts from them."""
+        keys = set(self._restoring)
+        if self.origin is not None:
+            keys.add(self.origin.key)
         return frozenset(keys)
+
+    @property
+    def _restoring(self) -> frozenset[str]:
+        return frozenset(
+            ckpt.key for ckpt in (self.restore_target, self.intent_checkpoint) if ckpt is not None
+        )
 
     @property
     def pausing(self) -> bool:
         return self.intent is Intent.PAUSE
 
     @property
+    def timeline(self) -> list[Checkpoint]:
+        """The checkpoints the current run descends from, oldest first: the origin (when
+        the timeline starts from another trial's checkpoint), then its own."""
+        return ([self.origin] if self.origin is not None else []) + self.checkpoints
+
+    @property
     def latest_checkpoint(self) -> Checkpoint | None:
-        usable = [c for c in self.checkpoints if c.key not in self.bad_checkpoints]
-        return usable[-1] if usable else None
+        """The newest loadable checkpoint on the timeline: what a failure restores."""
+        for ckpt in reversed(self.checkpoints):  # asked for at every result (schedulers)
+            if ckpt.key not in self.bad_checkpoints:
+                return ckpt
+        origin = self.origin
+        return origin if origin is not None and origin.key not in self.bad_checkpoints else None
+
+    def keeps(self, key: str) -> bool:
+        """Whether ``key`` is on this trial's timeline."""
+        return any(c.key == key for c in self.timeline)
+
+    def _start_timeline(self, start: Checkpoint | None) -> list[Action]:
+        """A run started from ``start`` (``None``: from scratch). The timeline is now what
+        led to ``start``: its own checkpoints up to it when it is one of them, else
+        ``start`` alone as the origin. Its own checkpoints that are not on it (newer
+        than ``start``, or from before an exploit) are deleted; an origin it no longer
+        needs is let go (deleted only if its owner does not keep it)."""
+        keys = [c.key for c in self.checkpoints]
+        actions: list[Action] = []
+        if start is not None and start.key in keys:
+            cut = keys.index(start.key) + 1
+            abandoned, self.checkpoints = self.checkpoints[cut:], self.checkpoints[:cut]
+        else:
+            abandoned, self.checkpoints = self.checkpoints, []
+            old = self.origin
+            if start is None or old is None or old.key != start.key:
+                self.origin = start
+                if old is not None:
+                    actions.append(ReleaseCheckpoint(old))
+        if abandoned:
+            why = (
+                f"the trial restarted from iteration "
+                f"{start.iteration if start is not None else 0} after it was saved, so it "
+                "belongs to an abandoned run and is deleted"
+            )
+            self.dropped.update((c.key, why) for c in abandoned)
+            actions.insert(0, DeleteCheckpoints(tuple(abandoned)))
+        return actions
+
+    def _retain(self) -> list[Action]:
+        """Retention over the whole timeline: its own checkpoints it does not keep are
+        deleted; an origin it does not keep is let go."""
+        doomed = self.policy.retention.plan_deletions(self.timeline, self._restoring)
+        if not doomed:
+            return []
+        actions: list[Action] = []
+        gone = {c.key for c in doomed}
+        if self.origin is not None and self.origin.key in gone:
+            actions.append(ReleaseCheckpoint(self.origin))
+            self.origin = None
+        own = tuple(c for c in self.checkpoints if c.key in gone)
+        if own:
+            self.checkpoints = [c for c in self.checkpoints if c.key not in gone]
+            why = f"retention deleted it (keep_checkpoints={self.policy.retention.keep})"
+            self.dropped.update((c.key, why) for c in own)
+            actions.insert(0, DeleteCheckpoints(own))
+        return actions
 
     def _start_actor(self, target: Checkpoint | None, delay: float = 0.0) -> list[Action]:
         self.generation += 1

@@ -443,7 +443,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         SaveDone: SaveDone(gen, ckpt(m.iteration)),
         SaveFailed: SaveFailed(gen, m.iteration, OSError("storage down")),
         CheckpointUnavailable: CheckpointUnavailable(gen, ckpt(1), OSError("node gone")),
-        RestoreDone: RestoreDone(gen, ckpt(m.iteration)),
+        RestoreDone: RestoreDone(gen, m.restore_target or ckpt(m.iteration)),
         Failure: Failure(gen, RuntimeError("x")),
         StopRequested: StopRequested(),
         PauseRequested: PauseRequested(),
@@ -544,6 +544,8 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
             if m.intent is None and not m.train_in_flight:  # saves or the judge hold it
                 assert m.held or m.saves_in_flight > m.policy.max_pending_saves
         assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
+        if m.state is TrialState.RUNNING:  # nothing newer than the run's own point
+            assert all(c.iteration <= m.iteration for c in m.checkpoints)
         assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
 
 
@@ -640,9 +642,11 @@ def test_an_exploit_restores_another_trials_checkpoint_with_its_config() -> None
     actions = result(m)
     restore = next(a for a in actions if isinstance(a, Restore))
     assert restore.checkpoint == donor and restore.config == {"lr": 0.5}
-    assert donor.key in m.pinned  # until the clone has loaded it
+    assert donor.key in m.pinned
     actions = m.handle(RestoreDone(m.generation, donor))
-    assert m.iteration == 4 and donor.key not in m.pinned
+    # Its timeline starts there now: the donor's checkpoint stays pinned, and is what a
+    # failure would restore, until its own retention lets go of it.
+    assert m.iteration == 4 and donor.key in m.pinned and m.latest_checkpoint == donor
     assert isinstance(actions[0], RunStarted) and actions[0].iteration == 4
 
 

@@ -145,6 +145,23 @@ class Recorder(Counter):
         return result
 
 
+class Tripwire(Counter):
+    """A Counter whose process dies at step ``trip_at`` while the file ``tripwire``
+    exists (it removes the file first, so once): a test arms the crash when it wants
+    one, e.g. only after a rollback has taken the count below ``trip_at`` again."""
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        wire = self.config.get("tripwire")
+        if wire and self.count == self.config.get("trip_at"):
+            try:
+                os.remove(wire)
+            except FileNotFoundError:
+                return result
+            os._exit(1)
+        return result
+
+
 class Objective(Recorder):
     """A Recorder whose ``loss`` depends on its config (``x``, ``y``) and falls with
     training: ``(x - 0.3)^2 + (y + 0.2)^2 + 1 / iteration``. ``score`` is ``-loss``."""
