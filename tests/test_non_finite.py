@@ -170,3 +170,16 @@ def test_without_a_finite_value_nobody_is_best() -> None:
     swept = SweepResult(handles, "loss", "min")  # type: ignore[arg-type]
     with pytest.raises(Exception, match="no trial has a finite value of the metric 'loss'"):
         swept.get_best()
+
+
+def test_retention_by_score_keeps_finite_bests_not_infinities() -> None:
+    from orchestrator.checkpoints import Checkpoint, RetentionPolicy
+
+    def ckpt(iteration: int, acc: float) -> Checkpoint:
+        key = f"t/checkpoint_{iteration:06d}"
+        return Checkpoint("t", iteration, key, "file:///x/" + key, metrics={"acc": acc})
+
+    kept = [ckpt(1, 0.9), ckpt(2, math.inf), ckpt(3, math.nan), ckpt(4, 0.2)]
+    policy = RetentionPolicy(keep=2, score=("acc", "max"))
+    doomed = {c.iteration for c in policy.plan_deletions(kept)}
+    assert doomed == {2, 3}  # kept: the best finite (1) and the newest (4)
