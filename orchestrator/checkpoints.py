@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .best import finite, lookup
 from .errors import ConfigError
 
 ScoreMode = Literal["max", "min"]
@@ -112,10 +113,10 @@ class RetentionPolicy:
             sign = 1.0 if mode == "max" else -1.0
 
             def rank(ckpt: Checkpoint) -> tuple[float, int]:
-                value = ckpt.metrics.get(metric)
-                if not isinstance(value, (int, float)) or math.isnan(float(value)):
-                    return (-math.inf, ckpt.iteration)  # unscored ones rank last
-                return (sign * float(value), ckpt.iteration)
+                value = finite(lookup(ckpt.metrics, metric))
+                if value is None:  # unscored, NaN or infinite (orchestrator.best): last
+                    return (-math.inf, ckpt.iteration)
+                return (sign * value, ckpt.iteration)
 
             ranked = sorted(checkpoints, key=rank, reverse=True)
         keep = {c.key for c in ranked[: self.keep]} | {newest.key} | set(pinned)

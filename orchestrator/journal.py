@@ -42,7 +42,6 @@ import asyncio
 import base64
 import contextlib
 import importlib
-import json
 import logging
 import secrets
 import time
@@ -54,6 +53,7 @@ import cloudpickle
 
 from .checkpoints import Checkpoint
 from .errors import JournalError
+from .json_codec import dumps, loads
 
 if TYPE_CHECKING:
     from .runtime import TrialRuntime
@@ -67,27 +67,6 @@ RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX})
 FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
 #: Segments the head may list before the next write compacts them into one base.
 COMPACT_AFTER = 32
-
-
-def _json_default(value: Any) -> Any:
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item):
-        with contextlib.suppress(Exception):
-            return item()
-    tolist = getattr(value, "tolist", None)  # numpy arrays
-    if callable(tolist):
-        with contextlib.suppress(Exception):
-            return tolist()
-    return repr(value)
-
-
-_ENCODER = json.JSONEncoder(default=_json_default, separators=(",", ":"))
-
-
-def dumps(value: Any) -> str:
-    # One encoder for all: json.dumps with options builds a new one per call, which
-    # costs more than encoding a small result dict.
-    return _ENCODER.encode(value)
 
 
 def pickle_b64(value: Any) -> str:
@@ -449,7 +428,7 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
     """
     if not await storage.exists(JOURNAL_KEY):
         return None
-    doc = json.loads(await storage.read_bytes(JOURNAL_KEY))
+    doc = loads(await storage.read_bytes(JOURNAL_KEY))
     results = await _load_results(storage, doc)
     stored: dict[str, frozenset[str]] = {}
 
@@ -500,7 +479,7 @@ async def head_extras(storage: Any) -> dict[str, Any]:
     when there is no journal."""
     if not await storage.exists(JOURNAL_KEY):
         return {}
-    doc = json.loads(await storage.read_bytes(JOURNAL_KEY))
+    doc = loads(await storage.read_bytes(JOURNAL_KEY))
     return {k: v for k, v in doc.items() if k not in ("trials", "segments")}
 
 
@@ -522,7 +501,7 @@ async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[
         for line in data.splitlines():
             if not line:
                 continue
-            part = json.loads(line)
+            part = loads(line)
             rows = results.setdefault(part["trial"], [])
             del rows[part["from"] :]
             rows.extend(part["rows"])

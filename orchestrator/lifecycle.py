@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .best import has_metric
 from .checkpoints import Checkpoint
 from .errors import InvalidTransition, TrialError
 from .events import (
@@ -218,7 +219,8 @@ class TrialMachine(MachineState):
             actions.append(Report(result))
             if not self.metrics_checked:
                 self.metrics_checked = True
-                missing = [k for k in self.policy.required_metrics if k not in result]
+                required = self.policy.required_metrics
+                missing = [k for k in required if not has_metric(result, k)]
                 if missing:
                     return actions + self._fail_at_once(_missing_metrics(self, missing, result))
             if not decided:
@@ -409,13 +411,14 @@ class TrialMachine(MachineState):
 def _missing_metrics(
     machine: TrialMachine, missing: list[str], result: Mapping[str, Any]
 ) -> TrialError:
-    names = ", ".join(repr(k) for k in missing)
+    uses = machine.policy.required_metrics
+    names = " and ".join(f"{uses[k]} {k!r}" for k in missing)
     reported = ", ".join(repr(k) for k in result)
     return TrialError(
         machine.trial_id,
-        f"its stop criterion uses {names}, which its first result does not report "
-        f"(it reported {reported}); fix the metric's name, or pass strict_metrics=False "
-        "if it first appears in later results",
+        f"its first result does not report {names} (it reported {reported}); fix the "
+        "name, or pass Orchestrator(strict_metrics=False) if it first appears in later "
+        "results",
     )
 
 

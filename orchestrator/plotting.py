@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .best import pick_best, value_of
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,8 +42,9 @@ def plot_metric(
     ``training_iteration``; a nested metric is named with ``/``, e.g. ``"eval/acc"``),
     and optionally ``"state"`` (an ``ERROR`` trial's line is dashed) and ``"events"``
     (``{"kind": "restore" | "exploit" | "failure", "iteration": k, ...}``). A trial
-    without the metric is skipped. The best trial, by its last finite value (``mode``
-    "max" or "min"; None means "max"), is drawn ``BEST_LINEWIDTH`` wide and labelled.
+    without the metric is skipped. The best trial (:mod:`orchestrator.best`: by its
+    newest value, NaN and infinities never best; ``mode`` "max" or "min", None meaning
+    "max"), is drawn ``BEST_LINEWIDTH`` wide and labelled.
 
     Each trial's line is the one :class:`~matplotlib.lines.Line2D` whose ``gid`` is the
     trial id; each event kind is one scatter collection (a legend entry) with a point
@@ -68,7 +70,7 @@ def plot_metric(
         raise ConfigError(
             f"no trial reported the metric {metric!r}; the trials reported: {named or 'nothing'}"
         )
-    best, best_value = _best(series, mode or "max")
+    best, best_value = _best(series, metric, mode or "max")
 
     figure = Figure(figsize=(9, 5.5), layout="constrained")
     axes = figure.add_subplot()
@@ -132,16 +134,16 @@ def _keys(result: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 
 def _best(
-    series: Mapping[str, tuple[Any, list[tuple[int, float]]]], mode: str
+    series: Mapping[str, tuple[Any, list[tuple[int, float]]]], metric: str, mode: str
 ) -> tuple[str | None, float]:
-    """The trial whose last finite value is best, and that value."""
-    sign = 1.0 if mode == "max" else -1.0
-    best, best_key = None, -math.inf
-    for trial_id, (_, points) in series.items():
-        finite = [v for _, v in points if math.isfinite(v)]
-        if finite and sign * finite[-1] > best_key:
-            best, best_key = trial_id, sign * finite[-1]
-    return best, sign * best_key
+    """The best trial and its value, by the rule of :mod:`orchestrator.best` (the one
+    the progress table, ``SweepResult`` and ``show`` use); ``(None, nan)``: none."""
+    candidates = (
+        (trial_id, value_of(trial.get("results") or (), metric))
+        for trial_id, (trial, _) in series.items()
+    )
+    found = pick_best(candidates, mode)
+    return found if found is not None else (None, math.nan)
 
 
 def _at(points: list[tuple[int, float]], iteration: int) -> float:

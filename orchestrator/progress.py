@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from .best import lookup, pick_best
 from .errors import ConfigError
 
 __all__ = ["ProgressReporter"]
@@ -47,8 +48,9 @@ class _Row:
 
 class ProgressReporter:
     """Shows trials by state, each trial's iteration, ``metric`` and failures, the best
-    trial (by its latest ``metric`` value; ``mode`` "max" or "min", None meaning
-    "max"), and results per second.
+    trial (by its latest ``metric`` value, the rule of :mod:`orchestrator.best`: NaN and
+    infinities never count; ``mode`` "max" or "min", None meaning "max"), and results
+    per second.
 
     ``live=None`` draws a live table when ``console`` (default: stdout) is a terminal,
     else prints one line every ``line_interval`` seconds. ``on_experiment_end`` (or
@@ -88,7 +90,6 @@ class ProgressReporter:
         self._line_interval = float(line_interval)
         self._max_rows = max_rows
         self._clock = clock
-        self._nested = metric.split("/") if metric and "/" in metric else None
         self._rows: dict[str, _Row] = {}
         self._results = self._failures = self._restores = 0
         self._started: float | None = None
@@ -113,7 +114,6 @@ class ProgressReporter:
         """Rank trials by ``metric`` from now on (a sweep sets its own)."""
         self.metric = metric
         self.mode = mode or "max"
-        self._nested = metric.split("/") if metric and "/" in metric else None
 
     # -- hooks: O(1) bookkeeping ------------------------------------------------------
 
@@ -125,11 +125,9 @@ class ProgressReporter:
             row = self._rows.get(trial.id) or self._row(trial)
             row.iteration = result.get("training_iteration", row.iteration + 1)
             if self.metric is not None:
-                value = result.get(self.metric)
-                if value is None and self._nested is not None:
-                    value = _lookup(result, self._nested)
+                value = lookup(result, self.metric)
                 if value is not None:
-                    row.value = value
+                    row.value = value  # the trial's value: best.value_of, kept as it goes
             self._results += 1
             if self._task is None:
                 self._start()
@@ -321,14 +319,8 @@ class ProgressReporter:
     def _best(self) -> _Row | None:
         if self.metric is None:
             return None
-        sign = 1.0 if self.mode == "max" else -1.0
-        best: _Row | None = None
-        best_key = -math.inf
-        for row in self._rows.values():
-            number = _number(row.value)
-            if number is not None and sign * number > best_key:
-                best, best_key = row, sign * number
-        return best
+        found = pick_best(((row, row.value) for row in self._rows.values()), self.mode)
+        return found[0] if found is not None else None
 
     def _rank(self, row: _Row, best: _Row | None) -> tuple[int, str]:
         if row is best:
@@ -343,15 +335,6 @@ def _plural(n: int, noun: str) -> str:
 def _state(trial: Any) -> str:
     state = getattr(trial, "state", None)
     return str(getattr(state, "value", state))
-
-
-def _lookup(result: Mapping[str, Any], path: list[str]) -> Any:
-    value: Any = result
-    for part in path:
-        if not isinstance(value, Mapping) or part not in value:
-            return None
-        value = value[part]
-    return value
 
 
 def _number(value: Any) -> float | None:

@@ -18,9 +18,7 @@ absent: per trial ``"events"`` (restores, failures, exploits), and at the top le
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,8 +26,10 @@ from typing import Any
 
 from storage import LocalStorage, Storage, open_storage
 
+from .best import lookup, number, pick_best, standing
 from .errors import JournalError
 from .journal import JOURNAL_KEY
+from .json_codec import loads
 
 __all__ = [
     "CHECKPOINT_FIELDS",
@@ -72,12 +72,9 @@ class TrialRecord:
         return self.results[-1] if self.results else {}
 
     def last_value(self, metric: str) -> float | None:
-        """The trial's last finite value of ``metric`` (the value it ended with)."""
-        for result in reversed(self.results):
-            value = metric_value(result, metric)
-            if value is not None and math.isfinite(value):
-                return value
-        return None
+        """The trial's value of ``metric`` (its newest result reporting it) when finite,
+        else None: what it is ranked by (:mod:`orchestrator.best`)."""
+        return standing(self.results, metric, "max")
 
 
 @dataclass(frozen=True)
@@ -97,7 +94,7 @@ class ExperimentRecord:
         return (sweep["metric"], sweep["mode"]) if sweep is not None else None
 
     def best(self, metric: str, mode: str) -> tuple[str, float] | None:
-        """``(trial id, value)`` of the trial whose last finite ``metric`` is best."""
+        """``(trial id, value)`` of the best trial by ``metric`` (:mod:`orchestrator.best`)."""
         return _best(self.trials, metric, mode)
 
     def metric_keys(self) -> list[str]:
@@ -174,7 +171,7 @@ def replay_results(
     for data in segments:
         for line in data.splitlines():
             if line.strip():
-                part = json.loads(line)
+                part = loads(line)
                 rows = results.setdefault(part["trial"], [])
                 del rows[part["from"] :]
                 rows.extend(part["rows"])
@@ -186,15 +183,8 @@ def replay_results(
 
 def metric_value(result: Mapping[str, Any], metric: str) -> float | None:
     """``result[metric]`` as a float (``"a/b"`` also finds ``result["a"]["b"]``), or
-    None when absent or not a number."""
-    value: Any = result.get(metric)
-    if value is None and "/" in metric:
-        value = result
-        for part in metric.split("/"):
-            value = value.get(part) if isinstance(value, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+    None when absent or not a number. NaN and infinities are returned as they are."""
+    return number(lookup(result, metric))
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -212,7 +202,7 @@ async def _read(store: Storage, prefix: str) -> ExperimentRecord | None:
         return None
     where = store.uri_for(journal_key)
     try:
-        head = json.loads(await store.read_bytes(journal_key))
+        head = loads(await store.read_bytes(journal_key))
         if not isinstance(head, dict) or not isinstance(head.get("trials"), list):
             raise ValueError("not a journal head: no trials list")
         inline = int(head.get("format", 1)) < 2  # format 1: no segments
@@ -352,8 +342,4 @@ def _objective_sweep(sweeps: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 
 def _best(trials: Sequence[TrialRecord], metric: str, mode: str) -> tuple[str, float] | None:
-    scored = [(t.id, v) for t in trials if (v := t.last_value(metric)) is not None]
-    if not scored:
-        return None
-    sign = 1.0 if mode == "max" else -1.0
-    return max(scored, key=lambda pair: sign * pair[1])
+    return pick_best(((t.id, standing(t.results, metric, mode)) for t in trials), mode)

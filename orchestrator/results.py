@@ -7,31 +7,45 @@ become lists, nested dicts are cleaned the same way. Anything else that JSON can
 hold (an arbitrary object, a datetime) is kept as its ``repr`` and a warning names the
 trial and the key, once per trial and key.
 
+A NaN or infinite float is kept as reported (a stop criterion or a scheduler may act on
+it), with a warning once per trial and key: it never counts as a trial's best
+(:mod:`orchestrator.best`), and JSON files hold it as the string ``"NaN"``,
+``"Infinity"`` or ``"-Infinity"`` (standard JSON has no such numbers; see
+:mod:`orchestrator.loggers.values` and :mod:`orchestrator.journal`).
+
 The common case (str keys, plain int/float/str/bool/None values) costs one type check
-per value.
+per value, and a comparison per float.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("orchestrator")
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
+_INF = math.inf
 
 
 def clean_result(result: dict[str, Any], warn: Callable[[str, Any], None]) -> None:
     """Make ``result`` JSON-ready in place; ``warn(key, value)`` for each value kept as
-    its repr (the caller says it once per trial and key)."""
+    its repr and each non-finite float (the caller says it once per trial and key)."""
     for key, value in result.items():
-        if type(value) not in _PLAIN:
+        kind = type(value)
+        if kind is float:
+            if not -_INF < value < _INF:  # NaN fails both comparisons
+                warn(key, value)
+        elif kind not in _PLAIN:
             result[key] = _clean(value, key, warn)
 
 
 def _clean(value: Any, key: str, warn: Callable[[str, Any], None]) -> Any:
     if type(value) in _PLAIN:
+        if type(value) is float and not -_INF < value < _INF:
+            warn(key, value)
         return value
     if isinstance(value, dict):
         return {str(k): _clean(v, f"{key}.{k}", warn) for k, v in value.items()}
@@ -42,7 +56,7 @@ def _clean(value: Any, key: str, warn: Callable[[str, Any], None]) -> Any:
         return _clean(converted, key, warn)
     for plain in (bool, int, float, str):  # subclasses (IntEnum, str enums...)
         if isinstance(value, plain):
-            return plain(value)
+            return _clean(plain(value), key, warn)
     warn(key, value)
     return repr(value)
 
@@ -52,10 +66,11 @@ def _is_numpy(value: Any) -> bool:
 
 
 class ResultWarnings:
-    """Says once per trial and key that a value was kept as its repr."""
+    """Says once per trial and key that a value was kept as its repr, and once per trial
+    and key that a value was NaN or infinite."""
 
     def __init__(self) -> None:
-        self._said: set[tuple[str, str]] = set()
+        self._said: set[tuple[str, str, bool]] = set()
         self._by_trial: dict[str, Callable[[str, Any], None]] = {}
 
     def for_trial(self, trial_id: str) -> Callable[[str, Any], None]:
@@ -66,9 +81,21 @@ class ResultWarnings:
 
     def _make(self, trial_id: str) -> Callable[[str, Any], None]:
         def warn(key: str, value: Any) -> None:
-            if (trial_id, key) in self._said:
+            non_finite = type(value) is float
+            if (trial_id, key, non_finite) in self._said:
                 return
-            self._said.add((trial_id, key))
+            self._said.add((trial_id, key, non_finite))
+            if non_finite:
+                log.warning(
+                    "trial %s: result key %r is %r, not a finite number; it is kept as "
+                    "reported, never counts as the best value, and JSON files (logs, "
+                    'journal) hold it as the string "%s"',
+                    trial_id,
+                    key,
+                    value,
+                    json_spelling(value),
+                )
+                return
             log.warning(
                 "trial %s: result key %r holds a %s, which results cannot keep (JSON); it "
                 "is recorded as its repr. Report numbers, strings, lists or dicts (numpy "
@@ -79,3 +106,11 @@ class ResultWarnings:
             )
 
         return warn
+
+
+def json_spelling(value: float) -> str:
+    """How JSON files spell a non-finite float: ``NaN``, ``Infinity`` or ``-Infinity``
+    (Python's and JavaScript's own names, so ``float()`` and ``Number()`` read them)."""
+    if value != value:
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"

@@ -297,7 +297,11 @@ def policy_for(
         steps_per_call=spec.result_buffer or ADAPTIVE_MAX_STEPS,
         time_slice=ADAPTIVE_SLICE_S if spec.result_buffer is None else None,
         max_pending_saves=settings.max_pending_saves,
-        required_metrics=spec.stop.metrics if settings.strict_metrics else (),
+        required_metrics=(
+            dict.fromkeys(spec.stop.metrics, "its stop criterion's metric")
+            if settings.strict_metrics
+            else {}
+        ),
         saves_on_demand=bool(getattr(spec.trainable, "saves_on_demand", True)),
     )
 

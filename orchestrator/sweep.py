@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from .best import has_metric
 from .errors import ConfigError
 from .events import Decided, PauseRequested, RestoreRequested, ResumeRequested, StopRequested
 from .judge import CONTINUE, Judges, StopJudge
@@ -290,16 +291,25 @@ class Sweep:
         """Make ``rt`` one of this sweep's trials: judged by its scheduler, watched."""
         self._trials[rt.id] = rt
         rt.observer = self
+        policy = rt.machine.policy
+        if self._orch.settings.strict_metrics:
+            # Like a stop metric: a trial whose first result lacks the sweep's metric is
+            # an error then, not a sweep whose searcher and scheduler learn nothing.
+            required = dict(policy.required_metrics)
+            if self._metric:
+                required.setdefault(self._metric, "the sweep's metric")
+            own = self._scheduler.metric if self._scheduler is not None else None
+            if own:
+                required.setdefault(
+                    own, f"its scheduler's ({type(self._scheduler).__name__}) metric"
+                )
+            policy.required_metrics = required
         if self._scheduler is None:
             return
         from .schedulers import PBT
 
-        policy = rt.machine.policy
         judge = SchedulerJudge(rt, self._scheduler, self._population, self._decide)
         policy.judge = Judges([StopJudge(rt.spec.stop), judge])
-        metric = self._scheduler.metric
-        if self._orch.settings.strict_metrics and metric and metric not in policy.required_metrics:
-            policy.required_metrics = (*policy.required_metrics, metric)
         rt.report_config = isinstance(self._scheduler, PBT)
 
     async def _free_slots(self) -> int:
@@ -368,6 +378,20 @@ class Sweep:
         self._told.add(rt.id)
         error = rt.machine.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None
+        metric = self._metric
+        if metric and result is not None and not any(has_metric(r, metric) for r in rt.results):
+            # It has no result to learn from, and its last one must not pass for one.
+            # An error was said already; else strict_metrics=False let it run.
+            result = None
+        if result is None and not error and rt.last_result is not None:
+            log.warning(
+                "sweep %r: trial %s ended without reporting the sweep's metric %r in any "
+                "result (it reported %s); the searcher is told it has no result",
+                self.name,
+                rt.id,
+                metric,
+                ", ".join(repr(k) for k in rt.last_result) or "nothing",
+            )
         loop = asyncio.get_running_loop()
         loop.run_in_executor(self._thread, self._complete, rt.id, result, error)
 

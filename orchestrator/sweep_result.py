@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from .best import finite, lookup, pick_best, standing, value_of
 from .errors import ConfigError
 from .lifecycle import TrialState
 
@@ -16,10 +16,7 @@ if TYPE_CHECKING:
 
 def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
     """``result[metric]`` as a finite number (``"a/b"`` reads nested dicts), else None."""
-    from .reader import metric_value as read
-
-    value = read(result, metric) if result else None
-    return value if value is not None and math.isfinite(value) else None
+    return finite(lookup(result, metric))
 
 
 class SweepResult:
@@ -46,8 +43,10 @@ class SweepResult:
         scope: Literal["last", "all"] = "last",
     ) -> Trial:
         """The best trial by ``metric`` (default: the sweep's) in ``mode``, judged by each
-        trial's last result (``scope="last"``) or its best one (``"all"``). A metric no
-        trial reported is an error naming the keys they did report."""
+        trial's newest value of it (``scope="last"``) or its best one (``"all"``), the
+        rule of :mod:`orchestrator.best`: a NaN or infinite value never counts, and the
+        first of equals wins. No finite value anywhere is an error naming the keys the
+        trials reported."""
         metric = metric or self.metric
         mode = mode or self.mode
         if metric is None or mode not in ("min", "max"):
@@ -57,26 +56,20 @@ class SweepResult:
             )
         if scope not in ("last", "all"):
             raise ConfigError(f"get_best: scope must be 'last' or 'all', got {scope!r}")
-        sign = 1.0 if mode == "max" else -1.0
-        best: tuple[float, int] | None = None
-        chosen: Trial | None = None
-        for index, trial in enumerate(self.trials):
-            if scope == "last":
-                values = [metric_value(trial.last_result, metric)]
-            else:
-                values = [metric_value(r, metric) for r in trial.results]
-            scores = [sign * v for v in values if v is not None]
-            if not scores:
-                continue
-            key = (max(scores), -index)  # ties: the earlier trial
-            if best is None or key > best:
-                best, chosen = key, trial
-        if chosen is None:
+        found = pick_best(
+            ((t, standing(t.results, metric, mode, scope)) for t in self.trials), mode
+        )
+        if found is not None:
+            return found[0]
+        if any(value_of(t.results, metric) is not None for t in self.trials):
             raise ConfigError(
-                f"no trial reported the metric {metric!r}; the trials reported: "
-                f"{', '.join(self._reported_keys()) or 'nothing'}"
+                f"no trial has a finite value of the metric {metric!r} (NaN and infinite "
+                "values never count as the best)"
             )
-        return chosen
+        raise ConfigError(
+            f"no trial reported the metric {metric!r}; the trials reported: "
+            f"{', '.join(self._reported_keys()) or 'nothing'}"
+        )
 
     @property
     def best_trial(self) -> Trial:
@@ -100,13 +93,12 @@ class SweepResult:
         checkpoints = trial.checkpoints
         if not checkpoints:
             return None
-        metric, sign = self.metric, 1.0 if self.mode == "max" else -1.0
-        scored = [
-            (sign * v, c.iteration, c)
-            for c in checkpoints
-            if metric is not None and (v := metric_value(c.metrics, metric)) is not None
-        ]
-        return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else checkpoints[-1]
+        metric = self.metric
+        if metric is None or self.mode is None:
+            return checkpoints[-1]
+        newest_first = reversed(checkpoints)  # of equals, the newest
+        found = pick_best(((c, lookup(c.metrics, metric)) for c in newest_first), self.mode)
+        return found[0] if found is not None else checkpoints[-1]
 
     @property
     def errors(self) -> list[BaseException]:

@@ -81,9 +81,10 @@ class TrialPolicy:
     steps_per_call: int = 1  # > 1: the actor may run ahead, never past a decision point
     time_slice: float | None = None  # adaptive: a call runs steps for about this long
     max_pending_saves: int = 2  # unpersisted checkpoints a trial may train ahead of
-    # Metrics the trial's first result must report (the stop criterion's keys): a name
-    # that is not there is an error at once, not a trial that never stops.
-    required_metrics: tuple[str, ...] = ()
+    # Metrics the trial's first result must report, each with what uses it ("its stop
+    # criterion", "the sweep's metric"...): a name that is not there is an error at
+    # once, not a trial that never stops or a sweep that learns nothing.
+    required_metrics: Mapping[str, str] = field(default_factory=dict)
     # False for a trainable that checkpoints only when it says so (a function's
     # report(checkpoint=...)): no final save on pause or stop, which could only write
     # an empty checkpoint; a paused one resumes from its newest reported checkpoint.

@@ -140,6 +140,7 @@ def handle_show(args: argparse.Namespace, console: Console) -> int:
             t.num_failures,
             t.last_result,
             extra={"ckpts": str(len(t.checkpoints))},
+            results=t.results,
         )
         for t in record.trials
     ]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..best import finite, value_of
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -67,12 +69,18 @@ class TrialRow:
     failures: int
     last: Mapping[str, Any]
     extra: Mapping[str, str] = field(default_factory=dict)  # more columns, after the fixed
+    results: Sequence[Mapping[str, Any]] = ()  # its history (default: only ``last``)
+
+    def value(self, metric: str) -> Any:
+        """The trial's value of ``metric``: its newest result reporting it."""
+        return value_of(self.results or [self.last], metric)
 
 
 def trials_table(
     rows: Sequence[TrialRow], metric: str | None, mode: str, *, title: str, finished: bool = True
 ) -> Table:
-    """One row per trial; sorted by ``metric`` (best first, missing last) when given.
+    """One row per trial; sorted by ``metric`` (best first by the rule of
+    :mod:`orchestrator.best`; no finite value: last) when given.
 
     Columns: trial, config, state, iter, failures, the rows' ``extra`` ones, then
     ``metric`` and other numeric keys of the last results (at most
@@ -81,17 +89,15 @@ def trials_table(
     """
     from rich.table import Table
 
-    from ..reader import metric_value
-
     ordered = list(rows)
     if metric is not None:
         sign = -1.0 if mode == "max" else 1.0
 
         def key(row: TrialRow) -> float:
-            value = metric_value(row.last, metric)
-            return sign * value if value is not None and math.isfinite(value) else math.inf
+            value = finite(row.value(metric))
+            return sign * value if value is not None else math.inf
 
-        ordered.sort(key=key)
+        ordered.sort(key=key)  # stable: the first of equals stays first, as best.pick_best
     metrics: list[str] = [metric] if metric else []
     for row in rows:
         for name, value in row.last.items():
@@ -115,7 +121,10 @@ def trials_table(
             str(row.iteration),
             str(row.failures),
             *(row.extra.get(name, "") for name in extra),
-            *(cell(_lookup(row.last, name)) for name in metrics),
+            *(
+                cell(row.value(name) if name == metric else _lookup(row.last, name))
+                for name in metrics
+            ),
         )
     return table
 
@@ -124,7 +133,15 @@ def results_table(trials: Sequence[Trial], metric: str | None, mode: str) -> Tab
     """The final table of ``run`` and ``resume``: one row per trial, best first by
     ``metric`` when given."""
     rows = [
-        TrialRow(t.id, t.config, t.state.value, t.iteration, t.num_failures, t.last_result or {})
+        TrialRow(
+            t.id,
+            t.config,
+            t.state.value,
+            t.iteration,
+            t.num_failures,
+            t.last_result or {},
+            results=t.results,
+        )
         for t in trials
     ]
     return trials_table(rows, metric, mode, title="final results")

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..best import value_of
 from ..errors import ConfigError
 from . import args as cli_args
 from .args import EXIT_FAILED, EXIT_OK
@@ -165,7 +166,7 @@ def print_best(result: Any, console: Console) -> None:
     except ConfigError as err:
         console.print(f"no best trial: {err}", style="red", highlight=False)
         return
-    value = (best.last_result or {}).get(result.metric)
+    value = value_of(best.results, result.metric)
     console.print(
         f"best trial {best.id}: {result.metric}={value} ({result.mode}) config "
         f"{json.dumps(best.config, default=str)}",

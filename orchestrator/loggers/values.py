@@ -14,6 +14,8 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from ..results import json_spelling
+
 __all__ = ["SEP", "dumps", "flatten", "hparam_value", "scalar_value", "jsonable"]
 
 SEP = "/"
@@ -53,22 +55,32 @@ def jsonable(value: Any) -> Any:
 
 
 def dumps(obj: Any, *, indent: int | None = None) -> str:
-    """JSON text for ``obj``, never raising. NaN and infinities are written as JSON's
-    common extension (``NaN``, ``Infinity``), which Python's json and pandas read back."""
+    """Standard JSON text for ``obj``, never raising. A NaN or infinite float is written
+    as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``: strict JSON readers
+    refuse the bare ``NaN`` Python writes, ``null`` would lose which one it was, and
+    ``float()`` and ``pandas.to_numeric`` read these strings back as the floats."""
     try:
-        return json.dumps(obj, default=jsonable, indent=indent, sort_keys=indent is not None)
-    except (TypeError, ValueError):  # keys json cannot take, or a reference cycle
-        return json.dumps(_sanitize(obj, 0), default=jsonable, indent=indent)
+        return json.dumps(
+            obj, default=jsonable, indent=indent, sort_keys=indent is not None, allow_nan=False
+        )
+    except (TypeError, ValueError):  # keys json cannot take, a non-finite float, a cycle
+        clean = _sanitize(obj, 0)  # every key a str now: sortable
+        return json.dumps(clean, indent=indent, sort_keys=indent is not None, allow_nan=False)
 
 
 def _sanitize(obj: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         return repr(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else json_spelling(obj)
+    if isinstance(obj, (str, int)) or obj is None:  # bool is an int
+        return obj
     if isinstance(obj, Mapping):
         return {_key(k): _sanitize(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_sanitize(v, depth + 1) for v in obj]
-    return obj
+    converted = jsonable(obj)  # numpy values (a NaN among them), sets
+    return converted if isinstance(converted, str) else _sanitize(converted, depth + 1)
 
 
 def _key(key: Any) -> str:

@@ -73,7 +73,9 @@ class ASHA(Scheduler):
     has a real score, and leaves the percentile alone.
 
     A result that jumps over several rungs at once (a coarse ``time_attr``) is recorded at
-    the highest of them only; the rungs below count as passed.
+    the highest of them only; the rungs below count as passed. So is a result at ``max_t``
+    (stopped there with ``stop_last_trials``): it counts in the cutoff of the highest rung
+    it passed, e.g. when the trial's results at the rungs lacked the metric.
     """
 
     def __init__(
@@ -166,9 +168,11 @@ class ASHA(Scheduler):
             return [Stop(trial.trial_id)]  # its earlier decision stands
         if trial.trial_id not in self._trials:
             self.on_trial_add(trial)
-        if (self.stop_last_trials and time >= self.max_t) or self._advance(
-            trial.trial_id, time, score
-        ):
+        # Recorded first, also at max_t: a result there may pass rungs whose results
+        # lacked the metric, and the others' cutoffs must count it (on_trial_complete
+        # leaves stopped trials alone).
+        below_cutoff = self._advance(trial.trial_id, time, score)
+        if below_cutoff or (self.stop_last_trials and time >= self.max_t):
             self._stopped.add(trial.trial_id)
             return [Stop(trial.trial_id)]
         return []

@@ -4,6 +4,16 @@ Stop a trial once its best score so far is worse than the median of the other tr
 running means at the same point in time. Ray Tune's MedianStoppingRule semantics; each
 trial's history is kept as prefix sums, so a running mean over any window costs two
 binary searches and a decision costs O(trials) (plus sorting their means for the median).
+
+The prefix sums are exact: integers counting units of ``2**-scale``, where ``scale`` is
+the finest binary exponent among the trial's scores (every float is an integer times a
+power of two), and a mean is one correctly rounded integer division. A float prefix sum
+rounds, and the difference of two rounded sums is no longer the window's mean: a single
+0.3 after a 0.1 came out as 0.30000000000000004, so a trial equal to the median was
+"strictly worse" than it and stopped. Exact means give equal inputs equal means, which is
+what the strictly-worse rule needs; a tolerance would instead make genuinely different
+values tie. The integers stay small for ordinary scores (``scale`` is about 60 for
+values near 1e-3) and grow only with a trial's finest exponent.
 """
 
 from __future__ import annotations
@@ -27,26 +37,42 @@ from .base import (
 )
 
 
+def _scaled(score: float) -> tuple[int, int]:
+    """``score`` as ``(n, e)`` with ``score == n * 2**-e`` exactly (``e >= 0``)."""
+    numerator, denominator = score.as_integer_ratio()
+    return numerator, denominator.bit_length() - 1
+
+
 @dataclass
 class _History:
-    """One trial's scores by time, as prefix sums (finite scores; -inf and +inf counted)."""
+    """One trial's scores by time, as exact prefix sums of its finite scores (in units of
+    ``2**-scale``; see the module docstring), -inf and +inf counted apart."""
 
     times: list[float] = field(default_factory=list)
-    sums: list[float] = field(default_factory=lambda: [0.0])
+    sums: list[int] = field(default_factory=lambda: [0])
     worst: list[int] = field(default_factory=lambda: [0])  # cumulative count of -inf
     best_inf: list[int] = field(default_factory=lambda: [0])  # cumulative count of +inf
     best: float = -math.inf
+    scale: int = 0
 
     def add(self, time: float, score: float) -> None:
-        finite = math.isfinite(score)
+        units = 0
+        if math.isfinite(score):
+            numerator, exponent = _scaled(score)
+            if exponent > self.scale:  # a finer score: re-express the sums (rare)
+                shift = exponent - self.scale
+                self.sums = [total << shift for total in self.sums]
+                self.scale = exponent
+            units = numerator << (self.scale - exponent)
         self.times.append(time)
-        self.sums.append(self.sums[-1] + (score if finite else 0.0))
+        self.sums.append(self.sums[-1] + units)
         self.worst.append(self.worst[-1] + (score == -math.inf))
         self.best_inf.append(self.best_inf[-1] + (score == math.inf))
         self.best = max(self.best, score)
 
     def mean(self, start: float, end: float) -> float | None:
-        """The mean score over results with start <= time <= end (None: no result there)."""
+        """The mean score over results with start <= time <= end, correctly rounded
+        (None: no result there)."""
         lo = bisect.bisect_left(self.times, start)
         hi = bisect.bisect_right(self.times, end)
         if hi <= lo:
@@ -55,15 +81,22 @@ class _History:
             return -math.inf  # a NaN (or worst-infinite) value: the worst mean there is
         if self.best_inf[hi] - self.best_inf[lo]:
             return math.inf
-        return (self.sums[hi] - self.sums[lo]) / (hi - lo)
+        # int / int is correctly rounded in Python, however large the integers.
+        return (self.sums[hi] - self.sums[lo]) / ((hi - lo) << self.scale)
 
     def to_list(self) -> list[Any]:
-        return [self.times, self.sums, self.worst, self.best_inf, self.best]
+        return [self.times, self.sums, self.worst, self.best_inf, self.best, self.scale]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> _History:
-        times, sums, worst, best_inf, best = data
-        return cls(list(times), list(sums), list(worst), list(best_inf), best)
+        if len(data) == 5:  # an older state: float prefix sums, taken at their exact value
+            times, floats, worst, best_inf, best = data
+            exact = [_scaled(t) if math.isfinite(t) else (0, 0) for t in floats]
+            scale = max((e for _, e in exact), default=0)
+            sums = [n << (scale - e) for n, e in exact]
+            return cls(list(times), sums, list(worst), list(best_inf), best, scale)
+        times, sums, worst, best_inf, best, scale = data
+        return cls(list(times), list(sums), list(worst), list(best_inf), best, scale)
 
 
 class MedianStopping(Scheduler):

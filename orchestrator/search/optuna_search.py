@@ -202,14 +202,21 @@ class OptunaSearch(Searcher):
 
         _, study = self._set_up()
         trial = self._trials.pop(trial_id, None)
-        self._last_step.pop(trial_id, None)
+        reported_along = self._last_step.pop(trial_id, None) is not None
         if trial is None:
             return
-        value = None if error or result is None else _finite(result.get(self._metric))
-        if value is None:
-            study.tell(trial, state=TrialState.FAIL)
-        else:
+        raw = None if error or result is None else result.get(self._metric)
+        value = _finite(raw)
+        if value is not None:
             study.tell(trial, value)
+        elif result is not None and raw is None and not error and reported_along:
+            # It ended without the metric in its last result but reported it on the
+            # way: Optuna's TPE ranks a PRUNED trial by its last intermediate value.
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            # Failed, or nothing (finite) to learn from: a NaN or infinite value, or no
+            # result with the metric at all (the sweep then passes result=None).
+            study.tell(trial, state=TrialState.FAIL)
 
     def get_state(self) -> bytes:
         """The pickled study (its trials, sampler and RNG) and the trials still running.

@@ -69,7 +69,8 @@ class Searcher(abc.ABC):
     def on_trial_complete(
         self, trial_id: str, result: Mapping[str, Any] | None, error: bool = False
     ) -> None:
-        """The trial ended: ``result`` is its last one (``None`` if it reported none);
+        """The trial ended: ``result`` is its last one, ``None`` if it reported none or
+        none of its results reported the sweep's metric (nothing to learn from);
         ``error`` says it failed rather than finished."""
         return None
 

@@ -266,3 +266,24 @@ def test_objective_is_required() -> None:
     scheduler = ASHA(mode="min")
     scheduler.set_search_properties("loss", "max")  # the constructor's mode wins
     assert (scheduler.metric, scheduler.mode) == ("loss", "min")
+
+
+def test_a_result_at_max_t_is_recorded_at_the_rung_its_earlier_results_missed() -> None:
+    # Rungs at 1, 2 and 4, max_t 5. a's results at the rungs lack the metric, so its
+    # first scored result (at max_t) passes all three: it is recorded at rung 4 (the
+    # highest), as a result jumping over rungs is, and stopped because it is at max_t.
+    # Before, the max_t stop skipped the record and on_trial_complete skipped stopped
+    # trials: a never counted, and b (worse than a) went on alone. Ray Tune's
+    # AsyncHyperBandScheduler stops b at 4 on this stream too.
+    sim = Sim(asha(max_t=5, grace_period=1, reduction_factor=2), ["a", "b"])
+    for it in (1, 2, 4):
+        result: dict[str, Any] = {"training_iteration": it}
+        info = replace(sim.pop["a"], state="RUNNING", iteration=it, last_result=result)
+        assert sim.scheduler.on_trial_result(info, result, sim.pop) == []
+    assert sim.report("a", 5, 10.0) == [Stop("a")]
+    assert sim.scheduler.state_dict()["records"][0] == [{}, {}, {"a": 10.0}]
+    sim.scheduler.on_trial_complete(sim.pop["a"], sim.pop["a"].last_result, sim.pop)
+    assert sim.scheduler.state_dict()["records"][0] == [{}, {}, {"a": 10.0}]  # once
+    assert sim.report("b", 1, 5.0) == []  # alone at rungs 1 and 2
+    assert sim.report("b", 2, 5.0) == []
+    assert sim.report("b", 4, 5.0) == [Stop("b")]  # below a's 10 at rung 4

@@ -183,3 +183,49 @@ def test_defaults() -> None:
 def test_bad_parameters(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         MedianStopping(metric="score", **kwargs)
+
+
+def test_a_trial_equal_to_the_median_continues_exactly() -> None:
+    # Each other trial reports 0.1 then 0.3: its running mean over the window [2, 2] is
+    # 0.3, which a prefix sum computed as (0.1 + 0.3) - 0.1 = 0.30000000000000004. x's
+    # best, 0.3, equals the median: not strictly worse, so it continues.
+    sim = median(min_samples_required=3)
+    for tid in ("a", "b", "c"):
+        sim.stream(tid, [0.1, 0.3])
+    assert sim.scheduler.median_at(2, exclude="x") == 0.3
+    assert sim.stream("x", [0.1, 0.3]) == [[], []]
+    assert sim.report("y", 2, math.nextafter(0.3, 0)) == [Stop("y")]  # one ulp worse
+
+
+def test_running_means_are_exact_means_of_the_window() -> None:
+    # The mean is the window's exact mean, correctly rounded, whatever came before it
+    # (huge, tiny, cancelling values), so equal windows always tie.
+    values = [1e300, 0.1, 1e-300, -1e300, 0.3, 0.3, 0.3, 5e-324, 0.7]
+    sim = median(grace_period=1, min_samples_required=1)
+    sim.stream("a", values)
+    from fractions import Fraction
+
+    for end in range(1, len(values) + 1):
+        for start in range(1, end + 1):
+            window = values[start - 1 : end]
+            exact = float(sum(map(Fraction, window)) / len(window))
+            history = sim.scheduler._histories["a"]
+            assert history.mean(start, end) == exact
+
+
+def test_a_state_with_float_prefix_sums_still_loads() -> None:
+    old = {
+        "metric": "score",
+        "mode": "max",
+        "histories": {
+            "a": [[1, 2, 3], [0.0, 1.0, 3.0, 6.0], [0, 0, 0, 0], [0, 0, 0, 0], 3.0],
+            "b": [[1, 2, 3], [0.0, 3.0, 6.0, 9.0], [0, 0, 0, 0], [0, 0, 0, 0], 3.0],
+        },
+        "stopped": [],
+        "paused": [],
+        "decided": [],
+    }
+    sim = median()
+    sim.scheduler.load_state_dict(old)
+    assert sim.scheduler.median_at(3, exclude="c") == pytest.approx(2.75)  # a 2.5, b 3
+    assert sim.stream("c", [0, 0]) == [[], [Stop("c")]]

@@ -150,6 +150,22 @@ def test_results_are_told_and_failures_told_as_fail() -> None:
     assert trials[0].value == 0.5
 
 
+def test_a_trial_that_reported_the_metric_on_the_way_but_not_last_is_pruned() -> None:
+    # Optuna's TPE ranks a PRUNED trial by its last intermediate value; one that never
+    # reported the metric (or ended with NaN or inf) has nothing to learn from: FAIL.
+    searcher = set_up(OptunaSearch(seed=0), QUADRATIC)
+    for n in range(4):
+        searcher.suggest(f"t{n}")
+        searcher.on_trial_result(f"t{n}", {"loss": 0.25, "training_iteration": 1})
+    searcher.on_trial_complete("t0", {"other": 1, "training_iteration": 2})
+    searcher.on_trial_complete("t1", None)
+    searcher.on_trial_complete("t2", {"loss": math.inf, "training_iteration": 2})
+    searcher.on_trial_complete("t3", {"other": 1}, error=True)
+    trials = searcher.study.trials
+    assert [t.state for t in trials] == [TrialState.PRUNED] + [TrialState.FAIL] * 3
+    assert trials[0].intermediate_values == {1: 0.25}
+
+
 def test_intermediate_results_are_reported_by_training_iteration() -> None:
     searcher = set_up(OptunaSearch(seed=0), QUADRATIC)
     searcher.suggest("t0")
