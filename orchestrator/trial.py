@@ -197,6 +197,11 @@ class Trial:
 
     # -- plumbing ----------------------------------------------------------------------
 
+    def _view(self, runtime: TrialRuntime) -> None:
+        """Show ``runtime`` from now on: a resumed experiment rebuilt, from its journal,
+        the trial this handle's ``add_trial`` call adopted."""
+        self._rt = runtime
+
     def _training(self) -> bool:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing
 
