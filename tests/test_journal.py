@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 import orchestrator.journal as journal_module
-from orchestrator import ConfigError, JournalError, Orchestrator, Trial
+from orchestrator import ConfigError, Orchestrator, Trial
 from orchestrator.errors import JournalDamaged
 from orchestrator.journal import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
 from orchestrator.journal import load as load_journal
 from storage import Storage, StorageError, open_storage
 
 from .trainables import Counter
-
 
 #: The head and its backup: rewritten whole by every write.
 HEADS = (JOURNAL_KEY, BACKUP_KEY)
