@@ -23,6 +23,7 @@ from .errors import JournalDamaged
 __all__ = [
     "check_entry",
     "damage_of",
+    "damage_of_segment",
     "parse_head",
     "parse_segment",
     "repair_command",
@@ -75,12 +76,13 @@ def damage_of(data: bytes) -> str | None:
     try:
         json.loads(text)
     except json.JSONDecodeError as err:
-        if err.pos >= len(text.rstrip()):
+        # A string left open runs to the end (the decoder looks for its closing quote
+        # there), and any other value cut short fails at the end.
+        if err.msg.startswith("Unterminated string") or err.pos >= len(text.rstrip()):
             return (
-                f"is truncated: it ends after {len(data)} bytes, inside the JSON document "
-                f"({err.msg})"
+                f"is truncated: it ends after {len(data)} bytes, in the middle of its JSON document"
             )
-        return f"is not JSON: {err.msg} at byte {err.pos} of {len(data)}"
+        return f"is not JSON at byte {err.pos} of {len(data)} ({err.msg})"
     return None
 
 
@@ -133,6 +135,11 @@ def parse_segment(data: bytes, where: str, experiment_uri: str) -> list[dict[str
     if problem is not None:
         raise damaged(experiment_uri, where, problem)
     return parts
+
+
+def damage_of_segment(data: bytes) -> str | None:
+    """What is wrong with a result segment, in words; None when it reads whole."""
+    return _segment_lines(data)[1]
 
 
 def salvage_segment(data: bytes) -> list[dict[str, Any]]:

@@ -19,6 +19,11 @@ scratch. The rule, applied in the order of the calls:
    trial, and the journaled trials of the same trainable no call has adopted, which is
    what a changed config looks like).
 
+A trial that ``repair`` rebuilt without its spec (it was lost with the journal's head)
+has no trainable to compare: a call naming it adopts it and supplies the spec, and so
+does an unnamed call when its id was generated (it starts with the trainable's name)
+and its config survived (``params.json``), after the whole trials of that identity.
+
 Journaled trials that no call adopts resume as they are (as ``python -m orchestrator
 resume`` resumes every trial). Everything here is plain data: no storage, no Ray.
 """
@@ -83,6 +88,10 @@ class JournaledIdentity:
     trial_id: str
     identity: Identity
     named: bool
+    #: A trial rebuilt by ``repair`` without its spec, whose id was generated: the short
+    #: name of its trainable (the id's start). With its config (from its ``params.json``)
+    #: an unnamed call of a trainable of that name adopts it, after the whole ones.
+    short_name: str | None = None
 
 
 def trainable_identity(trainable: Any) -> str:
@@ -126,9 +135,14 @@ def journaled_identity(
     """A journaled trial's identity, from its spec's journal fields. Journals written
     before ``trainable_name`` and ``trial_id_given`` existed still match: the trainable
     from its import path (or, pickled, its class), a generated id by its shape."""
-    if spec.get("spec_lost"):
-        return JournaledIdentity(trial_id, Identity(None, None), named=True)
     config = spec.get("config")
+    if spec.get("spec_lost"):
+        generated = GENERATED_ID.match(trial_id) is not None
+        known = (
+            json.dumps(config, sort_keys=True) if isinstance(config, Mapping) and config else None
+        )
+        short = trial_id.rsplit("_", 2)[0] if generated and known else None
+        return JournaledIdentity(trial_id, Identity(None, known), not generated, short)
     identity = Identity(
         _journaled_trainable(spec),
         json.dumps(config, sort_keys=True) if isinstance(config, Mapping) else None,
@@ -160,10 +174,14 @@ class TrialMatcher:
     def __init__(self, journaled: Iterable[JournaledIdentity]) -> None:
         self._by_id: dict[str, JournaledIdentity] = {}
         self._unnamed: dict[Identity, deque[str]] = {}
+        self._spec_lost: dict[tuple[str, str | None], deque[str]] = {}
         for entry in journaled:
             self._by_id[entry.trial_id] = entry
             if not entry.named and entry.identity.known:
                 self._unnamed.setdefault(entry.identity, deque()).append(entry.trial_id)
+            elif not entry.named and entry.short_name is not None:
+                key = (entry.short_name, entry.identity.config)
+                self._spec_lost.setdefault(key, deque()).append(entry.trial_id)
         self._adopted: dict[str, str] = {}  # journaled id -> the call that adopted it
         self._calls = 0
 
@@ -174,12 +192,13 @@ class TrialMatcher:
         call = f"add_trial call #{self._calls}" + (f" (trial_id={trial_id!r})" if trial_id else "")
         if trial_id is not None:
             return self._by_name(identity, trial_id, call)
-        waiting = self._unnamed.get(identity)
-        while waiting:
-            found = waiting.popleft()
-            if found not in self._adopted:
-                self._adopted[found] = call
-                return found
+        short = (identity.trainable or "").rpartition(":")[2].rpartition(".")[2]
+        for waiting in (self._unnamed.get(identity), self._spec_lost.get((short, identity.config))):
+            while waiting:
+                found = waiting.popleft()
+                if found not in self._adopted:
+                    self._adopted[found] = call
+                    return found
         return None
 
     def _by_name(self, identity: Identity, trial_id: str, call: str) -> str | None:

@@ -48,8 +48,8 @@ CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)(?:\.(\d+))?$")
 #: The error a trial rebuilt without its spec carries (and ``show`` prints).
 SPEC_LOST_ERROR = (
     "rebuilt by repair: its spec (trainable, stop criterion, options) was lost with the "
-    "journal's head; under resume=True, add_trial(<its trainable>, <its config>, ..., "
-    "trial_id={trial_id!r}) continues it from its newest checkpoint"
+    "journal's head; under resume=True, the add_trial call of its trainable and config "
+    "(or add_trial(..., trial_id={trial_id!r})) continues it from its newest checkpoint"
 )
 
 

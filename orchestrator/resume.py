@@ -204,13 +204,15 @@ def adopt(
     it is ever started again. The others continue from their newest checkpoint that
     survived; their later results are gone. ``spec`` is the spec of the call adopting
     a trial whose journaled spec was lost (rebuilt by ``repair``): it continues with
-    that spec from its newest checkpoint."""
+    that spec from its newest checkpoint (or is TERMINATED, when its last result meets
+    that spec's stop criterion)."""
     from .journal import unpickle_b64
 
     state = TrialState(entry.state)
     lost = bool(entry.spec.get("spec_lost"))
-    if lost and spec is not None:
-        state = TrialState.PENDING
+    if lost and spec is not None:  # its journaled state is unknown: its results say
+        done = bool(entry.results) and spec.stop(entry.results[-1])
+        state = TrialState.TERMINATED if done else TrialState.PENDING
     elif state is TrialState.ERROR and settings.resume_errored and not lost:
         state = TrialState.PENDING
     elif lost and settings.resume_errored:
@@ -221,8 +223,10 @@ def adopt(
             entry.id,
         )
     runs = not state.is_settled
+    supplied = spec is not None  # by the call: its code is loaded
     if spec is not None:
-        spec = replace(spec, trial_id=entry.id, named=True, json=None)
+        named = journaled_identity(entry.id, entry.spec).named  # as it was created
+        spec = replace(spec, trial_id=entry.id, named=named, json=None)
     else:
         spec = TrialSpec.from_json(entry.id, entry.spec, load_code=runs)
     error = None
@@ -246,7 +250,7 @@ def adopt(
         iteration=iteration,
         error=error,
     )
-    rt = TrialRuntime(spec, policy, machine=machine, code_loaded=runs)
+    rt = TrialRuntime(spec, policy, machine=machine, code_loaded=runs or supplied)
     if entry.config_pickle is not None:  # an exploit gave it a new config
         try:
             rt.config = dict(unpickle_b64(entry.config_pickle))

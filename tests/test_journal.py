@@ -304,7 +304,7 @@ async def test_a_missing_segment_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_trial_may_not_take_the_journals_names(tmp_path: Path) -> None:
     orch = Orchestrator(storage=tmp_path, name="exp")
-    for name in (JOURNAL_KEY, SEGMENTS_PREFIX):
+    for name in (JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY):
         with pytest.raises(ConfigError, match="the name of the experiment's journal"):
             orch.add_trial(Counter, trial_id=name)
 

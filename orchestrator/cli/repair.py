@@ -78,9 +78,9 @@ def describe(report: RepairReport, args: argparse.Namespace) -> list[str]:
             shown = ", ".join(report.spec_lost)
             lines.append(
                 f"{len(report.spec_lost)} trial(s) lost their spec with the head (now ERROR, "
-                f"their results and checkpoints kept): {shown}; under resume=True, "
-                "add_trial(<trainable>, <config>, ..., trial_id=<its id>) continues each "
-                "from its newest checkpoint"
+                f"their results and checkpoints kept): {shown}; under resume=True, the "
+                "add_trial call of each one's trainable and config (or one with "
+                "trial_id=<its id>) continues it from its newest checkpoint"
             )
     if report.kept_aside:
         lines.append(f"the damaged head is kept as {report.kept_aside}")
