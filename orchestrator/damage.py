@@ -15,6 +15,7 @@ before the cut: :func:`salvage_head` reads those.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,9 @@ SPEC_FIELDS = ("resources", "checkpoint_every", "max_failures")
 CHECKPOINT_FIELDS = ("trial_id", "iteration", "key", "uri")
 
 _DECODER = json.JSONDecoder()
+#: What may be left after a decoding error when the text was cut inside a number or a
+#: literal (``tr``, ``nul``, ``12.``), or nothing.
+_PARTIAL_TOKEN = re.compile(r"[\w.+-]*")
 
 
 def repair_command(experiment_uri: str) -> str:
@@ -77,8 +81,11 @@ def damage_of(data: bytes) -> str | None:
         json.loads(text)
     except json.JSONDecodeError as err:
         # A string left open runs to the end (the decoder looks for its closing quote
-        # there), and any other value cut short fails at the end.
-        if err.msg.startswith("Unterminated string") or err.pos >= len(text.rstrip()):
+        # there); a literal or number cut short fails at its start or inside it; any
+        # other value cut short fails at the end.
+        rest = text.rstrip()[err.pos :]
+        partial = err.msg != "Extra data" and _PARTIAL_TOKEN.fullmatch(rest) is not None
+        if err.msg.startswith("Unterminated string") or partial:
             return (
                 f"is truncated: it ends after {len(data)} bytes, in the middle of its JSON document"
             )
@@ -204,8 +211,10 @@ def salvage_head(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             value, pos = _DECODER.raw_decode(text, pos)
         except ValueError:
             break
-        header[key] = value
         pos = _skip(text, pos)
+        if not text.startswith((",", "}"), pos):  # a number cut short still parses
+            break
+        header[key] = value
         if not text.startswith(",", pos):
             break
         pos += 1
