@@ -362,9 +362,11 @@ class Orchestrator:
         return rt
 
     def _attach(self, rt: TrialRuntime) -> None:
+        from .lifecycle import TrialState
+
         if self._dispatcher is not None:
             self._dispatcher.attach(rt)
-            if self._runs_in_progress:
+            if self._runs_in_progress and rt.machine.state is TrialState.PENDING:
                 self._dispatcher.launch(rt)
 
     def _taken_ids(self) -> Container[str]:
