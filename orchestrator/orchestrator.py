@@ -375,7 +375,7 @@ class Orchestrator:
         resumption = self._session.resumption if self._session is not None else None
         if resumption is None:
             return self._trials
-        return {i for i in self._trials if not resumption.matcher.journaled(i)}
+        return _NotJournaled(self._trials, resumption.matcher.journaled)
 
     # -- running -----------------------------------------------------------------------
 
@@ -541,6 +541,16 @@ class Orchestrator:
                 "(or orch.run_sync()) before running"
             )
         return self._dispatcher, self._hooks
+
+
+class _NotJournaled(Container[str]):
+    """The ids of ``trials`` that ``journaled`` says no. A view: O(1) per lookup."""
+
+    def __init__(self, trials: Container[str], journaled: Callable[[str], bool]) -> None:
+        self._trials, self._journaled = trials, journaled
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._trials and not self._journaled(str(trial_id))
 
 
 def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
