@@ -170,7 +170,7 @@ class Journal:
         self.writes = 0
         self.failed_writes = 0
         self._pause = interval  # before the next write, from the last one's cost
-        self.started_at = time.time()  # kept across resumes (see ``head_extras``)
+        self.started_at = time.time()  # kept across resumes (``JournalContents.extras``)
         # What else the head carries, built on the loop at each write: the sweeps'
         # state (searcher, scheduler, which trials they created).
         self._extras: Callable[[], dict[str, Any]] | None = None
@@ -523,15 +523,6 @@ async def load_experiment(storage: Any) -> JournalContents | None:
         )
     extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
     return JournalContents(trials, extras)
-
-
-async def head_extras(storage: Any) -> dict[str, Any]:
-    """The head's fields other than the trials (``sweeps``, ``started_at``...); ``{}``
-    when there is no journal."""
-    if not await storage.exists(JOURNAL_KEY):
-        return {}
-    doc = json.loads(await storage.read_bytes(JOURNAL_KEY))
-    return {k: v for k, v in doc.items() if k not in ("trials", "segments")}
 
 
 async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
