@@ -48,6 +48,19 @@ class JournalError(OrchestratorError):
     """The experiment's journal in storage cannot be read back (``resume=True``)."""
 
 
+class JournalDamaged(JournalError):
+    """The experiment's journal in storage is damaged: an object truncated, not JSON,
+    or missing fields. ``where`` names the object, ``what`` says what is wrong with it,
+    ``uri`` is the experiment's; the message says how to recover
+    (``python -m orchestrator repair``)."""
+
+    def __init__(self, message: str, *, uri: str, where: str, what: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.where = where
+        self.what = what
+
+
 class CheckpointNotVisible(OrchestratorError):
     """A checkpoint in local storage is visible from no live node: its files are gone,
     or only a dead node's disk holds them."""

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ExperimentExists, ExperimentNotFound
-from .journal import JOURNAL_KEY
+from .journal import BACKUP_KEY, JOURNAL_KEY
 
 log = logging.getLogger("orchestrator")
 
@@ -30,6 +30,7 @@ class Found:
 
     trials: int
     written_at: float | None
+    damaged: str | None = None  # what is wrong with its journal's head, if anything
 
     @property
     def updated(self) -> str:
@@ -39,14 +40,21 @@ class Found:
 
 
 async def find(store: Any) -> Found | None:
-    """The experiment ``store`` (opened) holds, or None when it has no journal."""
+    """The experiment ``store`` (opened) holds, or None when it has no journal (a
+    damaged one is still found: it is not ours to replace)."""
+    from .damage import damage_of
+
     if not await store.exists(JOURNAL_KEY):
+        if await store.exists(BACKUP_KEY):
+            return Found(0, None, "its journal's head is missing")
         return None
+    data = await store.read_bytes(JOURNAL_KEY)
+    what = damage_of(data)
     try:
-        head = json.loads(await store.read_bytes(JOURNAL_KEY))
-        return Found(len(head.get("trials", [])), head.get("written_at"))
+        head = json.loads(data) if what is None else {}
+        return Found(len(head.get("trials", [])), head.get("written_at"), what)
     except (ValueError, AttributeError):
-        return Found(0, None)  # unreadable, but there: it still is not ours to replace
+        return Found(0, None, "its journal's head is not a journal head")
 
 
 def refuse_or_accept(
@@ -61,6 +69,15 @@ def refuse_or_accept(
     if found is not None and not resume:
         if overwrite:
             return True
+        if found.damaged:
+            from .damage import repair_command
+
+            raise ExperimentExists(
+                f"experiment {name!r} already exists at {uri}, and its journal is damaged "
+                f"({JOURNAL_KEY} {found.damaged}); recover it with `{repair_command(uri)}` "
+                "and pass resume=True to continue it, or pass overwrite=True to replace it, "
+                "or choose another name"
+            )
         raise ExperimentExists(
             f"experiment {name!r} already exists at {uri} ({found.trials} trial(s), last "
             f"updated {found.updated}); pass resume=True to continue it, overwrite=True to "
@@ -73,6 +90,7 @@ async def delete_all(store: Any, local_root: str | None) -> None:
     """Delete everything the experiment holds: the journal's head first (so an
     interrupted delete never leaves a head listing missing segments), then the rest."""
     await store.delete(JOURNAL_KEY)
+    await store.delete(BACKUP_KEY)
     if local_root is not None:  # hidden staging directories and all
         await asyncio.to_thread(shutil.rmtree, local_root, True)
     else:

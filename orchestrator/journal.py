@@ -53,7 +53,7 @@ import cloudpickle
 
 from .checkpoints import Checkpoint
 from .errors import JournalError
-from .json_codec import dumps, loads
+from .json_codec import dumps
 
 if TYPE_CHECKING:
     from .runtime import TrialRuntime
@@ -62,8 +62,11 @@ log = logging.getLogger("orchestrator.journal")
 
 JOURNAL_KEY = "experiment_state.json"
 SEGMENTS_PREFIX = "experiment_state.results"
+#: A copy of the head, written right after it by every write: what ``repair`` restores
+#: when the head itself is damaged (see :mod:`orchestrator.repair`).
+BACKUP_KEY = "experiment_state.backup.json"
 #: Names a trial may not take: the journal's own objects share the experiment's root.
-RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX})
+RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY})
 FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
 #: Segments the head may list before the next write compacts them into one base.
 COMPACT_AFTER = 32
@@ -136,7 +139,7 @@ class Journal:
         self._segments: list[str] = []  # the keys the head in storage lists, oldest first
         self._base_bytes = 0
         self._tail_bytes = 0  # segments after the base
-        self._token = secrets.token_hex(4)
+        self._token = segment_token()
         self._next_segment = 0
         self._dirty = asyncio.Event()
         self._urgent = asyncio.Event()
@@ -146,7 +149,7 @@ class Journal:
         self.writes = 0
         self.failed_writes = 0
         self._pause = interval  # before the next write, from the last one's cost
-        self.started_at = time.time()  # kept across resumes (see ``head_extras``)
+        self.started_at = time.time()  # kept across resumes (``JournalContents.extras``)
         # What else the head carries, built on the loop at each write: the sweeps'
         # state (searcher, scheduler, which trials they created).
         self._extras: Callable[[], dict[str, Any]] | None = None
@@ -232,7 +235,7 @@ class Journal:
             stored = time.monotonic()
             if key is not None:
                 await self._storage.write_bytes(key, segment)
-            await self._storage.write_bytes(JOURNAL_KEY, head)
+            await self._write_head(head)
             stored = time.monotonic() - stored
             self._pause = max(
                 self._interval, (cpu + built_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
@@ -258,6 +261,19 @@ class Journal:
                     log.exception("after a journal write")
             if write.compact:
                 await self._delete_unlisted()
+
+    async def _write_head(self, head: bytes) -> None:
+        """The head and its backup, side by side (a write costs one storage round trip,
+        not two). Both land before anything the head supersedes is deleted (segments,
+        checkpoints), so either one, alone, names only what is still there."""
+        stored = await asyncio.gather(
+            self._storage.write_bytes(JOURNAL_KEY, head),
+            self._storage.write_bytes(BACKUP_KEY, head),
+            return_exceptions=True,
+        )
+        for outcome in stored:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def _committed(self, write: _Write, listed: list[str], size: int) -> None:
         """Record that the head in storage now lists ``listed``."""
@@ -347,6 +363,13 @@ class Journal:
         return _Write(header, heads, rows, compact)
 
 
+def segment_token() -> str:
+    """A driver's segment names' prefix: never used before, and in the order drivers
+    started (milliseconds, then random), so that ``repair`` can replay the segments
+    that survive a lost head in the order they were written."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(2)}"
+
+
 def _build_timed(write: _Write, segments: list[str]) -> tuple[bytes, bytes, float]:
     """The segment and the head a write stores, and the CPU-seconds they took (in the
     thread that built them)."""
@@ -418,17 +441,44 @@ _CHANGING = frozenset(
 )
 
 
-async def load(storage: Any) -> list[JournaledTrial] | None:
-    """The journaled trials, or ``None`` when the experiment has no journal yet.
+@dataclass(frozen=True)
+class JournalContents:
+    """A journal as read back: its trials, and the head's other fields (``sweeps``,
+    ``started_at``...)."""
 
-    Checkpoints the journal lists but storage no longer holds (garbage-collected after
-    the last journal write) are dropped here. The journal lists only checkpoints on
-    each trial's timeline (see ``MachineState.timeline``), so an abandoned run's are
-    never picked, even while they still wait for deletion.
+    trials: list[JournaledTrial]
+    extras: dict[str, Any]
+
+
+async def load(storage: Any) -> list[JournaledTrial] | None:
+    """The journaled trials, or ``None`` when the experiment has no journal yet."""
+    contents = await load_experiment(storage)
+    return None if contents is None else contents.trials
+
+
+async def load_experiment(storage: Any) -> JournalContents | None:
+    """The journal, or ``None`` when the experiment has none (no head, no backup).
+
+    A damaged journal (an object truncated, not JSON, missing fields; a missing head
+    whose backup survives) raises :class:`~orchestrator.errors.JournalDamaged`, which
+    names the object, what is wrong and how to recover. Checkpoints the journal lists
+    but storage no longer holds (garbage-collected after the last journal write) are
+    dropped here. The journal lists only checkpoints on each trial's timeline (see
+    ``MachineState.timeline``), so an abandoned run's are never picked, even while they
+    still wait for deletion.
     """
+    from .damage import damaged, parse_head
+
+    experiment = storage.uri
     if not await storage.exists(JOURNAL_KEY):
+        if await storage.exists(BACKUP_KEY):
+            raise damaged(
+                experiment, storage.uri_for(JOURNAL_KEY), "is missing (its backup is there)"
+            )
         return None
-    doc = loads(await storage.read_bytes(JOURNAL_KEY))
+    doc = parse_head(
+        await storage.read_bytes(JOURNAL_KEY), storage.uri_for(JOURNAL_KEY), experiment
+    )
     results = await _load_results(storage, doc)
     stored: dict[str, frozenset[str]] = {}
 
@@ -471,16 +521,8 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
                 stored_keys=stored[trial_id],
             )
         )
-    return trials
-
-
-async def head_extras(storage: Any) -> dict[str, Any]:
-    """The head's fields other than the trials (``sweeps``, ``started_at``...); ``{}``
-    when there is no journal."""
-    if not await storage.exists(JOURNAL_KEY):
-        return {}
-    doc = loads(await storage.read_bytes(JOURNAL_KEY))
-    return {k: v for k, v in doc.items() if k not in ("trials", "segments")}
+    extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
+    return JournalContents(trials, extras)
 
 
 async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -488,20 +530,26 @@ async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[
     segments the head lists, in order, and cut to the length the head records."""
     if int(doc.get("format", 1)) < 2:
         return {entry["id"]: list(entry.get("results", [])) for entry in doc["trials"]}
+    from storage import NotFound
+
+    from .damage import damaged, parse_segment
+
     results: dict[str, list[Any]] = {entry["id"]: [] for entry in doc["trials"]}
     for key in doc.get("segments", []):
+        where = storage.uri_for(key)
         try:
             data = await storage.read_bytes(key)
+        except NotFound as err:
+            raise damaged(
+                storage.uri, where, f"is missing (the head {storage.uri_for(JOURNAL_KEY)} lists it)"
+            ) from err
         except Exception as err:
             raise JournalError(
                 f"the journal at {storage.uri_for(JOURNAL_KEY)} lists result segment "
-                f"{storage.uri_for(key)}, which cannot be read ({err}); the experiment "
+                f"{where}, which cannot be read ({err}); the experiment "
                 "cannot be resumed with its result history"
             ) from err
-        for line in data.splitlines():
-            if not line:
-                continue
-            part = loads(line)
+        for part in parse_segment(data, where, storage.uri):
             rows = results.setdefault(part["trial"], [])
             del rows[part["from"] :]
             rows.extend(part["rows"])

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -184,6 +184,7 @@ class Orchestrator:
 
         from .hooks import check_hooks
         from .loggers.writers import split_loggers
+        from .storage_check import open_checked
 
         self.settings = ExperimentSettings(
             name=name,
@@ -219,10 +220,7 @@ class Orchestrator:
         self.storage_uri = _experiment_uri(storage, name)
         self._storage_options = dict(storage_options or {})
         self._runtime_env = dict(runtime_env) if runtime_env else None
-        try:
-            probe = storage_pkg.open_storage(self.storage_uri, **self._storage_options)
-        except storage_pkg.StorageError as err:
-            raise ConfigError(f"experiment {name!r}: {err}") from err
+        probe = open_checked(self.storage_uri, self._storage_options, name)
         self.storage_mode: StorageMode = self.settings.storage_mode(
             isinstance(probe, storage_pkg.LocalStorage)
         )
@@ -287,7 +285,12 @@ class Orchestrator:
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         result_buffer: int | None = None,
     ) -> Trial:
-        """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress."""
+        """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress.
+
+        With ``resume=True`` a call that matches a journaled trial adopts it instead
+        (the returned handle is the resumed trial): see :mod:`orchestrator.identity`
+        for the rule (an explicit ``trial_id``, else the trainable, the config and the
+        order of the calls)."""
         spec = self.trial_spec(
             trainable,
             config,
@@ -300,6 +303,15 @@ class Orchestrator:
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
+        resumption = self._session.resumption if self._session is not None else None
+        if resumption is not None:
+            from .resume import claim
+
+            adopted = claim(self, resumption, spec)
+            if adopted is not None:
+                if adopted.dispatcher is None:  # its journaled spec was lost: rebuilt now
+                    self._attach(adopted)
+                return adopted.handle
         return self._add(spec).handle
 
     def trial_spec(
@@ -330,7 +342,7 @@ class Orchestrator:
             trial_id=trial_id,
             index=len(self._trials),
             token=self._token,
-            taken=self._trials,
+            taken=self._taken_ids(),
             max_failures=max_failures,
             keep_checkpoints=keep_checkpoints,
             checkpoint_score=checkpoint_score,
@@ -346,11 +358,24 @@ class Orchestrator:
             raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
         rt = TrialRuntime(spec, policy_for(spec, self.settings, judge))
         self._trials[rt.id] = rt
+        self._attach(rt)
+        return rt
+
+    def _attach(self, rt: TrialRuntime) -> None:
+        from .lifecycle import TrialState
+
         if self._dispatcher is not None:
             self._dispatcher.attach(rt)
-            if self._runs_in_progress:
+            if self._runs_in_progress and rt.machine.state is TrialState.PENDING:
                 self._dispatcher.launch(rt)
-        return rt
+
+    def _taken_ids(self) -> Container[str]:
+        """The ids a new trial may not take. In a resumed experiment a call naming a
+        journaled trial adopts it (or is refused with why), so those are left out."""
+        resumption = self._session.resumption if self._session is not None else None
+        if resumption is None:
+            return self._trials
+        return _NotJournaled(self._trials, resumption.matcher.journaled)
 
     # -- running -----------------------------------------------------------------------
 
@@ -516,6 +541,16 @@ class Orchestrator:
                 "(or orch.run_sync()) before running"
             )
         return self._dispatcher, self._hooks
+
+
+class _NotJournaled(Container[str]):
+    """The ids of ``trials`` that ``journaled`` says no. A view: O(1) per lookup."""
+
+    def __init__(self, trials: Container[str], journaled: Callable[[str], bool]) -> None:
+        self._trials, self._journaled = trials, journaled
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._trials and not self._journaled(str(trial_id))
 
 
 def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:

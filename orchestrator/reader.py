@@ -27,8 +27,8 @@ from typing import Any
 from storage import LocalStorage, Storage, open_storage
 
 from .best import lookup, number, pick_best, standing
-from .errors import JournalError
-from .journal import JOURNAL_KEY
+from .errors import JournalDamaged, JournalError
+from .journal import BACKUP_KEY, JOURNAL_KEY
 from .json_codec import loads
 
 __all__ = [
@@ -115,6 +115,9 @@ class ExperimentSummary:
     best: tuple[str, float] | None
     metric: str | None = None
     mode: str | None = None
+    #: What is wrong with its journal, when it is damaged (then it has no trials here):
+    #: ``python -m orchestrator repair`` recovers what survives.
+    damaged: str | None = None
 
 
 async def read_experiment(store: Storage) -> ExperimentRecord | None:
@@ -127,11 +130,11 @@ async def read_experiment(store: Storage) -> ExperimentRecord | None:
 
 
 async def list_experiments(storage_uri: str, **storage_options: Any) -> list[ExperimentSummary]:
-    """Every experiment directly under ``storage_uri`` (a child holding a journal),
-    sorted by name. Raises the storage's ``BucketNotFound`` when the root does not
-    exist. An experiment whose journal cannot be read is left out with a warning
-    (logger ``orchestrator.reader``), so that one damaged journal does not hide the
-    others; :func:`read_experiment` raises for it.
+    """Every experiment directly under ``storage_uri`` (a child holding a journal, or
+    the backup of one), sorted by name. Raises the storage's ``BucketNotFound`` when
+    the root does not exist. An experiment whose journal cannot be read is listed with
+    what is wrong (``damaged``) and no trials, so that one damaged journal neither
+    hides the others nor goes unseen; :func:`read_experiment` raises for it.
 
     A local root is listed one level deep. S3 and GCS have no directories and the
     storage contract lists keys recursively, so there every key under the root is
@@ -141,16 +144,28 @@ async def list_experiments(storage_uri: str, **storage_options: Any) -> list[Exp
         names = await _experiment_names(store)
         limit = asyncio.Semaphore(READ_CONCURRENCY)
 
-        async def one(name: str) -> ExperimentRecord | None:
+        async def one(name: str) -> ExperimentSummary | None:
             async with limit:
                 try:
-                    return await _read(store, name)
+                    record = await _read(store, name)
+                except JournalDamaged as err:
+                    return _damaged(store, name, f"{_short(err.where, name)} {err.what}")
                 except JournalError as err:
-                    log.warning("%s; not listed", err)
-                    return None
+                    return _damaged(store, name, str(err))
+                return None if record is None else _summary(record)
 
-        records = await asyncio.gather(*(one(name) for name in names))
-    return [_summary(r) for r in records if r is not None]
+        summaries = await asyncio.gather(*(one(name) for name in names))
+    return [s for s in summaries if s is not None]
+
+
+def _damaged(store: Storage, name: str, what: str) -> ExperimentSummary:
+    return ExperimentSummary(name, store.uri_for(name), {}, None, None, None, damaged=what)
+
+
+def _short(where: str, name: str) -> str:
+    """An object's URI as its key within the experiment ``name``."""
+    marker = f"/{name}/"
+    return where.rpartition(marker)[2] if marker in where else where
 
 
 def replay_results(
@@ -197,32 +212,49 @@ def _within(prefix: str, key: str) -> str:
 async def _read(store: Storage, prefix: str) -> ExperimentRecord | None:
     """The experiment under ``prefix`` of ``store`` ("": its root). Experiments are
     read through their root's storage so that ``ls`` opens one client, not one each."""
+    from storage import NotFound
+
+    from .damage import damage_of, damage_of_segment, damaged
+
     journal_key = _within(prefix, JOURNAL_KEY)
-    if not await store.exists(journal_key):
-        return None
     where = store.uri_for(journal_key)
+    experiment = store.uri_for(prefix) if prefix else store.uri
+    if not await store.exists(journal_key):
+        if await store.exists(_within(prefix, BACKUP_KEY)):
+            raise damaged(experiment, where, "is missing (its backup is there)")
+        return None
+    data = await store.read_bytes(journal_key)
+    what = damage_of(data)
+    if what is not None:
+        raise damaged(experiment, where, what)
     try:
-        head = loads(await store.read_bytes(journal_key))
+        head = loads(data)
         if not isinstance(head, dict) or not isinstance(head.get("trials"), list):
             raise ValueError("not a journal head: no trials list")
         inline = int(head.get("format", 1)) < 2  # format 1: no segments
     except (ValueError, TypeError) as err:
-        raise JournalError(f"the journal at {where} cannot be read: {err}") from err
+        raise damaged(experiment, where, f"cannot be read: {err}") from err
     segments = []
     listed = [] if inline else head.get("segments") or []
     for key in listed:
+        segment = store.uri_for(_within(prefix, key))
         try:
             segments.append(await store.read_bytes(_within(prefix, key)))
+        except NotFound as err:
+            raise damaged(experiment, segment, f"is missing (the head {where} lists it)") from err
         except Exception as err:
             raise JournalError(
-                f"the journal at {where} lists result segment "
-                f"{store.uri_for(_within(prefix, key))}, which cannot be read ({err})"
+                f"the journal at {where} lists result segment {segment}, which cannot be "
+                f"read ({err})"
             ) from err
+        what = damage_of_segment(segments[-1])
+        if what is not None:
+            raise damaged(experiment, segment, what)
     try:
         results = replay_results(head, segments)
         trials = [_trial(entry, results.get(entry["id"], [])) for entry in head["trials"]]
     except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise JournalError(f"the journal at {where} is damaged: {err!r}") from err
+        raise damaged(experiment, where, f"has a damaged part: {err!r}") from err
     written_at = _number(head.get("written_at"))
     uri = store.uri_for(prefix) if prefix else store.uri
     return ExperimentRecord(
@@ -298,9 +330,9 @@ async def _experiment_names(store: Storage) -> list[str]:
     found = []
     for key in await store.list(""):
         name, sep, rest = key.partition("/")
-        if sep and rest == JOURNAL_KEY:
+        if sep and rest in (JOURNAL_KEY, BACKUP_KEY):
             found.append(name)
-    return sorted(found)
+    return sorted(set(found))
 
 
 def _local_names(root: str) -> list[str]:
@@ -308,7 +340,10 @@ def _local_names(root: str) -> list[str]:
         return sorted(
             e.name
             for e in entries
-            if e.is_dir() and os.path.isfile(os.path.join(root, e.name, JOURNAL_KEY))
+            if e.is_dir()
+            and any(
+                os.path.isfile(os.path.join(root, e.name, k)) for k in (JOURNAL_KEY, BACKUP_KEY)
+            )
         )
 
 

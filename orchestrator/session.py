@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .journal import Journal
     from .loop import Dispatcher
     from .orchestrator import Orchestrator
+    from .resume import Resumption
     from .runtime import TrialRuntime
 
 __all__ = ["Session", "open_session"]
@@ -52,6 +53,7 @@ class Session:
     builtins: list[Any] = field(default_factory=list)  # the logger, the progress display
     owns_ray: bool = False
     loop_handler: Any = None  # the event loop's exception handler before ours
+    resumption: Resumption | None = None  # resume=True: how add_trial calls adopt trials
 
     async def aclose(self) -> None:
         try:
@@ -88,13 +90,14 @@ async def open_session(orch: Orchestrator) -> Session:
 
     from .collector import CheckpointCollector
     from .hooks import HookRunner
-    from .journal import Journal, head_extras
+    from .journal import Journal
     from .loop import Dispatcher
     from .raystart import ensure_ray
-    from .resume import adopt_journaled, check_existing, delete_where_visible_fn
+    from .resume import adopt_experiment, check_existing, delete_where_visible_fn
 
     settings, mode = orch.settings, orch.storage_mode
-    await check_existing(orch.storage_uri, orch._storage_options, settings, mode)
+    journaled = await check_existing(orch.storage_uri, orch._storage_options, settings, mode)
+    resumption = adopt_experiment(orch, journaled) if journaled is not None else None
     owns_ray = ensure_ray(
         orch._ray_address, num_cpus=orch._num_cpus, log_to_driver=orch._log_to_driver
     )
@@ -108,10 +111,8 @@ async def open_session(orch: Orchestrator) -> Session:
     loop_handler = loop.get_exception_handler()
     try:
         started_at: float | None = None
-        if settings.resume:
-            for rt in await adopt_journaled(store, settings, set(orch._trials)):
-                orch._trials[rt.id] = rt
-            extras = await head_extras(store)
+        if journaled is not None:
+            extras = journaled.extras
             orch._journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
             started_at = extras.get("started_at")
         loop_handler = storage_pkg.quiet_sdk_noise(loop)
@@ -150,7 +151,9 @@ async def open_session(orch: Orchestrator) -> Session:
         dispatcher.attach(rt)
     _delete_off_timeline(store, collector, orch._trials.values(), mode.is_local)
     journal.start()
-    return Session(store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler)
+    return Session(
+        store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler, resumption
+    )
 
 
 def _delete_off_timeline(

@@ -115,6 +115,9 @@ class TrialSpec:
     checkpoint_score: tuple[str, ScoreMode] | None = None
     result_buffer: int | None = None  # None: adaptive
     json: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: Its id was given (``add_trial(trial_id=...)``, a sweep), not generated: a resumed
+    #: experiment's calls adopt it by that id only (see :mod:`orchestrator.identity`).
+    named: bool = field(default=False, compare=False)
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -127,11 +130,14 @@ class TrialSpec:
         """The spec as journal fields (code pickled, the config as readable JSON too)."""
         if self.json is not None:
             return dict(self.json)
+        from .identity import trainable_identity
         from .journal import class_path, pickle_b64
 
         path = class_path(self.trainable)
         return {
             "trainable": path,
+            "trainable_name": trainable_identity(self.trainable),
+            "trial_id_given": self.named,
             "trainable_pickle": None if path else pickle_b64(self.trainable),
             "config": dict(self.config),
             "config_pickle": pickle_b64(dict(self.config)),
@@ -162,6 +168,7 @@ class TrialSpec:
             "checkpoint_score": (score[0], score[1]) if score else None,
             "result_buffer": _buffer(data.get("result_buffer", 1)),
             "json": dict(data),
+            "named": bool(data.get("trial_id_given", False)),
         }
         if not load_code:
             return cls(
@@ -226,6 +233,7 @@ def build_trial_spec(
             "with setup/step/save_checkpoint/load_checkpoint, or `def train(config):` "
             "calling orchestrator.report(metrics)"
         )
+    given = trial_id is not None
     if trial_id is None:
         named = function_name(trainable) if function else trainable.__name__
         trial_id = f"{named}_{token}_{index:05d}"
@@ -274,6 +282,7 @@ def build_trial_spec(
         keep_checkpoints=keep,
         checkpoint_score=score,
         result_buffer=buffer,
+        named=given,
     )
 
 

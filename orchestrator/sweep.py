@@ -448,10 +448,12 @@ class Sweep:
 
     def journal_doc(self) -> dict[str, Any]:
         """The sweep as the journal's head records it (on the loop, at each write)."""
+        from .identity import trainable_identity
         from .journal import pickle_b64
 
         doc: dict[str, Any] = {
             "name": self.name,
+            "trainable": trainable_identity(self._trainable),
             "metric": self._metric,
             "mode": self._mode,
             "num_samples": self._num_samples,

@@ -105,6 +105,9 @@ def plan_sweep(
     running = orch._sweeps.get(name)
     if running is not None and not running._finished:
         raise ConfigError(f"sweep {name!r} is already running in experiment {orch.name!r}")
+    journaled = orch._journaled_sweeps.get(name)
+    if journaled is not None:
+        check_continues(journaled, name, call["trainable"])
     recorded = {**call, "space": dict(call["space"]), "searcher": plan.searcher}
     return Sweep(
         orch,
@@ -123,3 +126,17 @@ def plan_sweep(
         call=pickle_b64({**recorded, "reuse_actors": reuse_actors, **plan.trial_options}),
         journaled=orch._journaled_sweeps.get(name),
     )
+
+
+def check_continues(doc: Mapping[str, Any], name: str, trainable: Any) -> None:
+    """A resumed experiment's ``sweep(name=...)`` call continues the journaled sweep of
+    that name, whose trials ran another trainable: refuse rather than mix the two."""
+    from .identity import trainable_identity
+
+    journaled, given = doc.get("trainable"), trainable_identity(trainable)
+    if journaled and journaled != given:
+        raise ConfigError(
+            f"sweep {name!r}: the journal holds this sweep with trainable {journaled}, and "
+            f"this call gives {given}; the same name continues the same sweep: pass its "
+            "trainable, or another name for a new sweep"
+        )

@@ -217,6 +217,11 @@ class Trial:
                 f"trial.checkpoints (or trial.latest_checkpoint) instead"
             )
 
+    def _view(self, runtime: TrialRuntime) -> None:
+        """Show ``runtime`` from now on: a resumed experiment rebuilt, from its journal,
+        the trial this handle's ``add_trial`` call adopted."""
+        self._rt = runtime
+
     def _training(self) -> bool:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing
 

@@ -380,9 +380,15 @@ def test_a_damaged_journal_is_reported_not_a_traceback(
     (tmp_path / "damaged" / JOURNAL_KEY).write_text("{not json")
     status, out, err = run(capsys, "show", "--storage", str(tmp_path), "--name", "damaged")
     assert (status, out) == (1, "")
-    assert err.startswith(f"trialflow show: error: the journal at {tmp_path / 'damaged'}")
+    assert err.startswith(
+        f"trialflow show: error: the journal of the experiment at {tmp_path / 'damaged'} is "
+        f"damaged: {tmp_path / 'damaged' / JOURNAL_KEY} is not JSON at byte 1 of 9"
+    )
     assert "Traceback" not in err
-    status, out, err = run(capsys, "ls", "--storage", str(tmp_path))  # the others still
+    assert "is not JSON at byte 1 of 9" in err and "python -m orchestrator repair" in err
+    status, out, err = run(capsys, "ls", "--storage", str(tmp_path))  # listed, as damaged
     assert status == 0
-    assert [r["experiment"] for r in table(out, "1 experiment(s) in")] == ["ok"]
-    assert "damaged" in out + err  # the warning names it
+    rows_ = {r["experiment"]: r["trials"] for r in table(out, "2 experiment(s) in")}
+    assert rows_["ok"] == "1 TERMINATED"
+    assert rows_["damaged"].startswith("DAMAGED: experiment_state.json is not JSON")
+    assert f"repair --storage {tmp_path} --name damaged" in out.replace("\n", "")

@@ -11,12 +11,16 @@ from typing import Any
 import pytest
 
 import orchestrator.journal as journal_module
-from orchestrator import ConfigError, JournalError, Orchestrator, Trial
-from orchestrator.journal import JOURNAL_KEY, SEGMENTS_PREFIX, Journal
+from orchestrator import ConfigError, Orchestrator, Trial
+from orchestrator.errors import JournalDamaged
+from orchestrator.journal import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
 from orchestrator.journal import load as load_journal
 from storage import Storage, StorageError, open_storage
 
 from .trainables import Counter
+
+#: The head and its backup: rewritten whole by every write.
+HEADS = (JOURNAL_KEY, BACKUP_KEY)
 
 
 class StorageView:
@@ -32,7 +36,8 @@ class StorageView:
 
 class SlowWrites(StorageView):
     """The journal's view of a storage whose writes take ``delay`` seconds (a large
-    journal on a slow bucket), writing through to a real one."""
+    journal on a slow bucket), writing through to a real one; ``started`` holds when
+    each write of the head began (one per journal write; its backup goes beside it)."""
 
     def __init__(self, store: Storage, delay: float) -> None:
         super().__init__(store)
@@ -40,7 +45,8 @@ class SlowWrites(StorageView):
         self.started: list[float] = []
 
     async def write_bytes(self, key: str, data: bytes) -> None:
-        self.started.append(time.monotonic())
+        if key == JOURNAL_KEY:
+            self.started.append(time.monotonic())
         await asyncio.sleep(self.delay)
         await self.store.write_bytes(key, data)
 
@@ -232,11 +238,11 @@ async def test_a_write_stores_what_changed_not_every_result(tmp_path: Path) -> N
         for n in range(2000):
             journal.record_result(trial._rt, {"n": n, "loss": 1.0 / (n + 1)})
         await journal.flush()
-        base = sum(size for key, size in recorded.written if key != JOURNAL_KEY)
+        base = sum(size for key, size in recorded.written if key not in HEADS)
         recorded.written.clear()
         journal.record_result(trial._rt, {"n": 2000, "loss": 0.0})
         await journal.flush()
-        segment = sum(size for key, size in recorded.written if key != JOURNAL_KEY)
+        segment = sum(size for key, size in recorded.written if key not in HEADS)
         assert base > 50_000 and segment < 200
         assert (await _loaded_results(store))["a"] == list(range(2001))
 
@@ -289,13 +295,16 @@ async def test_a_missing_segment_is_a_clear_error(tmp_path: Path) -> None:
     async with open_storage(tmp_path / "store", create=True) as store:
         await _written(store, trial, {"n": 1})
         await store.delete(SEGMENTS_PREFIX)
-        with pytest.raises(JournalError, match="lists result segment .*cannot be read"):
+        with pytest.raises(JournalDamaged) as caught:
             await load_journal(store)
+    message = str(caught.value)
+    assert f"{SEGMENTS_PREFIX}/" in message and "is missing (the head" in message
+    assert f"python -m orchestrator repair --storage {tmp_path} --name store" in message
 
 
 def test_a_trial_may_not_take_the_journals_names(tmp_path: Path) -> None:
     orch = Orchestrator(storage=tmp_path, name="exp")
-    for name in (JOURNAL_KEY, SEGMENTS_PREFIX):
+    for name in (JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY):
         with pytest.raises(ConfigError, match="the name of the experiment's journal"):
             orch.add_trial(Counter, trial_id=name)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -321,11 +320,11 @@ async def test_no_journal_is_none_and_a_broken_one_is_a_journal_error(tmp_path: 
     assert await read(tmp_path / "empty") is None
     write_head(tmp_path / "bad", {"format": 2})
     (tmp_path / "bad" / JOURNAL_KEY).write_text("{not json")
-    with pytest.raises(JournalError, match=rf"{tmp_path / 'bad' / JOURNAL_KEY}.*cannot be read"):
+    with pytest.raises(JournalError, match=rf"{tmp_path / 'bad' / JOURNAL_KEY} is not JSON"):
         await read(tmp_path / "bad")
     missing = f"{SEGMENTS_PREFIX}/gone-000000.jsonl"
     write_head(tmp_path / "gone", {"format": 2, "segments": [missing], "trials": [entry("a")]})
-    with pytest.raises(JournalError, match=rf"lists result segment .*{missing}"):
+    with pytest.raises(JournalError, match=rf"{missing} is missing \(the head .* lists it\)"):
         await read(tmp_path / "gone")
 
 
@@ -380,8 +379,16 @@ async def test_list_experiments_finds_the_children_with_a_journal(
     assert await list_experiments(str(tmp_path / "no-journal")) == []
     (tmp_path / "damaged").mkdir()
     (tmp_path / "damaged" / JOURNAL_KEY).write_text("{not json")
-    with caplog.at_level(logging.WARNING, logger="orchestrator.reader"):
-        assert [s.name for s in await list_experiments(str(tmp_path))] == ["plain", "swept"]
-    assert f"the journal at {tmp_path / 'damaged' / JOURNAL_KEY} cannot be read" in caplog.text
+    damaged, *rest = await list_experiments(str(tmp_path))  # listed, as damaged
+    assert [s.name for s in rest] == ["plain", "swept"]
+    assert (damaged.name, damaged.trials_by_state, damaged.uri) == (
+        "damaged",
+        {},
+        str(tmp_path / "damaged"),
+    )
+    assert damaged.damaged == (
+        f"{JOURNAL_KEY} is not JSON at byte 1 of 9 (Expecting property name enclosed in "
+        "double quotes)"
+    )
     with pytest.raises(BucketNotFound):
         await list_experiments(str(tmp_path / "nowhere"))

@@ -202,6 +202,7 @@ def orchestrator_from(args: argparse.Namespace, console: Any, *, default_name: s
         hooks=[EventPrinter(console)],
         result_buffer=args.result_buffer,
         overwrite=args.overwrite,
+        ray_address=args.address,
         **orchestrator_options(args),
     )
     args.resume_hint = resume_command(orch)

@@ -63,12 +63,24 @@ def handle_ls(args: argparse.Namespace, console: Console) -> int:
     # The root on a line of its own: as a table's title it would wrap to the table's width.
     console.print(f"{len(found)} experiment(s) in {root}", highlight=False, soft_wrap=True)
     console.print(experiments_table(found))
+    damaged = [s for s in found if s.damaged]
+    if damaged:
+        from ..damage import repair_command
+
+        console.print(
+            f"{len(damaged)} damaged journal(s): recover what survives with "
+            + "; ".join(f"`{repair_command(s.uri)}`" for s in damaged),
+            highlight=False,
+            soft_wrap=True,
+            style="red",
+        )
     return EXIT_OK
 
 
 def experiments_table(found: list[ExperimentSummary]) -> Table:
     """One row per experiment; a "best" column only when some experiment has a sweep
     that names its metric."""
+    from rich.markup import escape
     from rich.table import Table
 
     with_best = any(s.metric is not None for s in found)
@@ -76,9 +88,10 @@ def experiments_table(found: list[ExperimentSummary]) -> Table:
     for column in ("experiment", "trials", *(["best"] if with_best else []), "started", "updated"):
         table.add_column(column)
     for summary in found:
+        trials = states_text(summary.trials_by_state) or "no trials"
         table.add_row(
             summary.name,
-            states_text(summary.trials_by_state) or "no trials",
+            f"[red]DAMAGED: {escape(summary.damaged)}[/red]" if summary.damaged else trials,
             *([_best_text(summary)] if with_best else []),
             time_text(summary.started_at),
             time_text(summary.written_at),

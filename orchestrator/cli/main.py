@@ -12,6 +12,9 @@ Commands
     Continue an experiment (``--storage``, ``--name``) from its journal after its
     driver died: finished trials are kept, the others restart from their newest
     committed checkpoint.
+``repair``
+    Rebuild a damaged journal (``--storage``, ``--name``) from what survives: the
+    head's backup, else the result segments and checkpoints.
 ``ls``, ``show``, ``plot``
     The experiments in a storage, one experiment's trials (and PBT lineage), one
     metric of every trial as a PNG: read from the journals, without Ray or the trials'
@@ -36,7 +39,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, JournalError
 from ..raystart import RayStartError
 from . import args as cli_args
 from .args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -48,6 +51,7 @@ from .inspect import (
     handle_plot,
     handle_show,
 )
+from .repair import configure_repair, handle_repair
 from .run import configure_resume, configure_run, handle_resume, handle_run
 
 if TYPE_CHECKING:
@@ -129,6 +133,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         configure_resume,
         handle_resume,
     ),
+    "repair": (
+        "rebuild a damaged experiment journal from what survives (no Ray)",
+        configure_repair,
+        handle_repair,
+    ),
     "ls": ("list the experiments in a storage", configure_ls, handle_ls),
     "show": (
         "one experiment's trials (state, config, metric, checkpoints) and PBT lineage",
@@ -186,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
     except StorageError as err:
+        print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except JournalError as err:  # damaged: its message says how to repair it
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -141,8 +141,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
         async with orch:
             await orch.run()
 
-    with ray_session(args.address):
-        asyncio.run(main())
+    asyncio.run(main())  # Ray starts on entering, after storage is checked
     done = _report(trials, args, console)
     for trial in trials:
         if trial.state is TrialState.ERROR:
@@ -179,6 +178,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
         hooks=[EventPrinter(console)],
         resume=True,
         resume_errored=args.resume_errored,
+        ray_address=args.address,
         **cli_args.orchestrator_options(args),
     )
     args.resume_hint = resume_command(orch)
@@ -210,8 +210,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
                 print_best(result, console)
             return await orch.run()
 
-    with ray_session(args.address):
-        trials = asyncio.run(main())
+    trials = asyncio.run(main())  # Ray starts on entering, after the journal is read
     if not trials:
         raise ConfigError(
             f"no experiment journal at {orch.storage_uri}; check --storage and --name"
@@ -314,12 +313,12 @@ def _require_journal(uri: str) -> None:
     """Fail before Ray starts when there is nothing to resume at ``uri``."""
     import storage as storage_pkg
 
-    from ..journal import JOURNAL_KEY
+    from ..journal import BACKUP_KEY, JOURNAL_KEY
 
     async def exists() -> bool:
         try:
-            async with storage_pkg.open_storage(uri) as store:
-                return bool(await store.exists(JOURNAL_KEY))
+            async with storage_pkg.open_storage(uri) as store:  # a damaged head: its backup
+                return any([await store.exists(k) for k in (JOURNAL_KEY, BACKUP_KEY)])
         except storage_pkg.StorageError:
             return False
 

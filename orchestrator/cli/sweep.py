@@ -103,7 +103,7 @@ def handle_sweep(
     searcher = (
         OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
     )
-    from .run import _report, ray_session
+    from .run import _report
 
     orch = cli_args.orchestrator_from(args, console, default_name="run")
     console.print(
@@ -131,8 +131,7 @@ def handle_sweep(
                 reuse_actors=args.reuse_actors,
             )
 
-    with ray_session(args.address):
-        result = asyncio.run(main())
+    result = asyncio.run(main())  # Ray starts on entering, after storage is checked
     done = _report(result.trials, args, console)
     print_best(result, console)
     errored = [t for t in result.trials if t.state is TrialState.ERROR]
