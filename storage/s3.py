@@ -35,12 +35,13 @@ from botocore.exceptions import (
 
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
-from .base import Storage
+from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     NoCredentials,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     StorageError,
     TransientError,
 )
@@ -130,6 +131,16 @@ class S3Storage(Storage):
             reason = f"{what} failed: {code or status} {info.get('Message', '')}".rstrip()
             if code == "NoSuchBucket":
                 return BucketNotFound(f"{what} failed: bucket {self.bucket!r} does not exist", **kw)
+            if code == "PreconditionFailed" or status == 412:
+                return PreconditionFailed(reason, **kw)
+            if code == "ConditionalRequestConflict":  # a racing conditional write: retry
+                return TransientError(reason, **kw)
+            if code == "NotImplemented" or status == 501:
+                return StorageError(
+                    f"{reason} (this S3-compatible store lacks a feature trialflow needs, "
+                    "such as conditional writes: If-None-Match / If-Match)",
+                    **kw,
+                )
             if code in _NOT_FOUND or status == 404:
                 return NotFound(reason, **kw)
             if code in _DENIED or status in (401, 403):
@@ -234,6 +245,49 @@ class S3Storage(Storage):
             )
         except NotFound:
             return False
+        return True
+
+    async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
+        return await self._put_if(key, data, IfNoneMatch="*")
+
+    async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
+        return await self._put_if(key, data, IfMatch=version)
+
+    async def _put_if(self, key: str, data: bytes, **condition: str) -> str | None:
+        try:
+            resp = await self._call(
+                key,
+                "conditional write",
+                lambda: self._client.put_object(
+                    Bucket=self.bucket, Key=self._full(key), Body=data, **condition
+                ),
+            )
+        except (PreconditionFailed, NotFound):  # If-Match on a missing key: 404
+            return None
+        etag: str = resp["ETag"]
+        return etag
+
+    async def _read_bytes_versioned(self, key: str) -> Versioned:
+        async def get() -> Versioned:
+            resp = await self._client.get_object(Bucket=self.bucket, Key=self._full(key))
+            async with resp["Body"] as body:
+                return Versioned(await body.read(), resp["ETag"])
+
+        return await self._call(key, "read", get)
+
+    async def _delete_if(self, key: str, version: str) -> bool:
+        try:
+            await self._call(
+                key,
+                "conditional delete",
+                lambda: self._client.delete_object(
+                    Bucket=self.bucket, Key=self._full(key), IfMatch=version
+                ),
+            )
+        except PreconditionFailed:
+            return False
+        except NotFound:
+            pass
         return True
 
     async def _list_raw(self, full_prefix: str, max_keys: int | None = None) -> list[str]:
