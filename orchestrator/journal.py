@@ -171,6 +171,7 @@ class Journal:
         # What else the head carries, built on the loop at each write: the sweeps'
         # state (searcher, scheduler, which trials they created).
         self._extras: Callable[[], dict[str, Any]] | None = None
+        self._may_write: Callable[[], bool] | None = None
 
     # -- recording (sync, cheap: called from the loop) ----------------------------------
 
@@ -198,6 +199,12 @@ class Journal:
     def set_extras(self, build: Callable[[], dict[str, Any]]) -> None:
         """Have every write also store ``build()``'s fields in the head (plain JSON)."""
         self._extras = build
+
+    def write_only_while(self, may_write: Callable[[], bool]) -> None:
+        """Write only while ``may_write()`` (the driver holds the experiment's lease): a
+        driver that lost it must not splice its writes into another driver's journal.
+        What a refused write would have stored waits for the next allowed one."""
+        self._may_write = may_write
 
     def urgent(self) -> None:
         """Write soon (within :data:`URGENT_DELAY` plus the write), not at the next
@@ -232,6 +239,9 @@ class Journal:
         self._dirty.set()
 
     async def flush(self) -> None:
+        if self._may_write is not None and not self._may_write():
+            self._urgent.clear()  # nothing to hurry: wait for the lease at the usual pace
+            return
         self._dirty.clear()
         self._urgent.clear()
         waiting, self._after_write = self._after_write, []
@@ -253,6 +263,8 @@ class Journal:
             stored = time.monotonic()
             if key is not None:
                 await self._storage.write_bytes(key, segment)
+            if self._may_write is not None and not self._may_write():
+                raise JournalError("the experiment's lease is not held")  # keep the old head
             await self._storage.write_bytes(JOURNAL_KEY, head)
             stored = time.monotonic() - stored
             self._pause = max(

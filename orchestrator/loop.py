@@ -109,6 +109,7 @@ class Dispatcher:
         self.pins: set[str] = set()
         self._events = 0
         self.running = False
+        self._aborted: BaseException | None = None
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -139,6 +140,13 @@ class Dispatcher:
             rt.fail_waiters(
                 TrialError(rt.id, "the orchestrator closed before the request completed")
             )
+
+    def abort(self, error: BaseException) -> None:
+        """Dispatch nothing more, and make ``run()`` (:meth:`wait_settled`) raise
+        ``error``: the driver may no longer drive this experiment (its lease was lost)."""
+        self._aborted = error
+        self._wake.set()
+        self._settled.set()
 
     @property
     def failed(self) -> BaseException | None:
@@ -182,6 +190,9 @@ class Dispatcher:
                 raise OrchestratorError("the orchestrator closed while run() was waiting")
             waiter = asyncio.ensure_future(self._settled.wait())
             done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            if self._aborted is not None:
+                waiter.cancel()
+                raise self._aborted
             if self._task in done:
                 waiter.cancel()
                 self._task.result()  # re-raise the loop's crash
@@ -264,6 +275,8 @@ class Dispatcher:
             if not inbox:
                 self._wake.clear()
                 await self._wake.wait()
+            if self._aborted is not None:
+                return
             while inbox:
                 head, tail = inbox.popleft()
                 if isinstance(head, Pending):

@@ -149,6 +149,12 @@ class LocalStorage(Storage):
 
         await self._run(prefix, "delete", remove)
 
+    def lock_path(self, key: str) -> str:
+        """The hidden file whose POSIX lock guards the conditional writes of ``key``
+        (kept, never removed: removing a lock file others may hold breaks the lock)."""
+        directory, name = os.path.split(self._path(validate_key(key, uri=self.uri)))
+        return os.path.join(directory, _conditional.lock_name(name))
+
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
         path = self._path(key)
         return await self._run(
