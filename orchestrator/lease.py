@@ -272,7 +272,10 @@ class ExperimentLease:
             current = await self._store.read_bytes_versioned(LEASE_KEY)
             theirs = LeaseRecord.from_json(current.data)
         except NotFound:
-            return f"{start}: the lease was deleted{end}"
+            return (
+                f"{start}: the lease was deleted (another driver took the experiment over "
+                f"and has finished, or the experiment was deleted){end}"
+            )
         except (StorageError, ValueError):
             return f"{start}: another driver replaced it{end}"
         return f"{start} to {held_by(theirs, time.time())}{end}"

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator.loop")
 
+#: Seconds between looks at the lease while it is in doubt (see ``drive_only_while``).
+DOUBT_POLL_S = 0.1
+
 __all__ = ["Dispatcher", "Kind", "LoopStatistics"]
 
 
@@ -110,6 +113,7 @@ class Dispatcher:
         self._events = 0
         self.running = False
         self._aborted: BaseException | None = None
+        self._may_drive: Callable[[], bool] | None = None
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -140,6 +144,12 @@ class Dispatcher:
             rt.fail_waiters(
                 TrialError(rt.id, "the orchestrator closed before the request completed")
             )
+
+    def drive_only_while(self, may_drive: Callable[[], bool]) -> None:
+        """Serve nothing while ``may_drive()`` is False (the experiment's lease is in
+        doubt: storage did not take its renewals), so no new work reaches an actor
+        when another driver may already be running the experiment."""
+        self._may_drive = may_drive
 
     def abort(self, error: BaseException) -> None:
         """Dispatch nothing more, and make ``run()`` (:meth:`wait_settled`) raise
@@ -277,6 +287,9 @@ class Dispatcher:
                 await self._wake.wait()
             if self._aborted is not None:
                 return
+            if self._may_drive is not None and not self._may_drive():
+                await asyncio.sleep(DOUBT_POLL_S)  # until the lease is renewed, or lost
+                continue
             while inbox:
                 head, tail = inbox.popleft()
                 if isinstance(head, Pending):

@@ -511,6 +511,7 @@ class Orchestrator:
             raise
         # Nothing is written to the experiment without the lease, and losing it ends run().
         session.journal.write_only_while(lease.may_write)
+        session.dispatcher.drive_only_while(lease.may_write)
         if self._logger is not None:
             self._logger.write_only_while(lease.may_write)
         lease.on_lost(session.dispatcher.abort)
