@@ -51,7 +51,15 @@ if TYPE_CHECKING:
 
     from .orchestrator import Orchestrator
 
-__all__ = ["TTL_ENV", "ExperimentLease", "acquire_lease", "lease_ttl", "this_process"]
+__all__ = [
+    "TTL_ENV",
+    "ExperimentLease",
+    "acquire_lease",
+    "check_unlocked",
+    "holder_alive",
+    "lease_ttl",
+    "this_process",
+]
 
 log = logging.getLogger("orchestrator.lease")
 
@@ -106,6 +114,31 @@ async def acquire_lease(orch: Orchestrator) -> ExperimentLease:
         await store.aclose()
         raise
     return lease
+
+
+async def check_unlocked(orch: Orchestrator) -> None:
+    """Raise :class:`ExperimentLocked` now if another live driver holds ``orch``'s
+    experiment: a look, not a take (the command line looks before it starts Ray;
+    entering the ``Orchestrator`` takes the lease)."""
+    import storage as storage_pkg
+
+    if orch._take_over:
+        return
+    options = dict(orch._storage_options)
+    if orch.storage_mode.is_local:
+        options["create"] = False
+    try:
+        async with storage_pkg.open_storage(orch.storage_uri, **options) as store:
+            current = await store.read_bytes_versioned(LEASE_KEY)
+        theirs = LeaseRecord.from_json(current.data)
+    except (storage_pkg.StorageError, ValueError):
+        return  # none, or unreadable: entering decides
+    me = this_process("")
+    alive = await asyncio.to_thread(holder_alive, theirs.holder, me)
+    now = time.time()
+    if judge(theirs, me=me, now=now, holder_alive=alive).standing is Standing.HELD:
+        message = locked_message(theirs, name=orch.name, uri=orch.storage_uri, now=now)
+        raise ExperimentLocked(message, theirs.holder)
 
 
 class ExperimentLease:

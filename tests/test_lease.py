@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import ExperimentLocked, LeaseLost, Orchestrator
+from orchestrator.journal import JOURNAL_KEY
 from orchestrator.lease import TTL_ENV, ExperimentLease, acquire_lease, this_process
 from orchestrator.lease_record import (
     LEASE_KEY,
@@ -254,3 +255,63 @@ def test_the_ttl_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TTL_ENV, "2.5")
     assert lease_ttl() == 2.5
     assert json.loads(record().to_json())["ttl"] == 30.0
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def an_experiment(storage: Path) -> Path:
+    """A journaled experiment's files, enough for ``overwrite`` and ``resume`` to see."""
+    exp = storage / "exp"
+    (exp / "t" / "checkpoint_000002").mkdir(parents=True)
+    (exp / JOURNAL_KEY).write_text(json.dumps({"format": 2, "name": "exp", "trials": []}))
+    (exp / "t" / "checkpoint_000002" / "state").write_bytes(b"state")
+    return exp
+
+
+async def test_overwrite_is_refused_while_another_driver_holds_the_experiment(
+    tmp_path: Path, leases: list[ExperimentLease]
+) -> None:
+    exp = an_experiment(tmp_path)
+    await take(tmp_path, leases, resume=True)
+    before = snapshot(exp)
+    with pytest.raises(ExperimentLocked, match=f"pid {os.getpid()} on host"):
+        async with Orchestrator(storage=tmp_path, name="exp", overwrite=True):
+            pytest.fail("entered an experiment another driver holds")
+    assert snapshot(exp) == before  # nothing deleted
+
+
+async def test_the_command_line_is_refused_before_it_starts_ray(
+    tmp_path: Path,
+    leases: list[ExperimentLease],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import ray
+
+    from orchestrator.cli import main
+    from orchestrator.cli.main import EXIT_FAILED
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Ray was started for a refused command")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    an_experiment(tmp_path)
+    await take(tmp_path, leases, resume=True)
+    argv = ["resume", "--storage", str(tmp_path), "--name", "exp"]
+    assert await asyncio.to_thread(main, argv) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "trialflow resume: error: experiment 'exp'" in err
+    assert f"pid {os.getpid()}" in err and "--take-over" in err
+
+
+def test_take_over_on_the_command_line() -> None:
+    from orchestrator.cli.args import orchestrator_options
+    from orchestrator.cli.main import build_parser
+
+    for command in (["resume", "--name", "x"], ["run", "m:T", "--stop", "a=1"]):
+        args = build_parser().parse_args([*command, "--take-over"])
+        assert orchestrator_options(args)["take_over"] is True
+        args = build_parser().parse_args(command)
+        assert orchestrator_options(args)["take_over"] is False

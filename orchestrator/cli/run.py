@@ -38,6 +38,7 @@ __all__ = [
     "handle_run",
     "load_trainable",
     "ray_session",
+    "refuse_if_locked",
     "resume_command",
 ]
 
@@ -141,6 +142,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
         async with orch:
             await orch.run()
 
+    refuse_if_locked(orch)
     with ray_session(args.address):
         asyncio.run(main())
     done = _report(trials, args, console)
@@ -210,6 +212,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
                 print_best(result, console)
             return await orch.run()
 
+    refuse_if_locked(orch)
     with ray_session(args.address):
         trials = asyncio.run(main())
     if not trials:
@@ -308,6 +311,14 @@ def _report(trials: Sequence[Trial], args: argparse.Namespace, console: Console)
     done = sum(1 for t in trials if t.state is TrialState.TERMINATED)
     console.print(f"{done}/{len(trials)} trials TERMINATED", highlight=False)
     return done
+
+
+def refuse_if_locked(orch: Orchestrator) -> None:
+    """Fail before Ray starts when another driver runs the experiment (entering the
+    orchestrator would refuse it too, but only after Ray's start-up)."""
+    from ..lease import check_unlocked
+
+    asyncio.run(check_unlocked(orch))
 
 
 def _require_journal(uri: str) -> None:

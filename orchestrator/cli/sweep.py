@@ -102,7 +102,7 @@ def handle_sweep(
     searcher = (
         OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
     )
-    from .run import _report, ray_session
+    from .run import _report, ray_session, refuse_if_locked
 
     orch = cli_args.orchestrator_from(args, console, default_name="run")
     console.print(
@@ -130,6 +130,7 @@ def handle_sweep(
                 reuse_actors=args.reuse_actors,
             )
 
+    refuse_if_locked(orch)
     with ray_session(args.address):
         result = asyncio.run(main())
     done = _report(result.trials, args, console)
