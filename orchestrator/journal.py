@@ -54,6 +54,7 @@ import cloudpickle
 
 from .checkpoints import Checkpoint
 from .errors import JournalError
+from .lease_record import LEASE_KEY
 
 if TYPE_CHECKING:
     from .runtime import TrialRuntime
@@ -63,7 +64,7 @@ log = logging.getLogger("orchestrator.journal")
 JOURNAL_KEY = "experiment_state.json"
 SEGMENTS_PREFIX = "experiment_state.results"
 #: Names a trial may not take: the journal's own objects share the experiment's root.
-RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX})
+RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, LEASE_KEY})
 FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
 #: Segments the head may list before the next write compacts them into one base.
 COMPACT_AFTER = 32

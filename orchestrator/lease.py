@@ -66,6 +66,8 @@ log = logging.getLogger("orchestrator.lease")
 TTL_ENV = "TRIALFLOW_LEASE_TTL_S"
 #: Newcomers racing for one stale lease: how often one re-reads it before giving up.
 _ATTEMPTS = 5
+#: Seconds before an unreadable lease is read again, and taken if it is unchanged.
+UNREADABLE_WAIT_S = 0.5
 
 
 def lease_ttl() -> float:
@@ -158,6 +160,7 @@ class ExperimentLease:
         self._on_lost: list[Callable[[LeaseLost], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._released = False
+        self._unreadable = ""  # the version of an unreadable lease seen once
 
     @property
     def uri(self) -> str:
@@ -229,6 +232,10 @@ class ExperimentLease:
             theirs = None
         now = time.time()
         if theirs is None:
+            if version != self._unreadable:  # a lease being written (where files appear
+                self._unreadable = version  # before their bytes): look again first
+                await asyncio.sleep(UNREADABLE_WAIT_S)
+                return None
             reason = "it was unreadable"
         else:
             alive = await asyncio.to_thread(holder_alive, theirs.holder, self.holder)

@@ -97,7 +97,8 @@ class LeaseRecord:
         """Raise ValueError on anything but a lease record."""
         try:
             doc = json.loads(data)
-            holder = Holder(**doc["holder"])
+            known = {k: v for k, v in doc["holder"].items() if k in _HOLDER_FIELDS}
+            holder = Holder(**known)  # fields a later version adds are ignored
             record = cls(
                 holder, float(doc["acquired_at"]), float(doc["renewed_at"]), float(doc["ttl"])
             )
@@ -106,6 +107,9 @@ class LeaseRecord:
         if not isinstance(holder.token, str) or not isinstance(holder.pid, int):
             raise ValueError("not a lease record: bad holder")
         return record
+
+
+_HOLDER_FIELDS = frozenset(Holder.__dataclass_fields__)
 
 
 class Standing(enum.Enum):

@@ -85,6 +85,10 @@ def test_record_roundtrip_and_malformed() -> None:
     rec = record()
     assert LeaseRecord.from_json(rec.to_json()) == rec
     assert rec.renewed(1010).expires_at == 1040
+    later = json.loads(rec.to_json())  # a later version's record: more fields
+    later["holder"]["container"] = "abc"
+    later["note"] = "x"
+    assert LeaseRecord.from_json(json.dumps(later).encode()) == rec
     for bad in (b"", b"{}", b"[1]", b'{"holder": {"host": "h"}}', b"not json"):
         with pytest.raises(ValueError, match="not a lease record"):
             LeaseRecord.from_json(bad)
@@ -315,3 +319,12 @@ def test_take_over_on_the_command_line() -> None:
         assert orchestrator_options(args)["take_over"] is True
         args = build_parser().parse_args(command)
         assert orchestrator_options(args)["take_over"] is False
+
+
+def test_no_trial_may_take_the_leases_name(tmp_path: Path) -> None:
+    from orchestrator import ConfigError
+    from tests.trainables import Counter
+
+    orch = Orchestrator(storage=tmp_path, name="exp")
+    with pytest.raises(ConfigError, match=LEASE_KEY):
+        orch.add_trial(Counter, trial_id=LEASE_KEY)
