@@ -22,6 +22,7 @@ import aiohttp
 from gcloud.aio.storage import Storage as _GStorage
 from gcloud.aio.storage.storage import init_api_root
 
+from . import _gcs_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
 from .base import Storage, Versioned
@@ -43,7 +44,6 @@ __all__ = ["GCSStorage"]
 T = TypeVar("T")
 
 _QUANTUM = 256 * 1024  # resumable chunks must be multiples of this
-_READ_AGAIN = 5  # reads of an object replaced while being read, before giving up
 _SDK_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
 
@@ -244,99 +244,16 @@ class GCSStorage(Storage):
         return True
 
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
-        return await self._upload_if(key, data, "0")  # generation 0: no live object
+        return await _gcs_conditional.upload_if(self, key, data, "0")  # 0: no live object
 
     async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        return await self._upload_if(key, data, version)
-
-    async def _upload_if(self, key: str, data: bytes, generation: str) -> str | None:
-        """One multipart upload (metadata and bytes in one request, which also takes
-        empty bytes) with ``ifGenerationMatch``; the new object's generation."""
-        assert self._session is not None
-        session = self._session
-        full = self._full(key)
-        boundary = f"trialflow-{hashlib.sha256(data).hexdigest()[:24]}"
-        body = b"".join(
-            [
-                f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
-                json.dumps({"name": full}).encode(),
-                f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
-                data,
-                f"\r\n--{boundary}--\r\n".encode(),
-            ]
-        )
-
-        async def attempt() -> str:
-            url = f"{self._root}/upload/storage/v1/b/{quote(self.bucket, safe='')}/o"
-            params = {"uploadType": "multipart", "ifGenerationMatch": generation}
-            headers = {
-                **(await self._auth()),
-                "Content-Type": f"multipart/related; boundary={boundary}",
-            }
-            async with session.post(url, params=params, data=body, headers=headers) as resp:
-                text = await resp.text()
-                if resp.status >= 300:
-                    raise self._status_error(resp.status, text, key, "conditional write")
-                return str(json.loads(text)["generation"])
-
-        try:
-            return await self._call(key, "conditional write", attempt)
-        except (PreconditionFailed, NotFound):
-            return None
+        return await _gcs_conditional.upload_if(self, key, data, version)
 
     async def _read_bytes_versioned(self, key: str) -> Versioned:
-        """The object's generation, then the bytes of exactly that generation (a
-        non-versioned bucket keeps no replaced generation: then 404, and again)."""
-        assert self._session is not None
-        session = self._session
-        url = self._object_url(self._full(key))
-
-        async def attempt() -> Versioned | None:
-            headers = await self._auth()
-            async with session.get(url, params={"fields": "generation"}, headers=headers) as meta:
-                text = await meta.text()
-                if meta.status != 200:
-                    raise self._status_error(meta.status, text, key, "read")
-                generation = str(json.loads(text)["generation"])
-            params = {"alt": "media", "generation": generation}
-            async with session.get(url, params=params, headers=headers) as resp:
-                if resp.status == 404:
-                    return None  # replaced since: read again
-                if resp.status != 200:
-                    raise self._status_error(resp.status, await resp.text(), key, "read")
-                return Versioned(await resp.read(), generation)
-
-        for _ in range(_READ_AGAIN):
-            got = await self._call(key, "read", attempt)
-            if got is not None:
-                return got
-        raise TransientError(
-            f"read failed: the object changed {_READ_AGAIN} times while being read",
-            uri=self.uri,
-            key=key,
-        )
+        return await _gcs_conditional.read_versioned(self, key)
 
     async def _delete_if(self, key: str, version: str) -> bool:
-        assert self._session is not None
-        session = self._session
-        url = self._object_url(self._full(key))
-
-        async def attempt() -> None:
-            headers = await self._auth()
-            params = {"ifGenerationMatch": version}
-            async with session.delete(url, params=params, headers=headers) as resp:
-                if resp.status >= 300:
-                    raise self._status_error(
-                        resp.status, await resp.text(), key, "conditional delete"
-                    )
-
-        try:
-            await self._call(key, "conditional delete", attempt)
-        except PreconditionFailed:  # another generation, or none: 412 says not which
-            return not await self._exists(key)
-        except NotFound:
-            pass
-        return True
+        return await _gcs_conditional.delete_if(self, key, version)
 
     async def _list_raw(self, full_prefix: str) -> list[str]:
         names: list[str] = []

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from . import _conditional
+from . import _local_conditional
 from ._concurrency import in_thread, map_bounded, run_stoppable
 from ._files import (
     Digest,
@@ -153,28 +153,30 @@ class LocalStorage(Storage):
         """The hidden file whose POSIX lock guards the conditional writes of ``key``
         (kept, never removed: removing a lock file others may hold breaks the lock)."""
         directory, name = os.path.split(self._path(validate_key(key, uri=self.uri)))
-        return os.path.join(directory, _conditional.lock_name(name))
+        return os.path.join(directory, _local_conditional.lock_name(name))
 
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
         path = self._path(key)
         return await self._run(
             key,
             "create",
-            functools.partial(_conditional.create_exclusive, fsync=self.fsync),
+            functools.partial(_local_conditional.create_exclusive, fsync=self.fsync),
             path,
             data,
         )
 
     async def _read_bytes_versioned(self, key: str) -> Versioned:
-        data, version = await self._run(key, "read", _conditional.read_versioned, self._path(key))
+        data, version = await self._run(
+            key, "read", _local_conditional.read_versioned, self._path(key)
+        )
         return Versioned(data, version)
 
     async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        replace = functools.partial(_conditional.replace_if, fsync=self.fsync)
+        replace = functools.partial(_local_conditional.replace_if, fsync=self.fsync)
         return await self._run(key, "conditional replace", replace, self._path(key), data, version)
 
     async def _delete_if(self, key: str, version: str) -> bool:
-        delete = functools.partial(_conditional.delete_if, fsync=self.fsync)
+        delete = functools.partial(_local_conditional.delete_if, fsync=self.fsync)
         return await self._run(key, "conditional delete", delete, self._path(key), version)
 
     async def _upload_file(self, path: str, key: str, size: int) -> Digest:

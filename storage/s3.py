@@ -33,6 +33,7 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
+from . import _s3_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
 from .base import Storage, Versioned
@@ -248,47 +249,16 @@ class S3Storage(Storage):
         return True
 
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
-        return await self._put_if(key, data, IfNoneMatch="*")
+        return await _s3_conditional.put_if(self, key, data, IfNoneMatch="*")
 
     async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        return await self._put_if(key, data, IfMatch=version)
-
-    async def _put_if(self, key: str, data: bytes, **condition: str) -> str | None:
-        try:
-            resp = await self._call(
-                key,
-                "conditional write",
-                lambda: self._client.put_object(
-                    Bucket=self.bucket, Key=self._full(key), Body=data, **condition
-                ),
-            )
-        except (PreconditionFailed, NotFound):  # If-Match on a missing key: 404
-            return None
-        etag: str = resp["ETag"]
-        return etag
+        return await _s3_conditional.put_if(self, key, data, IfMatch=version)
 
     async def _read_bytes_versioned(self, key: str) -> Versioned:
-        async def get() -> Versioned:
-            resp = await self._client.get_object(Bucket=self.bucket, Key=self._full(key))
-            async with resp["Body"] as body:
-                return Versioned(await body.read(), resp["ETag"])
-
-        return await self._call(key, "read", get)
+        return await _s3_conditional.read_versioned(self, key)
 
     async def _delete_if(self, key: str, version: str) -> bool:
-        try:
-            await self._call(
-                key,
-                "conditional delete",
-                lambda: self._client.delete_object(
-                    Bucket=self.bucket, Key=self._full(key), IfMatch=version
-                ),
-            )
-        except PreconditionFailed:
-            return False
-        except NotFound:
-            pass
-        return True
+        return await _s3_conditional.delete_if(self, key, version)
 
     async def _list_raw(self, full_prefix: str, max_keys: int | None = None) -> list[str]:
         keys: list[str] = []
