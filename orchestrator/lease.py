@@ -113,6 +113,8 @@ async def acquire_lease(orch: Orchestrator) -> ExperimentLease:
         lease = ExperimentLease(store, name=settings.name, created_root=created_root)
         await lease._take(take_over=orch._take_over)
     except BaseException:
+        if created_root:
+            await asyncio.to_thread(_remove_if_empty, store.uri)
         await store.aclose()
         raise
     return lease
