@@ -75,6 +75,23 @@ class ExperimentNotFound(ConfigError):
     """``resume=True`` for an experiment that storage does not hold."""
 
 
+class ExperimentLocked(OrchestratorError):
+    """Another driver runs the experiment (it holds the experiment's lease): one
+    experiment has one driver. The message names that driver (host, pid, user, since
+    when) and how to take over a lease it left behind; ``holder`` is its
+    :class:`~orchestrator.lease_record.Holder` (None when unknown)."""
+
+    def __init__(self, message: str, holder: object = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class LeaseLost(OrchestratorError):
+    """This driver lost its experiment's lease (another driver took it over, or it was
+    deleted): it wrote nothing more to the journal or the logs, and ``run()`` ends with
+    this error rather than mix its trials' results with the other driver's."""
+
+
 class TrainableUnavailable(OrchestratorError):
     """A trial's worker process cannot load its trainable (its module is not installed
     where the worker runs). Retrying cannot help: the trial goes to ERROR at once."""

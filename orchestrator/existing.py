@@ -11,8 +11,10 @@ old experiment first, completely.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +22,7 @@ from typing import Any
 
 from .errors import ExperimentExists, ExperimentNotFound
 from .journal import BACKUP_KEY, JOURNAL_KEY
+from .lease_record import LEASE_KEY
 
 log = logging.getLogger("orchestrator")
 
@@ -87,13 +90,27 @@ def refuse_or_accept(
 
 
 async def delete_all(store: Any, local_root: str | None) -> None:
-    """Delete everything the experiment holds: the journal's head first (so an
-    interrupted delete never leaves a head listing missing segments), then the rest."""
+    """Delete everything the experiment holds but the lease this driver holds on it: the
+    journal's head first (so an interrupted delete never leaves a head listing missing
+    segments), then the rest."""
     await store.delete(JOURNAL_KEY)
     await store.delete(BACKUP_KEY)
     if local_root is not None:  # hidden staging directories and all
-        await asyncio.to_thread(shutil.rmtree, local_root, True)
+        lock = os.path.basename(store.lock_path(LEASE_KEY))  # guards the lease's renewals
+        await asyncio.to_thread(_clear_directory, local_root, {LEASE_KEY, lock})
     else:
-        for top in sorted({key.split("/", 1)[0] for key in await store.list("")}):
+        for top in sorted({key.split("/", 1)[0] for key in await store.list("")} - {LEASE_KEY}):
             await store.delete(top)
     log.info("deleted the earlier experiment at %s (overwrite=True)", store.uri)
+
+
+def _clear_directory(root: str, keep: set[str]) -> None:
+    for name in os.listdir(root) if os.path.isdir(root) else []:
+        if name in keep:
+            continue
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

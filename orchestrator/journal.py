@@ -54,6 +54,7 @@ import cloudpickle
 from .checkpoints import Checkpoint
 from .errors import JournalError
 from .json_codec import dumps
+from .lease_record import LEASE_KEY
 
 if TYPE_CHECKING:
     from .runtime import TrialRuntime
@@ -66,7 +67,7 @@ SEGMENTS_PREFIX = "experiment_state.results"
 #: when the head itself is damaged (see :mod:`orchestrator.repair`).
 BACKUP_KEY = "experiment_state.backup.json"
 #: Names a trial may not take: the journal's own objects share the experiment's root.
-RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY})
+RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY, LEASE_KEY})
 FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
 #: Segments the head may list before the next write compacts them into one base.
 COMPACT_AFTER = 32
@@ -153,6 +154,7 @@ class Journal:
         # What else the head carries, built on the loop at each write: the sweeps'
         # state (searcher, scheduler, which trials they created).
         self._extras: Callable[[], dict[str, Any]] | None = None
+        self._may_write: Callable[[], bool] | None = None
 
     # -- recording (sync, cheap: called from the loop) ----------------------------------
 
@@ -180,6 +182,12 @@ class Journal:
     def set_extras(self, build: Callable[[], dict[str, Any]]) -> None:
         """Have every write also store ``build()``'s fields in the head (plain JSON)."""
         self._extras = build
+
+    def write_only_while(self, may_write: Callable[[], bool]) -> None:
+        """Write only while ``may_write()`` (the driver holds the experiment's lease): a
+        driver that lost it must not splice its writes into another driver's journal.
+        What a refused write would have stored waits for the next allowed one."""
+        self._may_write = may_write
 
     def urgent(self) -> None:
         """Write soon (within :data:`URGENT_DELAY` plus the write), not at the next
@@ -214,6 +222,9 @@ class Journal:
         self._dirty.set()
 
     async def flush(self) -> None:
+        if self._may_write is not None and not self._may_write():
+            self._urgent.clear()  # nothing to hurry: wait for the lease at the usual pace
+            return
         self._dirty.clear()
         self._urgent.clear()
         waiting, self._after_write = self._after_write, []
@@ -235,6 +246,8 @@ class Journal:
             stored = time.monotonic()
             if key is not None:
                 await self._storage.write_bytes(key, segment)
+            if self._may_write is not None and not self._may_write():
+                raise JournalError("the experiment's lease is not held")  # keep the old head
             await self._write_head(head)
             stored = time.monotonic() - stored
             self._pause = max(

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator.loop")
 
+#: Seconds between looks at the lease while it is in doubt (see ``drive_only_while``).
+DOUBT_POLL_S = 0.1
+
 __all__ = ["Dispatcher", "Kind", "LoopStatistics"]
 
 
@@ -109,6 +112,8 @@ class Dispatcher:
         self.pins: set[str] = set()
         self._events = 0
         self.running = False
+        self._aborted: BaseException | None = None
+        self._may_drive: Callable[[], bool] | None = None
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -139,6 +144,19 @@ class Dispatcher:
             rt.fail_waiters(
                 TrialError(rt.id, "the orchestrator closed before the request completed")
             )
+
+    def drive_only_while(self, may_drive: Callable[[], bool]) -> None:
+        """Serve nothing while ``may_drive()`` is False (the experiment's lease is in
+        doubt: storage did not take its renewals), so no new work reaches an actor
+        when another driver may already be running the experiment."""
+        self._may_drive = may_drive
+
+    def abort(self, error: BaseException) -> None:
+        """Dispatch nothing more, and make ``run()`` (:meth:`wait_settled`) raise
+        ``error``: the driver may no longer drive this experiment (its lease was lost)."""
+        self._aborted = error
+        self._wake.set()
+        self._settled.set()
 
     @property
     def failed(self) -> BaseException | None:
@@ -182,6 +200,9 @@ class Dispatcher:
                 raise OrchestratorError("the orchestrator closed while run() was waiting")
             waiter = asyncio.ensure_future(self._settled.wait())
             done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            if self._aborted is not None:
+                waiter.cancel()
+                raise self._aborted
             if self._task in done:
                 waiter.cancel()
                 self._task.result()  # re-raise the loop's crash
@@ -264,6 +285,11 @@ class Dispatcher:
             if not inbox:
                 self._wake.clear()
                 await self._wake.wait()
+            if self._aborted is not None:
+                return
+            if self._may_drive is not None and not self._may_drive():
+                await asyncio.sleep(DOUBT_POLL_S)  # until the lease is renewed, or lost
+                continue
             while inbox:
                 head, tail = inbox.popleft()
                 if isinstance(head, Pending):

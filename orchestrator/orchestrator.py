@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .checkpoints import RetentionPolicy, ScoreMode
     from .collector import CollectorStatistics
     from .hooks import HookRunner, HookStatistics
+    from .lease import ExperimentLease
     from .loop import Dispatcher, LoopStatistics
     from .runtime import TrialRuntime
     from .schedulers import Scheduler
@@ -112,6 +113,15 @@ class Orchestrator:
         (:class:`~orchestrator.errors.ExperimentNotFound`, and nothing is created).
     overwrite:
         Delete an existing experiment of that name, completely, before starting.
+    take_over:
+        One experiment has one driver: entering takes the experiment's lease (in its
+        storage, before Ray starts) and a second driver is refused
+        (:class:`~orchestrator.errors.ExperimentLocked`, naming the first: host, pid,
+        since when). A lease its driver stopped renewing (a crash, a hang) expires after
+        30 s (``$TRIALFLOW_LEASE_TTL_S``), at once if that driver was a process of this
+        machine that is gone. ``True`` takes the lease even from a driver that seems
+        alive (its machine died, say); a driver that does run on then stops at its next
+        renewal with :class:`~orchestrator.errors.LeaseLost`, writing nothing more.
     loggers:
         Per-trial logs in ``<experiment>/<trial_id>/`` (``result.json``, ``progress.csv``,
         ``params.json`` and TensorBoard event files): ``None`` (default) writes all
@@ -173,6 +183,7 @@ class Orchestrator:
         resume: bool = False,
         resume_errored: bool = False,
         overwrite: bool = False,
+        take_over: bool = False,
         strict_metrics: bool = True,
         journal_interval: float = 1.0,
         num_cpus: float | None = None,
@@ -220,6 +231,7 @@ class Orchestrator:
         self.storage_uri = _experiment_uri(storage, name)
         self._storage_options = dict(storage_options or {})
         self._runtime_env = dict(runtime_env) if runtime_env else None
+        self._take_over = bool(take_over)
         probe = open_checked(self.storage_uri, self._storage_options, name)
         self.storage_mode: StorageMode = self.settings.storage_mode(
             isinstance(probe, storage_pkg.LocalStorage)
@@ -229,6 +241,7 @@ class Orchestrator:
         self._trials: dict[str, TrialRuntime] = {}
         self._token = secrets.token_hex(3)
         self._session: Session | None = None  # while entered
+        self._lease: ExperimentLease | None = None  # while entered
         self._dispatcher: Dispatcher | None = None  # the session's, while entered
         self._hooks: HookRunner | None = None  # the session's, while entered
         self._runs_in_progress = 0
@@ -510,11 +523,24 @@ class Orchestrator:
     # -- context manager ---------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
+        from .lease import acquire_lease
         from .session import open_session
 
         if self._session is not None:
             raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
-        session = await open_session(self)
+        lease = await acquire_lease(self)  # before Ray: a second driver is refused at once
+        try:
+            session = await open_session(self)
+        except BaseException:
+            await lease.release()
+            raise
+        # Nothing is written to the experiment without the lease, and losing it ends run().
+        session.journal.write_only_while(lease.may_write)
+        session.dispatcher.drive_only_while(lease.may_write)
+        if self._logger is not None:
+            self._logger.write_only_while(lease.may_write)
+        lease.on_lost(session.dispatcher.abort)
+        self._lease = lease
         self._session, self._dispatcher, self._hooks = session, session.dispatcher, session.hooks
         return self
 
@@ -525,12 +551,17 @@ class Orchestrator:
         tb: TracebackType | None,
     ) -> None:
         session, self._session = self._session, None
+        lease, self._lease = self._lease, None
         self._dispatcher = self._hooks = None
         if session is not None:
             try:
                 await session.aclose()
             finally:
                 self._logger = self.progress = None
+                if lease is not None:
+                    await lease.release()
+        if lease is not None and lease.lost is not None and exc is None:
+            raise lease.lost  # lost while no run() was waiting: say so
 
     # -- internals ---------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 ``open_storage(uri)`` picks the driver from the URI; every driver offers the same
 :class:`Storage` interface (bytes, listing, recursive delete, streamed directory
-transfer, and verified checkpoints committed by a manifest written last). Imports no
-Ray, and imports the S3/GCS SDKs only when such a URI is opened.
+transfer, verified checkpoints committed by a manifest written last, and conditional
+writes of small objects for locks and leases). Imports no Ray, and imports the S3/GCS
+SDKs only when such a URI is opened.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from .base import Storage
+from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     IntegrityError,
@@ -21,6 +22,7 @@ from .errors import (
     NoCredentials,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     StorageError,
     TransientError,
     UnsupportedURI,
@@ -47,12 +49,14 @@ __all__ = [
     "NoCredentials",
     "NotFound",
     "PermissionDenied",
+    "PreconditionFailed",
     "RetryPolicy",
     "S3Storage",
     "Storage",
     "StorageError",
     "TransientError",
     "UnsupportedURI",
+    "Versioned",
     "open_storage",
     "quiet_sdk_noise",
     "storage_uri",

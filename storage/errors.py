@@ -16,6 +16,7 @@ __all__ = [
     "InvalidKey",
     "NotFound",
     "PermissionDenied",
+    "PreconditionFailed",
     "StorageError",
     "TransientError",
     "UnsupportedURI",
@@ -104,6 +105,12 @@ class InvalidKey(StorageError, ValueError):
 
 class UnsupportedURI(StorageError, ValueError):
     """The URI's scheme has no driver, or the URI is malformed."""
+
+
+class PreconditionFailed(StorageError):
+    """A conditional write or delete found the key holding another version (or none):
+    nothing was changed. The conditional methods of :class:`~storage.Storage` answer it
+    as ``None`` / ``False``; drivers raise it from one attempt."""
 
 
 class TransientError(StorageError):

@@ -22,14 +22,16 @@ import aiohttp
 from gcloud.aio.storage import Storage as _GStorage
 from gcloud.aio.storage.storage import init_api_root
 
+from . import _gcs_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
-from .base import Storage
+from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     NoCredentials,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     StorageError,
     TransientError,
 )
@@ -124,6 +126,8 @@ class GCSStorage(Storage):
             return NotFound(reason, **kw)
         if status in (401, 403):
             return PermissionDenied(reason, **kw)
+        if status == 412:
+            return PreconditionFailed(reason, **kw)
         if status in (408, 429) or status >= 500:
             return TransientError(reason, **kw)
         return StorageError(reason, **kw)
@@ -238,6 +242,18 @@ class GCSStorage(Storage):
         except NotFound:
             return False
         return True
+
+    async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
+        return await _gcs_conditional.upload_if(self, key, data, "0")  # 0: no live object
+
+    async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
+        return await _gcs_conditional.upload_if(self, key, data, version)
+
+    async def _read_bytes_versioned(self, key: str) -> Versioned:
+        return await _gcs_conditional.read_versioned(self, key)
+
+    async def _delete_if(self, key: str, version: str) -> bool:
+        return await _gcs_conditional.delete_if(self, key, version)
 
     async def _list_raw(self, full_prefix: str) -> list[str]:
         names: list[str] = []

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from . import _local_conditional
 from ._concurrency import in_thread, map_bounded, run_stoppable
 from ._files import (
     Digest,
@@ -29,7 +30,7 @@ from ._files import (
     scan_dir,
     temp_sibling,
 )
-from .base import Storage, _local_path
+from .base import Storage, Versioned, _local_path
 from .errors import BucketNotFound, InvalidKey, NotFound, PermissionDenied, StorageError
 from .keys import RESERVED_PREFIX, join_key, validate_key, validate_prefix
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
@@ -147,6 +148,36 @@ class LocalStorage(Storage):
                     pass
 
         await self._run(prefix, "delete", remove)
+
+    def lock_path(self, key: str) -> str:
+        """The hidden file whose POSIX lock guards the conditional writes of ``key``
+        (kept, never removed: removing a lock file others may hold breaks the lock)."""
+        directory, name = os.path.split(self._path(validate_key(key, uri=self.uri)))
+        return os.path.join(directory, _local_conditional.lock_name(name))
+
+    async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
+        path = self._path(key)
+        return await self._run(
+            key,
+            "create",
+            functools.partial(_local_conditional.create_exclusive, fsync=self.fsync),
+            path,
+            data,
+        )
+
+    async def _read_bytes_versioned(self, key: str) -> Versioned:
+        data, version = await self._run(
+            key, "read", _local_conditional.read_versioned, self._path(key)
+        )
+        return Versioned(data, version)
+
+    async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
+        replace = functools.partial(_local_conditional.replace_if, fsync=self.fsync)
+        return await self._run(key, "conditional replace", replace, self._path(key), data, version)
+
+    async def _delete_if(self, key: str, version: str) -> bool:
+        delete = functools.partial(_local_conditional.delete_if, fsync=self.fsync)
+        return await self._run(key, "conditional delete", delete, self._path(key), version)
 
     async def _upload_file(self, path: str, key: str, size: int) -> Digest:
         dst = self._path(key)

@@ -33,14 +33,16 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
+from . import _s3_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
-from .base import Storage
+from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     NoCredentials,
     NotFound,
     PermissionDenied,
+    PreconditionFailed,
     StorageError,
     TransientError,
 )
@@ -130,6 +132,16 @@ class S3Storage(Storage):
             reason = f"{what} failed: {code or status} {info.get('Message', '')}".rstrip()
             if code == "NoSuchBucket":
                 return BucketNotFound(f"{what} failed: bucket {self.bucket!r} does not exist", **kw)
+            if code == "PreconditionFailed" or status == 412:
+                return PreconditionFailed(reason, **kw)
+            if code == "ConditionalRequestConflict":  # a racing conditional write: retry
+                return TransientError(reason, **kw)
+            if code == "NotImplemented" or status == 501:
+                return StorageError(
+                    f"{reason} (this S3-compatible store lacks a feature trialflow needs, "
+                    "such as conditional writes: If-None-Match / If-Match)",
+                    **kw,
+                )
             if code in _NOT_FOUND or status == 404:
                 return NotFound(reason, **kw)
             if code in _DENIED or status in (401, 403):
@@ -235,6 +247,18 @@ class S3Storage(Storage):
         except NotFound:
             return False
         return True
+
+    async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
+        return await _s3_conditional.put_if(self, key, data, IfNoneMatch="*")
+
+    async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
+        return await _s3_conditional.put_if(self, key, data, IfMatch=version)
+
+    async def _read_bytes_versioned(self, key: str) -> Versioned:
+        return await _s3_conditional.read_versioned(self, key)
+
+    async def _delete_if(self, key: str, version: str) -> bool:
+        return await _s3_conditional.delete_if(self, key, version)
 
     async def _list_raw(self, full_prefix: str, max_keys: int | None = None) -> list[str]:
         keys: list[str] = []

@@ -5,6 +5,7 @@ the trials' code."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 import json
@@ -220,6 +221,36 @@ def test_a_metric_no_trial_reported_names_the_ones_they_did(
         assert status == 2, out
         assert f"trialflow {command}: error: no trial of {NAME} reported the metric " in err
         assert "'accuracy'" in err and "count" in err and "score" in err
+
+
+# -- while a driver runs the experiment ------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_ray")
+async def test_inspection_leaves_a_running_drivers_lease_alone(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ls``, ``show`` and ``plot`` read; they never take (or touch) the lease of the
+    driver that runs the experiment."""
+    from orchestrator import Orchestrator
+    from orchestrator.lease import acquire_lease
+    from orchestrator.lease_record import LEASE_KEY, LeaseRecord
+
+    lease = await acquire_lease(Orchestrator(storage=results, name=NAME, resume=True))
+    try:
+        plot = ["plot", "--storage", str(results), "--name", NAME, "--metric", "score"]
+        for argv in (
+            ["ls", "--storage", str(results)],
+            ["show", "--storage", str(results), "--name", NAME],
+            [*plot, "-o", str(tmp_path / "p.png")],
+        ):
+            status, out, err = await asyncio.to_thread(run, capsys, *argv)
+            assert status == 0, (argv, err)
+        stored = LeaseRecord.from_json((results / NAME / LEASE_KEY).read_bytes())
+        assert stored.holder == lease.holder
+        assert lease.may_write() and lease.lost is None
+    finally:
+        await lease.release()
 
 
 # -- plot ------------------------------------------------------------------------------

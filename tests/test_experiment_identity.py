@@ -10,6 +10,7 @@ import pytest
 from orchestrator import Orchestrator, TrialState
 from orchestrator.errors import ConfigError, ExperimentExists, ExperimentNotFound
 from orchestrator.journal import JOURNAL_KEY
+from orchestrator.lease_record import LEASE_KEY
 
 from .trainables import Counter
 
@@ -55,8 +56,13 @@ async def test_overwrite_deletes_the_old_experiment_completely(tmp_path: Path) -
     await run_two_trials(tmp_path)
     old = snapshot(tmp_path / "exp")
     async with Orchestrator(storage=tmp_path, name="exp", overwrite=True) as orch:
-        # Entered: the old experiment is gone before anything new is written to it.
-        left = {k for k in snapshot(tmp_path / "exp") if not k.startswith(JOURNAL_KEY)}
+        # Entered: the old experiment is gone before anything new is written to it,
+        # but for the lease this driver holds on it.
+        left = {
+            k
+            for k in snapshot(tmp_path / "exp")
+            if not k.startswith(JOURNAL_KEY) and LEASE_KEY not in k
+        }
         assert left == set()
         orch.add_trial(Counter, stop={"training_iteration": 2}, resources={"cpu": 0.25})
         await orch.run()

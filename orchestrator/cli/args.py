@@ -180,6 +180,12 @@ def add_orchestrator_args(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="allow --stop metrics that the first result does not report yet",
     )
+    parser.add_argument(
+        "--take-over",
+        action="store_true",
+        help="take the experiment from the driver that holds its lease (after its machine "
+        "died, say); a driver that still runs then stops, writing nothing more",
+    )
 
 
 def orchestrator_from(args: argparse.Namespace, console: Any, *, default_name: str) -> Any:
@@ -219,6 +225,7 @@ def orchestrator_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_pending_saves": args.max_pending_saves,
         "storage_shared": args.storage_shared,
         "strict_metrics": args.strict_metrics,
+        "take_over": args.take_over,
     }
 
 

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, JournalError
+from ..errors import ConfigError, ExperimentLocked, JournalError, LeaseLost
 from ..raystart import RayStartError
 from . import args as cli_args
 from .args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except RayStartError as err:
+    except (RayStartError, ExperimentLocked, LeaseLost) as err:
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
     except StorageError as err:

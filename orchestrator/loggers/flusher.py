@@ -56,6 +56,7 @@ class Flusher:
         self._executor: ThreadPoolExecutor | None = None
         self._last_upload = -math.inf
         self._upload_failed: set[str] = set()
+        self.may_write: Callable[[], bool] | None = None
 
     def push(self, trial_id: str, op: Op, *, result: bool = False) -> None:
         """Queue ``op`` behind the trial's earlier operations. O(1), no I/O."""
@@ -149,6 +150,16 @@ class Flusher:
 
     async def _cycle(self, *, upload: bool, close: bool = False) -> None:
         async with self._lock:
+            if self.may_write is not None and not self.may_write():
+                if close:  # nobody writes them later: drop them, close the files
+                    if self.pending_results:
+                        log.warning(
+                            "%d result(s) not logged: the experiment's lease is not held",
+                            self.pending_results,
+                        )
+                    self._pending, self.pending_results = {}, 0
+                    await self._in_thread(self._sink.apply, {}, close=True)
+                return
             batch, self._pending, self.pending_results = self._pending, {}, 0
             try:
                 if batch or close:

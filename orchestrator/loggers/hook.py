@@ -176,6 +176,11 @@ class ExperimentLogger:
         nothing: what was not written yet stays queued for the next flush."""
         await self._flusher.aclose()
 
+    def write_only_while(self, may_write: Callable[[], bool]) -> None:
+        """Write and upload only while ``may_write()`` (the driver holds the experiment's
+        lease): a driver that lost it must not splice rows into another one's logs."""
+        self._flusher.may_write = may_write
+
     def statistics(self) -> LoggerStatistics:
         return LoggerStatistics(
             results=self._results,

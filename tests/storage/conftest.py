@@ -27,7 +27,6 @@ BUCKET = "trialflow-test"
 # Credentials the emulators ignore; the tests check they never show up in errors.
 FAKE_KEY_ID = "AKIATESTKEYID0000000"
 FAKE_SECRET = "s3cr3t-SHOULD-NEVER-APPEAR-in-messages"
-_BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -91,7 +90,8 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory, aws_env: None) -> Iterato
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("moto") / "moto.log"
-    proc = _start([str(_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], url, log)
+    launcher = str(Path(__file__).with_name("_moto_server.py"))  # atomic conditional writes
+    proc = _start([sys.executable, launcher, "-H", "127.0.0.1", "-p", str(port)], url, log)
     try:
         s3 = boto3_client(url)
         s3.create_bucket(Bucket=BUCKET)

@@ -152,6 +152,10 @@ class StorageContract:
             await store.get_checkpoint(key, tmp_path / "out")
         with pytest.raises(InvalidKey):
             await store.list(key)
+        with pytest.raises(InvalidKey):
+            await store.write_bytes_if_absent(key, b"x")
+        with pytest.raises(InvalidKey):
+            await store.replace_bytes_if(key, b"x", "v")
         assert raw.list() == []
 
     def test_uri_for(self, store: Storage) -> None:
@@ -159,6 +163,71 @@ class StorageContract:
         assert full.endswith("t1/ckpt") and full.startswith(store.uri)
         with pytest.raises(InvalidKey):
             store.uri_for("../x")
+
+    # -- conditional writes -----------------------------------------------------------
+
+    async def test_write_if_absent(self, store: Storage, raw: Raw) -> None:
+        first = await store.write_bytes_if_absent("locks/a", b"first")
+        assert first is not None and raw.read("locks/a") == b"first"
+        assert await store.write_bytes_if_absent("locks/a", b"second") is None
+        assert raw.read("locks/a") == b"first"
+        assert await store.read_bytes_versioned("locks/a") == (b"first", first)
+        # Its own bytes again (a retry whose first answer was lost) count as its write.
+        assert await store.write_bytes_if_absent("locks/a", b"first") == first
+        raw.write("locks/b", b"from outside")
+        assert await store.write_bytes_if_absent("locks/b", b"mine") is None
+        assert raw.read("locks/b") == b"from outside"
+        assert await store.write_bytes_if_absent("empty", b"") is not None
+        assert raw.read("empty") == b""
+        assert await store.list() == ["empty", "locks/a", "locks/b"]
+
+    async def test_replace_if(self, store: Storage, raw: Raw) -> None:
+        one = await store.write_bytes_if_absent("lease", b"one")
+        assert one is not None
+        two = await store.replace_bytes_if("lease", b"two", one)
+        assert two is not None and two != one and raw.read("lease") == b"two"
+        assert await store.read_bytes_versioned("lease") == (b"two", two)
+        assert await store.replace_bytes_if("lease", b"three", one) is None  # stale
+        assert raw.read("lease") == b"two"
+        raw.write("lease", b"changed outside")
+        assert await store.replace_bytes_if("lease", b"four", two) is None
+        assert raw.read("lease") == b"changed outside"
+        assert await store.replace_bytes_if("missing", b"x", two) is None
+        assert not await store.exists("missing")
+        now = await store.read_bytes_versioned("lease")
+        assert now.data == b"changed outside"
+        assert await store.replace_bytes_if("lease", b"five", now.version) is not None
+        assert raw.read("lease") == b"five"
+        assert await store.list() == ["lease"]
+
+    async def test_delete_if(self, store: Storage, raw: Raw) -> None:
+        one = await store.write_bytes_if_absent("lease", b"one")
+        assert one is not None
+        two = await store.replace_bytes_if("lease", b"two", one)
+        assert two is not None
+        assert await store.delete_if("lease", one) is False
+        assert raw.read("lease") == b"two"
+        assert await store.delete_if("lease", two) is True
+        assert await store.list() == []
+        assert await store.delete_if("lease", two) is True  # already gone
+        with pytest.raises(NotFound):
+            await store.read_bytes_versioned("lease")
+        assert await store.write_bytes_if_absent("lease", b"again") is not None
+
+    async def test_racing_writers_one_wins(self, reopen: Reopen) -> None:
+        """Separate clients race to create one key, then to replace one version."""
+        stores = [await reopen() for _ in range(6)]
+
+        async def race(what: str, write: Callable[[Storage, bytes], Awaitable[str | None]]) -> None:
+            datas = [f"{what} by writer {i}".encode() for i in range(len(stores))]
+            got = await asyncio.gather(*(write(st, d) for st, d in zip(stores, datas, strict=True)))
+            winners = [d for d, v in zip(datas, got, strict=True) if v is not None]
+            assert len(winners) == 1, winners
+            assert await stores[0].read_bytes("race") == winners[0]
+
+        await race("created", lambda st, data: st.write_bytes_if_absent("race", data))
+        base = (await stores[0].read_bytes_versioned("race")).version
+        await race("replaced", lambda st, data: st.replace_bytes_if("race", data, base))
 
     # -- directories ------------------------------------------------------------------
 
