@@ -355,6 +355,8 @@ class Journal:
                 "last_result": trial.last_result,
                 "results_count": len(results),
             }
+            if machine.storage_down:  # paused because a checkpoint could not be stored
+                changing["save_failed"] = True
             if trial.events:
                 changing["events"] = trial.events
             if trial.config_pickle is not None:  # an exploit gave it a new config
@@ -412,6 +414,7 @@ class JournaledTrial:
     results: list[dict[str, Any]]
     events: list[dict[str, Any]]
     config_pickle: str | None  # its config since an exploit (None: the spec's)
+    save_failed: bool = False  # a checkpoint could not be stored (what paused it)
 
 
 #: A head entry's fields that change as the trial runs; the rest is its spec.
@@ -429,6 +432,7 @@ _CHANGING = frozenset(
         "events",
         "config_now",
         "config_now_pickle",
+        "save_failed",
     }
 )
 
@@ -469,6 +473,7 @@ async def load(storage: Any) -> list[JournaledTrial] | None:
                 results=results.get(trial_id, []),
                 events=list(entry.get("events") or []),
                 config_pickle=entry.get("config_now_pickle"),
+                save_failed=bool(entry.get("save_failed")),
             )
         )
     return trials

@@ -62,12 +62,28 @@ async def check_existing(
 async def adopt_journaled(
     store: Any, settings: ExperimentSettings, known: set[str]
 ) -> list[TrialRuntime]:
-    """The journaled trials (except ``known`` ones), rebuilt to continue."""
+    """The journaled trials (except ``known`` ones), rebuilt to continue.
+
+    Says what happens to paused trials, which would otherwise make ``run()`` return at
+    once without a word: one paused because a checkpoint could not be stored (a full
+    disk, storage down) is resumed, since the pause was forced on it and the fix (freeing
+    space, say) is usually why the experiment is resumed; one paused on request (by the
+    user or a scheduler) stays paused."""
     from .journal import load as load_journal
 
-    return [
-        adopt(entry, settings) for entry in await load_journal(store) or [] if entry.id not in known
-    ]
+    entries = [e for e in await load_journal(store) or [] if e.id not in known]
+    staying = [e.id for e in entries if e.state == TrialState.PAUSED.value and not e.save_failed]
+    if staying:
+        shown = ", ".join(staying[:5]) + (
+            f" and {len(staying) - 5} more" if len(staying) > 5 else ""
+        )
+        log.warning(
+            "%d trial(s) were paused on request and stay paused: %s; `await trial.resume()` "
+            "continues one (a sweep resumes its own when its call continues)",
+            len(staying),
+            shown,
+        )
+    return [adopt(entry, settings) for entry in entries]
 
 
 def adopt(entry: JournaledTrial, settings: ExperimentSettings) -> TrialRuntime:
@@ -81,6 +97,14 @@ def adopt(entry: JournaledTrial, settings: ExperimentSettings) -> TrialRuntime:
 
     state = TrialState(entry.state)
     if state is TrialState.ERROR and settings.resume_errored:
+        state = TrialState.PENDING
+    if state is TrialState.PAUSED and entry.save_failed:
+        log.warning(
+            "trial %s was paused because a checkpoint could not be stored; resuming it from "
+            "its newest stored checkpoint (it was: %s)",
+            entry.id,
+            (entry.error or "no error recorded").removeprefix(f"trial {entry.id}: "),
+        )
         state = TrialState.PENDING
     runs = not state.is_settled
     spec = TrialSpec.from_json(entry.id, entry.spec, load_code=runs)
