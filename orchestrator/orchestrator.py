@@ -460,7 +460,22 @@ class Orchestrator:
         return {"sweeps": list(sweeps.values())} if sweeps else {}
 
     def run_sync(self) -> list[Trial]:
-        """One call for plain scripts: enter, ``run()``, exit. Not inside a running loop."""
+        """One call for plain scripts: enter, ``run()``, exit.
+
+        Inside a running event loop (a Jupyter notebook, an ``async def``) it raises
+        :class:`ConfigError` saying what to write there instead, and starts nothing.
+        Running it there in a thread of its own would block the notebook's loop for the
+        whole run, hooks and Ctrl-C included; ``await`` works in a notebook cell."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigError(
+                f"experiment {self.name!r}: run_sync() cannot run inside a running event "
+                "loop (a Jupyter notebook, or async code); there, write "
+                "`async with orch: trials = await orch.run()`"
+            )
 
         async def main() -> list[Trial]:
             async with self:

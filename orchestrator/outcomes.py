@@ -25,7 +25,7 @@ from transfer.ray_errors import is_lost
 
 from .actor_io import is_permanent
 from .checkpoints import Checkpoint
-from .errors import TrainableUnavailable, TrialError
+from .errors import TrainableExited, TrainableUnavailable, TrialError
 from .events import (
     ActorReady,
     CheckpointUnavailable,
@@ -305,7 +305,10 @@ def trial_error(rt: TrialRuntime, kind: Kind, err: BaseException) -> TrialError:
         cause: BaseException = err
     else:
         cause = getattr(err, "cause", None) or err if isinstance(err, RayTaskError) else err
-        message = f"{what} raised {type(cause).__name__}: {first_line(cause)}"
+        if isinstance(cause, TrainableExited):
+            message = f"{what} exited: {first_line(cause)}"
+        else:
+            message = f"{what} raised {type(cause).__name__}: {first_line(cause)}"
     error = TrialError(rt.id, message, cause)
     error.__cause__ = err
     return error
