@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .checkpoints import RetentionPolicy, ScoreMode
     from .collector import CollectorStatistics
     from .hooks import HookRunner, HookStatistics
+    from .interrupts import Interrupts
     from .loop import Dispatcher, LoopStatistics
     from .runtime import TrialRuntime
     from .schedulers import Scheduler
@@ -231,6 +232,7 @@ class Orchestrator:
         self._trials: dict[str, TrialRuntime] = {}
         self._token = secrets.token_hex(3)
         self._session: Session | None = None  # while entered
+        self._interrupts: Interrupts | None = None  # our SIGINT/SIGTERM handlers, if any
         self._dispatcher: Dispatcher | None = None  # the session's, while entered
         self._hooks: HookRunner | None = None  # the session's, while entered
         self._runs_in_progress = 0
@@ -500,12 +502,15 @@ class Orchestrator:
     # -- context manager ---------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
+        from .interrupts import Interrupts
         from .session import open_session
 
         if self._session is not None:
             raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
         session = await open_session(self)
         self._session, self._dispatcher, self._hooks = session, session.dispatcher, session.hooks
+        # After Ray's start, which installs its own SIGTERM handlers.
+        self._interrupts = Interrupts.catch()
         return self
 
     async def __aexit__(
@@ -515,12 +520,25 @@ class Orchestrator:
         tb: TracebackType | None,
     ) -> None:
         session, self._session = self._session, None
+        interrupts, self._interrupts = self._interrupts, None
         self._dispatcher = self._hooks = None
+        if interrupts is not None:
+            interrupts.closing = True
+            interrupts.ours(exc)
         if session is not None:
             try:
                 await session.aclose()
+            except asyncio.CancelledError:
+                if interrupts is None or not interrupts.forced:
+                    raise
             finally:
                 self._logger = self.progress = None
+                if interrupts is not None:
+                    interrupts.release()
+        if interrupts is not None:
+            ending = interrupts.ending(self.storage_uri, self.name)
+            if ending is not None:
+                raise ending from None
 
     # -- internals ---------------------------------------------------------------------
 
