@@ -85,7 +85,8 @@ class Orchestrator:
         over from scratch instead of failing it.
     save_retry_for:
         Seconds a checkpoint upload is retried while storage is unreachable (training
-        goes on meanwhile); past that the trial pauses with the storage error.
+        goes on meanwhile); past that the trial pauses with the storage error. A full
+        disk or a file storage cannot keep is not retried: the trial pauses at once.
     max_pending_saves:
         Checkpoints a trial may have saved but not yet persisted while it trains on
         (default 2). When storage is slower than training, the trial's next step waits
@@ -106,7 +107,8 @@ class Orchestrator:
     resume, resume_errored:
         Continue the experiment ``name`` in ``storage`` from its journal (after the
         driver died or exited): TERMINATED trials keep their results and are not re-run,
-        PAUSED ones stay paused, the others restart from their newest committed
+        PAUSED ones stay paused (but one paused because a checkpoint could not be
+        stored resumes, with a log line), the others restart from their newest committed
         checkpoint; ERROR ones are retried only with ``resume_errored=True``. Without
         ``resume``, an experiment of that name already in storage is an error
         (:class:`~orchestrator.errors.ExperimentExists`); with it, a missing one is

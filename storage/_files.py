@@ -87,18 +87,19 @@ def scan_dir(local_dir: str, *, uri: str = "", key: str | None = None) -> list[L
         for name in files:
             path = os.path.join(root, name)
             rel = relative_key(path, local_dir, uri=uri)
-            source = _storable(path, rel, real_top, uri, key)
-            out.append(LocalFile(source, rel, os.stat(source).st_size))
+            source, size = _storable(path, rel, real_top, uri, key)
+            out.append(LocalFile(source, rel, size))
     out.sort(key=lambda f: f.rel)
     return out
 
 
-def _storable(path: str, rel: str, real_top: str, uri: str, key: str | None) -> str:
+def _storable(path: str, rel: str, real_top: str, uri: str, key: str | None) -> tuple[str, int]:
     """The path to read ``rel``'s bytes from (the file, or the target of a link to a file
-    inside the directory); :class:`UnsupportedFile` for anything else."""
-    mode = os.lstat(path).st_mode
+    inside the directory) and their size; :class:`UnsupportedFile` for anything else."""
+    st = os.lstat(path)
+    mode = st.st_mode
     if stat.S_ISREG(mode):
-        return path
+        return path, st.st_size
     if not stat.S_ISLNK(mode):
         raise UnsupportedFile(
             f"{rel!r} is a {_kind(mode)}: only regular files (and links to "
@@ -116,17 +117,18 @@ def _storable(path: str, rel: str, real_top: str, uri: str, key: str | None) -> 
             key=key,
         )
     try:
-        target_mode = os.stat(target).st_mode
+        target_st = os.stat(target)
     except OSError:  # dangling, or a loop of links
-        target_mode = None
-    if target_mode is None or not stat.S_ISREG(target_mode):
-        what = "which cannot be resolved" if target_mode is None else f"a {_kind(target_mode)}"
-        raise UnsupportedFile(
-            f"{rel!r} is a symbolic link to {text!r}, {what}: only regular files can be stored",
-            uri=uri,
-            key=key,
-        )
-    return target
+        what = "which cannot be resolved"
+    else:
+        if stat.S_ISREG(target_st.st_mode):
+            return target, target_st.st_size
+        what = f"a {_kind(target_st.st_mode)}"
+    raise UnsupportedFile(
+        f"{rel!r} is a symbolic link to {text!r}, {what}: only regular files can be stored",
+        uri=uri,
+        key=key,
+    )
 
 
 def _kind(mode: int) -> str:
