@@ -168,8 +168,8 @@ def full_device(err: BaseException, what: str, *, uri: str, key: str | None) -> 
         return None
     where = f" ({err.filename})" if err.filename else ""
     return StorageFull(
-        f"{what} failed: {_FULL[err.errno]}{where}; free space there (or raise the quota), "
-        "then retry: nothing stored before was changed",
+        f"{what} failed: {_FULL[err.errno]}{where}; free space there (or raise the quota) "
+        "and try again (what was stored before is unchanged)",
         uri=uri,
         key=key,
     )
