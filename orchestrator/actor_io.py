@@ -60,11 +60,13 @@ class ActorIO:
 
         While storage is unreachable the upload is retried for up to ``retry_for``
         seconds; an uncommitted attempt is never visible as a checkpoint. The local copy
-        is removed once committed.
+        is removed once committed, and once given up (nothing will upload it again, and
+        on a full disk it only takes more room).
         """
-        manifest = self._run(self._persist(trial_id, local_dir, key, retry_for))
-        shutil.rmtree(local_dir, ignore_errors=True)
-        return manifest
+        try:
+            return self._run(self._persist(trial_id, local_dir, key, retry_for))
+        finally:
+            shutil.rmtree(local_dir, ignore_errors=True)
 
     def commit_small(self, trial_id: str, local_dir: str, key: str) -> dict[str, Any] | None:
         """Commit ``local_dir`` as checkpoint ``key`` here, in the calling thread, when
@@ -87,6 +89,9 @@ class ActorIO:
         try:
             manifest = self._in_place.put_small_checkpoint(local_dir, key)
         except StorageError as err:
+            if is_permanent(err):  # the persister would meet it too: say it now
+                shutil.rmtree(local_dir, ignore_errors=True)
+                raise
             log.info(
                 "trial %s: committing %s in place failed (%s); uploading it", trial_id, key, err
             )
@@ -215,7 +220,28 @@ class ActorIO:
 
 
 def is_permanent(err: BaseException) -> bool:
-    """Storage errors that waiting will not fix (retrying them only delays the news)."""
-    from storage import BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI
+    """Storage errors that waiting will not fix (retrying them only delays the news): a
+    full disk or quota and a file storage cannot keep among them, which took the whole
+    ``save_retry_for`` budget before the trial paused."""
+    from storage import (
+        BucketNotFound,
+        InvalidKey,
+        NotADirectory,
+        PermissionDenied,
+        StorageFull,
+        UnsupportedFile,
+        UnsupportedURI,
+    )
 
-    return isinstance(err, (BucketNotFound, InvalidKey, PermissionDenied, UnsupportedURI))
+    return isinstance(
+        err,
+        (
+            BucketNotFound,
+            InvalidKey,
+            NotADirectory,
+            PermissionDenied,
+            StorageFull,
+            UnsupportedFile,
+            UnsupportedURI,
+        ),
+    )

@@ -31,6 +31,9 @@ class TrialError(OrchestratorError):
     """
 
     def __init__(self, trial_id: str, message: str, cause: BaseException | None = None):
+        # Messages of errors raised for this trial (by our actor code, or a TrialError
+        # wrapped again) already name it: the prefix is said once, in front.
+        message = message.replace(f"trial {trial_id}: ", "")
         super().__init__(f"trial {trial_id}: {message}")
         self.trial_id = trial_id
         self.cause = cause
@@ -95,6 +98,14 @@ class LeaseLost(OrchestratorError):
 class TrainableUnavailable(OrchestratorError):
     """A trial's worker process cannot load its trainable (its module is not installed
     where the worker runs). Retrying cannot help: the trial goes to ERROR at once."""
+
+
+class TrainableExited(OrchestratorError):
+    """A trainable's code called ``sys.exit()`` (raised ``SystemExit``) inside a trial.
+
+    Ray would end the worker process for it, and the trial would only read "the actor
+    died unexpectedly"; the actor turns it into this error instead, a failure of the
+    trial like any exception, naming the call and the exit code."""
 
 
 class NotInTrial(OrchestratorError):

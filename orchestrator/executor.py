@@ -423,7 +423,10 @@ class Executor:
     def _notify(self, rt: TrialRuntime, action: Notify) -> None:
         if action.hook == "on_trial_error":
             (error,) = action.args
-            log.warning("%s (failure %d)", error, rt.machine.num_failures)
+            if rt.machine.storage_down:  # a checkpoint that cannot be stored: no failure
+                log.warning("%s", error)
+            else:
+                log.warning("%s (failure %d)", error, rt.machine.num_failures)
             rt.note("failure", rt.machine.iteration)
         elif action.hook == "on_trial_restore":
             rt.note("restore", action.args[0].iteration)

@@ -231,7 +231,7 @@ class FunctionTrainable(Trainable):
                     type(self).__name__,
                 )
             return {FUNCTION_DONE: True}
-        if isinstance(value, Exception):
+        if isinstance(value, (Exception, SystemExit)):  # the actor names a SystemExit
             raise value
         raise RuntimeError(
             f"trial {self.trial_id}: its function raised {type(value).__name__}: {value}"

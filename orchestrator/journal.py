@@ -364,6 +364,8 @@ class Journal:
                 "last_result": trial.last_result,
                 "results_count": len(results),
             }
+            if machine.storage_down:  # paused because a checkpoint could not be stored
+                changing["save_failed"] = True
             if trial.events:
                 changing["events"] = trial.events
             if trial.config_pickle is not None:  # an exploit gave it a new config
@@ -432,6 +434,7 @@ class JournaledTrial:
     origin: Checkpoint | None = None
     # Every committed checkpoint storage holds under the trial's prefix, listed or not.
     stored_keys: frozenset[str] = frozenset()
+    save_failed: bool = False  # a checkpoint could not be stored (what paused it)
 
 
 #: A head entry's fields that change as the trial runs; the rest is its spec.
@@ -450,6 +453,7 @@ _CHANGING = frozenset(
         "events",
         "config_now",
         "config_now_pickle",
+        "save_failed",
     }
 )
 
@@ -532,6 +536,7 @@ async def load_experiment(storage: Any) -> JournalContents | None:
                 config_pickle=entry.get("config_now_pickle"),
                 origin=origin,
                 stored_keys=stored[trial_id],
+                save_failed=bool(entry.get("save_failed")),
             )
         )
     extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}

@@ -234,8 +234,8 @@ class TrialMachine(MachineState):
             if due:
                 actions += self._save()
             return actions + self._next_step()
-        if due or self._needs_final_save():
-            actions += self._save()
+        if (due and not self.storage_down) or self._needs_final_save():
+            actions += self._save()  # (a trial pausing because storage failed saves no more)
         return actions + self._settle_if_idle()
 
     def _on_save_done(self, event: SaveDone) -> list[Action]:
@@ -339,9 +339,11 @@ class TrialMachine(MachineState):
     def _on_save_failed(self, event: SaveFailed) -> list[Action]:
         self._expect_save(event)
         self.saves_in_flight -= 1
+        self.errors.append(event.error)
+        if self.storage_down:  # a later save that was in flight: the same news again
+            return self._settle_if_idle()
         self.storage_down = True
         self.error = event.error
-        self.errors.append(event.error)
         self._want(Intent.PAUSE)
         return [Notify("on_trial_error", (event.error,))] + self._settle_if_idle()
 

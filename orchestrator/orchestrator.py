@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .checkpoints import RetentionPolicy, ScoreMode
     from .collector import CollectorStatistics
     from .hooks import HookRunner, HookStatistics
+    from .interrupts import Interrupts
     from .lease import ExperimentLease
     from .loop import Dispatcher, LoopStatistics
     from .runtime import TrialRuntime
@@ -85,7 +86,8 @@ class Orchestrator:
         over from scratch instead of failing it.
     save_retry_for:
         Seconds a checkpoint upload is retried while storage is unreachable (training
-        goes on meanwhile); past that the trial pauses with the storage error.
+        goes on meanwhile); past that the trial pauses with the storage error. A full
+        disk or a file storage cannot keep is not retried: the trial pauses at once.
     max_pending_saves:
         Checkpoints a trial may have saved but not yet persisted while it trains on
         (default 2). When storage is slower than training, the trial's next step waits
@@ -106,7 +108,8 @@ class Orchestrator:
     resume, resume_errored:
         Continue the experiment ``name`` in ``storage`` from its journal (after the
         driver died or exited): TERMINATED trials keep their results and are not re-run,
-        PAUSED ones stay paused, the others restart from their newest committed
+        PAUSED ones stay paused (but one paused because a checkpoint could not be
+        stored resumes, with a log line), the others restart from their newest committed
         checkpoint; ERROR ones are retried only with ``resume_errored=True``. Without
         ``resume``, an experiment of that name already in storage is an error
         (:class:`~orchestrator.errors.ExperimentExists`); with it, a missing one is
@@ -242,6 +245,7 @@ class Orchestrator:
         self._token = secrets.token_hex(3)
         self._session: Session | None = None  # while entered
         self._lease: ExperimentLease | None = None  # while entered
+        self._interrupts: Interrupts | None = None  # our SIGINT/SIGTERM handlers, if any
         self._dispatcher: Dispatcher | None = None  # the session's, while entered
         self._hooks: HookRunner | None = None  # the session's, while entered
         self._runs_in_progress = 0
@@ -498,7 +502,22 @@ class Orchestrator:
         return {"sweeps": list(sweeps.values())} if sweeps else {}
 
     def run_sync(self) -> list[Trial]:
-        """One call for plain scripts: enter, ``run()``, exit. Not inside a running loop."""
+        """One call for plain scripts: enter, ``run()``, exit.
+
+        Inside a running event loop (a Jupyter notebook, an ``async def``) it raises
+        :class:`ConfigError` saying what to write there instead, and starts nothing.
+        Running it there in a thread of its own would block the notebook's loop for the
+        whole run, hooks and Ctrl-C included; ``await`` works in a notebook cell."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigError(
+                f"experiment {self.name!r}: run_sync() cannot run inside a running event "
+                "loop (a Jupyter notebook, or async code); there, write "
+                "`async with orch: trials = await orch.run()`"
+            )
 
         async def main() -> list[Trial]:
             async with self:
@@ -523,6 +542,7 @@ class Orchestrator:
     # -- context manager ---------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
+        from .interrupts import Interrupts
         from .lease import acquire_lease
         from .session import open_session
 
@@ -542,6 +562,8 @@ class Orchestrator:
         lease.on_lost(session.dispatcher.abort)
         self._lease = lease
         self._session, self._dispatcher, self._hooks = session, session.dispatcher, session.hooks
+        # After Ray's start, which installs its own SIGTERM handlers.
+        self._interrupts = Interrupts.catch()
         return self
 
     async def __aexit__(
@@ -552,14 +574,27 @@ class Orchestrator:
     ) -> None:
         session, self._session = self._session, None
         lease, self._lease = self._lease, None
+        interrupts, self._interrupts = self._interrupts, None
         self._dispatcher = self._hooks = None
+        if interrupts is not None:
+            interrupts.closing = True
+            interrupts.ours(exc)
         if session is not None:
             try:
                 await session.aclose()
+            except asyncio.CancelledError:
+                if interrupts is None or not interrupts.forced:
+                    raise
             finally:
                 self._logger = self.progress = None
                 if lease is not None:
                     await lease.release()
+                if interrupts is not None:
+                    interrupts.release()
+        if interrupts is not None:
+            ending = interrupts.ending(self.storage_uri, self.name)
+            if ending is not None:
+                raise ending from None
         if lease is not None and lease.lost is not None and exc is None:
             raise lease.lost  # lost while no run() was waiting: say so
 

@@ -23,8 +23,9 @@ from ray.exceptions import RayTaskError
 from storage import StorageError
 from transfer.ray_errors import is_lost
 
+from .actor_io import is_permanent
 from .checkpoints import Checkpoint
-from .errors import TrainableUnavailable, TrialError
+from .errors import TrainableExited, TrainableUnavailable, TrialError
 from .events import (
     ActorReady,
     CheckpointUnavailable,
@@ -267,7 +268,7 @@ class Outcomes:
         error = trial_error(rt, kind, err)
         if kind is Kind.SAVE and isinstance(error.cause, StorageError):
             assert isinstance(payload, SavePayload)
-            return SaveFailed(gen, payload.iteration, error), follow
+            return SaveFailed(gen, payload.iteration, save_error(rt, payload, error)), follow
         died = is_lost(err)
         if died and gen == rt.machine.generation and rt.host is not None:
             follow.append(HostDied(rt))  # its other trials must not rejoin it
@@ -304,10 +305,37 @@ def trial_error(rt: TrialRuntime, kind: Kind, err: BaseException) -> TrialError:
         cause: BaseException = err
     else:
         cause = getattr(err, "cause", None) or err if isinstance(err, RayTaskError) else err
-        message = f"{what} raised {type(cause).__name__}: {first_line(cause)}"
+        if isinstance(cause, TrainableExited):
+            message = f"{what} exited: {first_line(cause)}"
+        else:
+            message = f"{what} raised {type(cause).__name__}: {first_line(cause)}"
     error = TrialError(rt.id, message, cause)
     error.__cause__ = err
     return error
+
+
+def save_error(rt: TrialRuntime, payload: SavePayload, error: TrialError) -> TrialError:
+    """The error a trial pauses with when a checkpoint cannot be stored: what failed and
+    the way on. A full disk or a file storage cannot keep is said at once (see
+    ``actor_io.is_permanent``); an outage only after ``save_retry_for``."""
+    assert error.cause is not None
+    cause = error.cause
+    kept = len(rt.machine.checkpoints)
+    what = (
+        "retrying cannot help"
+        if is_permanent(cause)
+        else "storage stayed unreachable for save_retry_for seconds"
+    )
+    intact = f"its {kept} earlier checkpoint(s) intact" if kept else "no checkpoint stored yet"
+    message = (
+        f"its checkpoint at iteration {payload.iteration} cannot be stored ({what}): "
+        f"{type(cause).__name__}: {first_line(cause)}. The trial is paused ({intact}); once "
+        "that is fixed, `await trial.resume()` continues it, and so does resuming the "
+        "experiment (resume=True)"
+    )
+    paused = TrialError(rt.id, message, cause)
+    paused.__cause__ = error.__cause__
+    return paused
 
 
 def first_line(err: BaseException) -> str:

@@ -101,6 +101,7 @@ def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumptio
         journaled_identity(e.id, e.spec, swept=e.id in swept) for e in contents.trials
     )
     journaled = {e.id for e in contents.trials}
+    _say_paused(contents.trials)
     calls: dict[str, TrialRuntime] = {}
     new: list[TrialRuntime] = []
     for rt in orch._trials.values():  # added before entering, in the order of the calls
@@ -188,6 +189,25 @@ def warn_changed_options(trial_id: str, journaled: TrialSpec, call: TrialSpec) -
         )
 
 
+def _say_paused(entries: Iterable[JournaledTrial]) -> None:
+    """Say what happens to paused trials, which would otherwise make ``run()`` return at
+    once without a word: one paused because a checkpoint could not be stored (a full
+    disk, storage down) is resumed (see :func:`adopt`), since the pause was forced on it
+    and the fix (freeing space, say) is usually why the experiment is resumed; one
+    paused on request (by the user or a scheduler) stays paused."""
+    staying = [e.id for e in entries if e.state == TrialState.PAUSED.value and not e.save_failed]
+    if staying:
+        shown = ", ".join(staying[:5]) + (
+            f" and {len(staying) - 5} more" if len(staying) > 5 else ""
+        )
+        log.warning(
+            "%d trial(s) were paused on request and stay paused: %s; `await trial.resume()` "
+            "continues one (a sweep resumes its own when its call continues)",
+            len(staying),
+            shown,
+        )
+
+
 def _comparable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
@@ -222,6 +242,14 @@ def adopt(
             entry.id,
             entry.id,
         )
+    elif state is TrialState.PAUSED and entry.save_failed:
+        log.warning(
+            "trial %s was paused because a checkpoint could not be stored; resuming it from "
+            "its newest stored checkpoint (it was: %s)",
+            entry.id,
+            (entry.error or "no error recorded").removeprefix(f"trial {entry.id}: "),
+        )
+        state = TrialState.PENDING
     runs = not state.is_settled
     supplied = spec is not None  # by the call: its code is loaded
     if spec is not None:

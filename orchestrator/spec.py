@@ -68,8 +68,18 @@ class ExperimentSettings:
 
     def __post_init__(self) -> None:
         name = self.name
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            raise ConfigError(f"experiment name must be a non-empty str without '/', got {name!r}")
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or name != name.strip()
+            or "/" in name
+            or name in (".", "..")
+            or not name.isprintable()
+        ):
+            raise ConfigError(
+                "experiment name must be a non-empty str without '/', control characters, "
+                f"or spaces at either end (it names a directory or prefix), got {name!r}"
+            )
         check_failures(self.max_failures, "Orchestrator")
         if self.result_buffer is not None:
             check_int(self.result_buffer, "result_buffer", "Orchestrator")

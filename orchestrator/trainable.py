@@ -85,11 +85,14 @@ class _Awaiter:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def call(self, fn: Any, *args: Any) -> Any:
-        result = fn(*args)
-        if inspect.isawaitable(result):
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            result = self._loop.run_until_complete(result)
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                if self._loop is None:
+                    self._loop = asyncio.new_event_loop()
+                result = self._loop.run_until_complete(result)
+        except SystemExit as err:
+            raise exited(err) from err
         return result
 
     def close(self) -> None:
@@ -302,7 +305,10 @@ class TrialActor:
             if step_batch is not None and hosted.deferred is None:
                 # A function trainable: the reports of this call are judged in the
                 # function's thread as they come, so it runs on without a hand-off.
-                last = step_batch(lambda r, took: not call_ends(_account(hosted, r, took)))
+                try:
+                    last = step_batch(lambda r, took: not call_ends(_account(hosted, r, took)))
+                except SystemExit as err:
+                    raise exited(err) from err
                 if last is not None:
                     results.append(_account(hosted, last, 0.0))
             else:
@@ -436,6 +442,25 @@ def _account(hosted: _HostedTrial, result: Any, took: float) -> dict[str, Any]:
 
 
 RemoteTrialActor: Any = ray.remote(TrialActor)
+
+
+def exited(err: SystemExit) -> Exception:
+    """The error a trial fails with when its code called ``sys.exit()``: Ray would end
+    the worker process for a ``SystemExit``, and the driver could only say that the
+    actor died unexpectedly."""
+    from .errors import TrainableExited
+
+    code = err.code
+    if code is None:
+        call, status = "sys.exit()", 0
+    elif isinstance(code, int):
+        call, status = f"sys.exit({code})", code
+    else:
+        call, status = f"sys.exit({code!r})", 1
+    return TrainableExited(
+        f"it called {call} (exit code {status}); a trainable must return or raise, so this "
+        "counts as a failure of the trial"
+    )
 
 
 def _load_payload(payload: bytes) -> tuple[Any, dict[str, Any], Any]:

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .errors import StorageError
+from .errors import StorageError, UnsupportedFile
 from .keys import RESERVED_PREFIX, relative_key
 
 __all__ = [
@@ -58,27 +58,91 @@ def temp_sibling(path: str) -> str:
     return os.path.join(head, f"{RESERVED_PREFIX}{tail[:64]}-{uuid.uuid4().hex[:12]}")
 
 
-def scan_dir(local_dir: str, *, uri: str = "") -> list[LocalFile]:
-    """Every regular file under ``local_dir`` (symlinks to files are followed; a symlink
-    to a directory is refused rather than silently skipped or followed out of the tree)."""
+def scan_dir(local_dir: str, *, uri: str = "", key: str | None = None) -> list[LocalFile]:
+    """Every file under ``local_dir`` to store, sorted by relative path.
+
+    Only regular files are stored. A symbolic link to a regular file *inside*
+    ``local_dir`` is stored as a copy of that file, under the link's name; a link that
+    resolves outside ``local_dir`` is never followed (its target's bytes could be
+    anything on the machine: ``/etc/passwd``, another trial's files), nor is a link to a
+    directory, a dangling link, a FIFO (reading one would block), a socket or a device:
+    each raises :class:`UnsupportedFile` naming the entry, before anything is written.
+    ``key`` is where the files are going, for the message."""
     if not os.path.isdir(local_dir):
-        raise StorageError(f"local directory {local_dir!r} does not exist", uri=uri)
+        raise StorageError(f"local directory {local_dir!r} does not exist", uri=uri, key=key)
+    real_top = os.path.realpath(local_dir)
     out: list[LocalFile] = []
     for root, dirs, files in os.walk(local_dir):
         for d in dirs:
-            if os.path.islink(os.path.join(root, d)):
-                raise StorageError(
-                    f"{os.path.join(root, d)!r} is a symlink to a directory; not supported",
+            path = os.path.join(root, d)
+            if os.path.islink(path):
+                rel = relative_key(path, local_dir, uri=uri)
+                raise UnsupportedFile(
+                    f"{rel!r} is a symbolic link to a directory "
+                    f"({os.readlink(path)!r}): links to directories are not stored; copy "
+                    "the directory in instead",
                     uri=uri,
+                    key=key,
                 )
         for name in files:
             path = os.path.join(root, name)
-            st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode):
-                raise StorageError(f"{path!r} is not a regular file", uri=uri)
-            out.append(LocalFile(path, relative_key(path, local_dir, uri=uri), st.st_size))
+            rel = relative_key(path, local_dir, uri=uri)
+            source, size = _storable(path, rel, real_top, uri, key)
+            out.append(LocalFile(source, rel, size))
     out.sort(key=lambda f: f.rel)
     return out
+
+
+def _storable(path: str, rel: str, real_top: str, uri: str, key: str | None) -> tuple[str, int]:
+    """The path to read ``rel``'s bytes from (the file, or the target of a link to a file
+    inside the directory) and their size; :class:`UnsupportedFile` for anything else."""
+    st = os.lstat(path)
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return path, st.st_size
+    if not stat.S_ISLNK(mode):
+        raise UnsupportedFile(
+            f"{rel!r} is a {_kind(mode)}: only regular files (and links to "
+            "files inside the directory) can be stored; write a regular file instead",
+            uri=uri,
+            key=key,
+        )
+    text = os.readlink(path)
+    target = os.path.realpath(path)
+    if os.path.commonpath([real_top, target]) != real_top:
+        raise UnsupportedFile(
+            f"{rel!r} is a symbolic link to {text!r}, outside the directory: links out "
+            "of it are never followed; copy that file in instead",
+            uri=uri,
+            key=key,
+        )
+    try:
+        target_st = os.stat(target)
+    except OSError:  # dangling, or a loop of links
+        what = "which cannot be resolved"
+    else:
+        if stat.S_ISREG(target_st.st_mode):
+            return target, target_st.st_size
+        what = f"a {_kind(target_st.st_mode)}"
+    raise UnsupportedFile(
+        f"{rel!r} is a symbolic link to {text!r}, {what}: only regular files can be stored",
+        uri=uri,
+        key=key,
+    )
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISLNK, "symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def hash_file(path: str) -> Digest:

@@ -239,7 +239,7 @@ class Storage(abc.ABC):
         many at once; return what was sent (sizes and SHA-256)."""
         key = validate_prefix(key, uri=self.uri)
         await self._ready()
-        files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri)
+        files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri, key=key)
         return await self._upload_files(files, key)
 
     async def download_dir(self, key: str, local_dir: str | os.PathLike[str]) -> builtins.list[str]:
@@ -271,7 +271,7 @@ class Storage(abc.ABC):
         or cancellation, partial uploads are aborted and what was written is removed."""
         key = validate_key(key, uri=self.uri)
         await self._ready()
-        files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri)
+        files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri, key=key)
         if any(f.rel == MANIFEST_NAME for f in files):
             raise InvalidKey(f"{MANIFEST_NAME} is reserved", uri=self.uri, key=key)
         await self._delete_checkpoint(key)

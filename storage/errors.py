@@ -8,18 +8,23 @@ never carry credentials (see :func:`redact`).
 
 from __future__ import annotations
 
+import errno
 import re
 
 __all__ = [
     "BucketNotFound",
     "IntegrityError",
     "InvalidKey",
+    "NotADirectory",
     "NotFound",
     "PermissionDenied",
     "PreconditionFailed",
     "StorageError",
+    "StorageFull",
     "TransientError",
+    "UnsupportedFile",
     "UnsupportedURI",
+    "full_device",
     "redact",
 ]
 
@@ -128,3 +133,50 @@ class NoCredentials(PermissionDenied):
 
 class MissingDriver(UnsupportedURI):
     """The packages of the driver a URI needs are not installed (an optional extra)."""
+
+
+class StorageFull(StorageError):
+    """The device or quota that holds the bytes is full (``ENOSPC``, ``EDQUOT``), or a
+    file is over a size limit (``EFBIG``). Waiting will not free space, so it is said at
+    once and never retried; what was stored before is left as it was, and a half-written
+    checkpoint is removed."""
+
+
+class UnsupportedFile(StorageError):
+    """A directory to store holds what storage cannot keep: a FIFO, a socket, a device,
+    a symbolic link to a directory, or a link that points out of the directory (it is
+    never followed there). Refused before anything is written; a retry would meet it
+    again."""
+
+
+class NotADirectory(StorageError, NotADirectoryError):
+    """A local storage root (or one of its parents) is a regular file, where a directory
+    must be; also a ``NotADirectoryError``."""
+
+    def __init__(self, message: str, *, uri: str = "", key: str | None = None) -> None:
+        StorageError.__init__(self, message, uri=uri, key=key)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+#: ``errno`` values meaning "no room here": a full disk, a spent quota, a file over the
+#: filesystem's (or the process's ``RLIMIT_FSIZE``) size limit.
+_FULL = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "a file is too large"}
+if hasattr(errno, "EDQUOT"):
+    _FULL[errno.EDQUOT] = "the disk quota is exceeded"
+
+
+def full_device(err: BaseException, what: str, *, uri: str, key: str | None) -> StorageFull | None:
+    """``err`` as a :class:`StorageFull` when it is an ``OSError`` saying the device or
+    quota is full; None otherwise. Shared by the drivers: any of them writes local files
+    (the local driver its staging, S3 and GCS their downloads)."""
+    if not isinstance(err, OSError) or err.errno not in _FULL:
+        return None
+    where = f" ({err.filename})" if err.filename else ""
+    return StorageFull(
+        f"{what} failed: {_FULL[err.errno]}{where}; free space there (or raise the quota) "
+        "and try again (what was stored before is unchanged)",
+        uri=uri,
+        key=key,
+    )

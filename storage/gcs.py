@@ -34,6 +34,7 @@ from .errors import (
     PreconditionFailed,
     StorageError,
     TransientError,
+    full_device,
 )
 from .keys import join_key
 from .manifest import ManifestEntry
@@ -142,6 +143,9 @@ class GCSStorage(Storage):
             return TransientError(
                 f"{what} failed: {type(err).__name__}: {err}", uri=self.uri, key=key
             )
+        full = full_device(err, what, uri=self.uri, key=key)
+        if full is not None:  # writing a download on a full local disk
+            return full
         return StorageError(f"{what} failed: {type(err).__name__}: {err}", uri=self.uri, key=key)
 
     async def _call(self, key: str | None, what: str, fn: Callable[[], Awaitable[T]]) -> T:

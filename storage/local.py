@@ -31,7 +31,15 @@ from ._files import (
     temp_sibling,
 )
 from .base import Storage, Versioned, _local_path
-from .errors import BucketNotFound, InvalidKey, NotFound, PermissionDenied, StorageError
+from .errors import (
+    BucketNotFound,
+    InvalidKey,
+    NotADirectory,
+    NotFound,
+    PermissionDenied,
+    StorageError,
+    full_device,
+)
 from .keys import RESERVED_PREFIX, join_key, validate_key, validate_prefix
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
 
@@ -77,6 +85,9 @@ class LocalStorage(Storage):
     def _map_error(self, err: OSError, key: str | None, what: str) -> StorageError:
         if isinstance(err, StorageError):
             return err
+        full = full_device(err, what, uri=self.uri, key=key)
+        if full is not None:
+            return full
         reason = f"{what} failed: {err.strerror or err}"
         if isinstance(err, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
             return NotFound(reason, uri=self.uri, key=key)
@@ -329,6 +340,7 @@ class LocalStorage(Storage):
     def _check_root(self) -> None:
         if os.path.isdir(self.root):
             return
+        _refuse_file_in_the_way(self.root, self.uri)
         if not self.create:
             raise BucketNotFound(
                 "root directory does not exist (create it, or pass create=True)", uri=self.uri
@@ -339,7 +351,7 @@ class LocalStorage(Storage):
             raise self._map_error(err, None, "creating the root directory") from err
 
     def _scan(self, local_dir: str | os.PathLike[str], key: str) -> list[LocalFile]:
-        files = scan_dir(os.fspath(local_dir), uri=self.uri)
+        files = scan_dir(os.fspath(local_dir), uri=self.uri, key=key)
         if any(f.rel == MANIFEST_NAME for f in files):
             raise InvalidKey(f"{MANIFEST_NAME} is reserved", uri=self.uri, key=key)
         return files
@@ -410,6 +422,24 @@ class LocalStorage(Storage):
         if self.fsync:
             fsync_dir(os.path.dirname(final))
         return False
+
+
+def _refuse_file_in_the_way(root: str, uri: str) -> None:
+    """Raise :class:`NotADirectory` when ``root`` or its nearest existing ancestor is not
+    a directory: it can never hold the root, with ``create`` or without."""
+    path = root
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+    if not os.path.isdir(path):
+        what = "" if path == root else f"cannot be created: {path} "
+        raise NotADirectory(
+            f"the storage root {what}is a file, not a directory; give the path of a "
+            "directory (or of one to create)",
+            uri=uri,
+        )
 
 
 def _is_small(files: list[LocalFile]) -> bool:

@@ -45,6 +45,7 @@ from .errors import (
     PreconditionFailed,
     StorageError,
     TransientError,
+    full_device,
 )
 from .keys import join_key
 from .manifest import ManifestEntry
@@ -156,6 +157,9 @@ class S3Storage(Storage):
             (HTTPClientError, BotoConnectionError, aiohttp.ClientError, asyncio.TimeoutError),
         ) or isinstance(err, ConnectionError):
             return TransientError(f"{what} failed: {type(err).__name__}: {err}", **kw)
+        full = full_device(err, what, uri=self.uri, key=key)
+        if full is not None:  # writing a download on a full local disk
+            return full
         return StorageError(f"{what} failed: {type(err).__name__}: {err}", **kw)
 
     async def _call(self, key: str | None, what: str, fn: Callable[[], Awaitable[T]]) -> T:

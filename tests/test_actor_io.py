@@ -9,6 +9,7 @@ commit.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ import pytest
 import orchestrator.actor_io as actor_io
 import storage.local as local_module
 from orchestrator.actor_io import ActorIO
-from storage import LocalStorage
+from storage import LocalStorage, StorageFull, UnsupportedFile
+
+from .fullfs import fill, small_filesystem
 
 
 def _scratch(path: Path, files: int = 1, size: int = 3) -> str:
@@ -62,12 +65,54 @@ def test_a_storage_error_leaves_the_checkpoint_to_the_persister(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The persister retries (or reports) storage errors; in place there is one try."""
-    io = ActorIO(str(tmp_path / "absent"), {})  # no root, and not allowed to create it
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "t1").write_text("a file where the trial's directory goes")
+    io = ActorIO(str(tmp_path / "store"), {})
     local = _scratch(tmp_path / "c")
     with caplog.at_level(logging.INFO, logger="orchestrator.actor"):
         assert io.commit_small("t1", local, "t1/c") is None
     assert Path(local).is_dir()
     assert "t1" in caplog.text and "t1/c" in caplog.text
+
+
+def _commit_or_persist(io: ActorIO, attempt: str, local: str) -> None:
+    if attempt == "in place":
+        io.commit_small("t1", local, "t1/c")
+    else:  # as the node's persister does, with a retry budget far beyond the test's
+        io.persist("t1", local, "t1/c", retry_for=3600)
+
+
+@pytest.mark.parametrize("odd", ["fifo", "link out"])
+def test_a_file_storage_cannot_keep_is_said_at_once_not_left_to_retries(
+    tmp_path: Path, odd: str
+) -> None:
+    """Permanent errors are raised by the in-place commit and by the persister's upload
+    at once, whatever its retry budget, and the scratch copy goes (nothing will upload
+    it again)."""
+    io = ActorIO(str(tmp_path / "store"), {"create": True})
+    for attempt in ("in place", "persister"):
+        local = _scratch(tmp_path / attempt)
+        if odd == "fifo":
+            os.mkfifo(os.path.join(local, "pipe"))
+        else:
+            os.symlink("/etc/passwd", os.path.join(local, "pipe"))
+        with pytest.raises(UnsupportedFile, match="'pipe' is a "):
+            _commit_or_persist(io, attempt, local)
+        assert not Path(local).exists()
+    io.close()
+
+
+def test_a_full_disk_is_said_at_once_not_left_to_retries(tmp_path: Path) -> None:
+    with small_filesystem(tmp_path / "disk", 2 << 20) as disk:
+        io = ActorIO(str(disk / "store"), {"create": True})
+        filler = fill(disk, leave=32 * 1024)
+        for attempt in ("in place", "persister"):
+            local = _scratch(tmp_path / attempt, size=500_000)
+            with pytest.raises(StorageFull, match="no space left on the device"):
+                _commit_or_persist(io, attempt, local)
+            assert not Path(local).exists()
+        filler.unlink()
+        io.close()
 
 
 async def test_after_slow_commits_in_a_row_the_persister_takes_over(

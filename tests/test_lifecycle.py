@@ -270,6 +270,20 @@ def test_save_that_cannot_be_persisted_pauses_with_the_error() -> None:
     assert m.error is None and m.state is TrialState.STARTING
 
 
+def test_a_second_save_failing_in_flight_is_not_news_again() -> None:
+    """With saves in flight when the first fails, the trial pauses with the first error,
+    said once; the later ones are kept in ``errors``."""
+    m = running(checkpoint_every=1)
+    result(m)
+    result(m)  # two saves asked for, training on
+    first, second = OSError("disk full at 1"), OSError("disk full at 2")
+    assert kinds(m.handle(SaveFailed(m.generation, 1, first))) == ["Notify"]
+    assert kinds(m.handle(SaveFailed(m.generation, 2, second))) == []
+    result(m)
+    assert m.state is TrialState.PAUSED and m.error is first
+    assert m.errors == [first, second]
+
+
 def test_backoff_grows_between_consecutive_failures() -> None:
     m = running(max_failures=-1, restart_backoff=Backoff(1.0, 5.0))
     delays = []

@@ -320,3 +320,15 @@ class StubbornClimber(Climber):
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         return False
+
+
+class Announces(Counter):
+    """A Counter that creates the file ``announce`` when it reaches step
+    ``announce_at``: a test waits for that file, not for a guessed time, before it acts
+    on a running trial."""
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        if self.count == self.config.get("announce_at"):
+            open(self.config["announce"], "w").close()
+        return result

@@ -200,11 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JournalError as err:  # damaged: its message says how to repair it
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"trialflow {args.command}: interrupted", file=sys.stderr)
-        hint = getattr(args, "resume_hint", None)
-        if hint:
-            print(f"continue it with: {hint}", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        from ..interrupts import said
+
+        if not said(err):  # else the orchestrator said it all
+            print(f"trialflow {args.command}: interrupted", file=sys.stderr)
+            hint = getattr(args, "resume_hint", None)
+            if hint:
+                print(f"continue it with: {hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

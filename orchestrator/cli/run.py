@@ -159,11 +159,11 @@ def configure_resume(parser: argparse.ArgumentParser) -> None:
 
 
 def resume_command(orch: Orchestrator) -> str:
-    """The exact command that continues ``orch``'s experiment."""
-    import shlex
+    """The exact command that continues ``orch``'s experiment (the same line an
+    interrupted ``async with Orchestrator`` prints: ``orchestrator.interrupts``)."""
+    from ..interrupts import resume_command as command_for
 
-    base, _, name = orch.storage_uri.rpartition("/")
-    return f"python -m orchestrator resume --storage {shlex.quote(base)} --name {shlex.quote(name)}"
+    return command_for(orch.storage_uri)
 
 
 def handle_resume(args: argparse.Namespace, console: Console) -> int:

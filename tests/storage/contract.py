@@ -37,6 +37,7 @@ from storage import (
     Storage,
     StorageError,
     TransientError,
+    UnsupportedFile,
 )
 
 from .conftest import FAKE_SECRET, FlakyProxy
@@ -324,6 +325,64 @@ class StorageContract:
     async def test_missing_local_dir(self, store: Storage, tmp_path: Path) -> None:
         with pytest.raises(StorageError):
             await store.put_checkpoint(tmp_path / "nope", "c")
+
+    async def test_a_link_out_of_the_checkpoint_is_never_followed(
+        self, store: Storage, raw: Raw, tmp_path: Path
+    ) -> None:
+        secret = tmp_path / "secret.txt"
+        secret.write_bytes(b"not the trial's")
+        src = tmp_path / "src"
+        src.mkdir()
+        (src / "w").write_bytes(b"w")
+        await store.put_checkpoint(src, "c")  # what exists stays as it is
+        before = {k: raw.read(k) for k in raw.list()}
+        for link, target in (("passwd", str(secret)), ("up", "../secret.txt")):
+            (src / link).symlink_to(target)
+            with pytest.raises(UnsupportedFile) as info:
+                await store.put_checkpoint(src, "c2")
+            message = str(info.value)
+            assert f"{link!r} is a symbolic link to {target!r}, outside" in message
+            assert "c2" in message  # where it was going
+            (src / link).unlink()
+        assert {k: raw.read(k) for k in raw.list()} == before
+        assert raw.orphans() == []
+
+    async def test_a_link_to_a_file_inside_is_stored_as_that_file(
+        self, store: Storage, tmp_path: Path
+    ) -> None:
+        src = tmp_path / "src"
+        (src / "sub").mkdir(parents=True)
+        (src / "model.bin").write_bytes(b"weights")
+        (src / "latest").symlink_to("model.bin")
+        (src / "sub" / "alias").symlink_to("../model.bin")
+        await store.put_checkpoint(src, "c")
+        await store.get_checkpoint("c", tmp_path / "dst")
+        assert read_tree(tmp_path / "dst") == {
+            "model.bin": b"weights",
+            "latest": b"weights",
+            "sub/alias": b"weights",
+        }
+        assert not (tmp_path / "dst" / "latest").is_symlink()
+
+    @pytest.mark.parametrize("odd", ["fifo", "link to a directory", "dangling link"])
+    async def test_what_is_not_a_regular_file_is_refused_at_once(
+        self, store: Storage, raw: Raw, tmp_path: Path, odd: str
+    ) -> None:
+        src = tmp_path / "src"
+        (src / "d").mkdir(parents=True)
+        (src / "w").write_bytes(b"w")
+        await store.put_checkpoint(src, "c")
+        before = {k: raw.read(k) for k in raw.list()}
+        if odd == "fifo":
+            os.mkfifo(src / "pipe")  # reading it would block the upload for ever
+        elif odd == "link to a directory":
+            (src / "pipe").symlink_to("d")
+        else:
+            (src / "pipe").symlink_to("gone")
+        with pytest.raises(UnsupportedFile, match="'pipe' is a "):
+            await asyncio.wait_for(store.put_checkpoint(src, "c"), 30)
+        assert {k: raw.read(k) for k in raw.list()} == before
+        assert raw.orphans() == []
 
     @pytest.mark.parametrize("how", ["same_size", "truncated", "missing"])
     async def test_corruption_detected(

@@ -1,0 +1,120 @@
+"""Ctrl-C and SIGTERM in a script that uses the Python API: a clean end (actors stopped,
+journal saved), one line saying how to resume, the shell's exit status, no traceback;
+and the experiment resumes and finishes.
+
+The script runs in a real subprocess with its own Ray; the signal is sent once its
+trial has announced (a file) that it runs past a checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import Orchestrator, TrialState
+from orchestrator.interrupts import Interrupts
+
+from .trainables import assert_failure_free_history
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import asyncio, sys
+from orchestrator import Orchestrator
+from tests.trainables import Announces
+
+async def main() -> None:
+    async with Orchestrator(storage=sys.argv[1], name="sig", progress=False, loggers=[]) as orch:
+        orch.add_trial(
+            Announces,
+            {"delay": 0.05, "announce": sys.argv[2], "announce_at": 7},
+            stop={"training_iteration": 40},
+            checkpoint_every=3,
+            resources={"cpu": 0.25},
+        )
+        await orch.run()
+        print("run() returned")
+
+asyncio.run(main())
+"""
+
+
+def _wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the script ended before its trial ran:\n{out}\n{err[-4000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the script's trial never reached its announcing step")
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    # Interrupted ends Python as a Ctrl-C does: by SIGINT (130 in a shell).
+    [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 143)],
+)
+async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    store, mark = tmp_path / "results", tmp_path / "running"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(store), str(mark)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await asyncio.to_thread(_wait_for_file, mark, proc, 150)
+        proc.send_signal(signum)
+        out, err = await asyncio.to_thread(proc.communicate, timeout=120)
+    finally:
+        proc.kill()
+    name = signal.Signals(signum).name
+    assert proc.returncode == status, err[-4000:]
+    assert f"trialflow: {name}: experiment 'sig' stopped cleanly (actors stopped, journal" in err
+    assert f"continue it with: python -m orchestrator resume --storage {store} --name sig" in err
+    assert "Orchestrator(..., resume=True)" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-4000:]
+    assert "SIGTERM received" not in err, err[-4000:]  # Ray's own stack dump
+    assert "run() returned" not in out
+
+    async with Orchestrator(storage=store, name="sig", resume=True, progress=False) as orch:
+        (trial,) = orch.trials
+        resumed_from = trial.iteration
+        await asyncio.wait_for(orch.run(), 120)
+    assert resumed_from >= 6  # the journal knew the checkpoint taken before the signal
+    assert trial.state is TrialState.TERMINATED
+    assert_failure_free_history(trial, 40)
+
+
+async def test_signals_are_given_back_and_never_taken_from_a_host_with_its_own() -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    catcher = Interrupts.catch()  # pytest-asyncio's loop runs under asyncio.Runner
+    if catcher is not None:
+        catcher.release()
+    assert {s: signal.getsignal(s) for s in before} == before
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as IPython has it in a cell
+    try:
+        assert Interrupts.catch() is None
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before[signal.SIGINT])
