@@ -110,8 +110,9 @@ async def test_a_slow_store_of_a_small_journal_does_not_stall_it_for_long(
     async with open_storage(tmp_path) as store:
         gaps = await _gaps_between_writes(store, delay=0.3, seconds=3.5)
     # 0.3 s to store / STORAGE_SHARE (0.25) = 1.2 s, plus the write: never the 6 s that
-    # spacing by wall time at WRITE_SHARE (0.05) gave.
-    assert max(gaps) < 2.5, gaps
+    # spacing by wall time at WRITE_SHARE (0.05) gave. The bound leaves room for a loaded
+    # machine, where the store's own time (and so the pause) stretches.
+    assert max(gaps) < 4.5, gaps
 
 
 class FailingWrites(StorageView):
