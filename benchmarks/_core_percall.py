@@ -98,8 +98,8 @@ class _Driven:
         self.seq = 0
         self.per_call = 10 if kind == "ours-buf10" else 1
         if kind.startswith("ours"):
-            from orchestrator.stopping import StopCondition
-            from orchestrator.trainable import RemoteTrialActor
+            from orchestrator.actor.trial_actor import RemoteTrialActor
+            from orchestrator.core.stopping import StopCondition
 
             from ._core_ours import TrivialTrainable
 

@@ -60,8 +60,8 @@ class AsyncIoActor:
 def _create(kind: str, n: int, cpu: float) -> list[Any]:
     refs: list[Any] = []
     if kind == "ours":
-        from orchestrator.stopping import StopCondition
-        from orchestrator.trainable import RemoteTrialActor
+        from orchestrator.actor.trial_actor import RemoteTrialActor
+        from orchestrator.core.stopping import StopCondition
 
         from ._core_ours import TrivialTrainable
 

@@ -1,7 +1,7 @@
 """trialflow's orchestrator: an asyncio event-driven control plane for trials on Ray.
 
 The public names load on first use (PEP 562): Ray workers unpickle
-``orchestrator.trainable`` for every trial actor, and should not pay for importing the
+``orchestrator.actor.trial_actor`` for every trial actor, and should not pay for importing the
 driver's loop, journal, hooks and storage to do so.
 """
 
@@ -11,8 +11,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .checkpoints import Checkpoint, RetentionPolicy
-    from .errors import (
+    from orchestrator.actor.function import get_checkpoint, report
+    from orchestrator.actor.trial_actor import Trainable
+    from orchestrator.api.orchestrator import Orchestrator, OrchestratorStatistics
+    from orchestrator.api.trial import Trial
+    from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
+    from orchestrator.core.machine import TrialState
+    from orchestrator.engine.hooks import HOOK_NAMES
+    from orchestrator.errors import (
         ConfigError,
         ExperimentLocked,
         InvalidTransition,
@@ -23,35 +29,29 @@ if TYPE_CHECKING:
         TrialError,
         TrialNotRunning,
     )
-    from .function import get_checkpoint, report
-    from .hooks import HOOK_NAMES
-    from .lifecycle import TrialState
-    from .orchestrator import Orchestrator, OrchestratorStatistics
-    from .sweep_result import SweepResult
-    from .trainable import Trainable
-    from .trial import Trial
+    from orchestrator.sweeps.result import SweepResult
 
 _WHERE = {
-    "HOOK_NAMES": ".hooks",
-    "Checkpoint": ".checkpoints",
+    "HOOK_NAMES": ".engine.hooks",
+    "Checkpoint": ".core.checkpoints",
     "ConfigError": ".errors",
     "ExperimentLocked": ".errors",
     "InvalidTransition": ".errors",
     "JournalError": ".errors",
     "LeaseLost": ".errors",
     "NoCheckpointError": ".errors",
-    "Orchestrator": ".orchestrator",
+    "Orchestrator": ".api.orchestrator",
     "OrchestratorError": ".errors",
-    "OrchestratorStatistics": ".orchestrator",
-    "RetentionPolicy": ".checkpoints",
-    "SweepResult": ".sweep_result",
-    "Trainable": ".trainable",
-    "Trial": ".trial",
+    "OrchestratorStatistics": ".api.orchestrator",
+    "RetentionPolicy": ".core.checkpoints",
+    "SweepResult": ".sweeps.result",
+    "Trainable": ".actor.trial_actor",
+    "Trial": ".api.trial",
     "TrialError": ".errors",
     "TrialNotRunning": ".errors",
-    "TrialState": ".lifecycle",
-    "get_checkpoint": ".function",
-    "report": ".function",
+    "TrialState": ".core.machine",
+    "get_checkpoint": ".actor.function",
+    "report": ".actor.function",
 }
 
 __all__ = [

@@ -6,7 +6,7 @@ run before the move must still resume and unpickle. Import only from the model's
 here, so a trial worker loading this path loads no more than the model.
 """
 
-from .cli.demo_model import *  # noqa: F403
-from .cli.demo_model import CHECKPOINT_FILE, DEFAULTS, DigitsMLP, load_digits_split
+from orchestrator.cli.demo_model import *  # noqa: F403
+from orchestrator.cli.demo_model import CHECKPOINT_FILE, DEFAULTS, DigitsMLP, load_digits_split
 
 __all__ = ["CHECKPOINT_FILE", "DEFAULTS", "DigitsMLP", "load_digits_split"]

@@ -82,7 +82,7 @@ class ExperimentLocked(OrchestratorError):
     """Another driver runs the experiment (it holds the experiment's lease): one
     experiment has one driver. The message names that driver (host, pid, user, since
     when) and how to take over a lease it left behind; ``holder`` is its
-    :class:`~orchestrator.lease_record.Holder` (None when unknown)."""
+    :class:`~orchestrator.core.lease_record.Holder` (None when unknown)."""
 
     def __init__(self, message: str, holder: object = None) -> None:
         super().__init__(message)

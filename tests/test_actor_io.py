@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.actor_io as actor_io
+import orchestrator.actor.io as actor_io
 import storage.local as local_module
-from orchestrator.actor_io import ActorIO
+from orchestrator.actor.io import ActorIO
 from storage import LocalStorage, StorageFull, UnsupportedFile
 
 from .fullfs import fill, small_filesystem

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.scratch import (
+from orchestrator.actor.scratch import (
     FOREIGN_SCRATCH_GRACE_S,
     fetch_dir,
     remove_dead_scratch,
     remove_stale_fetches,
 )
-from orchestrator.trainable import _HostedTrial
+from orchestrator.actor.trial_actor import _HostedTrial
 
 from .trainables import Counter
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
-from orchestrator.spec import ADAPTIVE_SLICE_S
+from orchestrator.core.spec import ADAPTIVE_SLICE_S
 
 from .trainables import Counter
 

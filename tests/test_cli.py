@@ -1,6 +1,6 @@
 """``python -m orchestrator demo`` and ``run``, end to end, each in its own process;
 the CLI package's layout (help, old module paths, what the demo's workers import) and
-its one Ray start-up (``orchestrator.raystart``).
+its one Ray start-up (``orchestrator.engine.raystart``).
 
 The end-to-end tests start their own private Ray in a subprocess (as a user would), so
 they never touch the session cluster of ``conftest.py``. Argument errors are checked
@@ -29,8 +29,8 @@ import pytest
 from orchestrator.cli import COMMANDS, expand_grid, main, ray_session
 from orchestrator.cli.demo import DemoOptions
 from orchestrator.cli.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_split
+from orchestrator.engine.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensure_ray
 from orchestrator.errors import ConfigError
-from orchestrator.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensure_ray
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -436,10 +436,11 @@ def test_help_of_every_command(command: str | None, tmp_path: Path) -> None:
 def test_the_old_module_paths_still_load_what_journals_name() -> None:
     """Journals record trainables by import path and pickles name their module: an
     experiment from before the move resumes and unpickles."""
-    import orchestrator.cli.demo as new_demo
     import orchestrator.demo as old_demo
+
+    import orchestrator.cli.demo as new_demo
     import orchestrator.demo_model as old_model
-    from orchestrator.journal import import_class
+    from orchestrator.journal.writer import import_class
 
     assert import_class("orchestrator.demo_model:DigitsMLP") is DigitsMLP
     assert pickle.loads(b"corchestrator.demo_model\nDigitsMLP\n.") is DigitsMLP
@@ -454,10 +455,10 @@ def test_a_demo_worker_loads_no_driver_machinery_with_its_trainable() -> None:
     """Each demo trial worker imports ``orchestrator.cli.demo_model`` (and so the CLI
     package): that must not load the CLI's commands' machinery as well."""
     driver_only = [
-        "orchestrator.loop",
-        "orchestrator.journal",
-        "orchestrator.reader",
-        "orchestrator.orchestrator",
+        "orchestrator.engine.loop",
+        "orchestrator.journal.writer",
+        "orchestrator.views.experiments",
+        "orchestrator.api.orchestrator",
         "orchestrator.cli.demo",
         "storage",
         "rich",

@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.cli.present import cell, time_text
-from orchestrator.journal import JOURNAL_KEY, SEGMENTS_PREFIX
+from orchestrator.journal.writer import JOURNAL_KEY, SEGMENTS_PREFIX
 from storage import open_storage
 
 from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
@@ -233,8 +233,8 @@ async def test_inspection_leaves_a_running_drivers_lease_alone(
     """``ls``, ``show`` and ``plot`` read; they never take (or touch) the lease of the
     driver that runs the experiment."""
     from orchestrator import Orchestrator
-    from orchestrator.lease import acquire_lease
-    from orchestrator.lease_record import LEASE_KEY, LeaseRecord
+    from orchestrator.api.lease import acquire_lease
+    from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 
     lease = await acquire_lease(Orchestrator(storage=results, name=NAME, resume=True))
     try:

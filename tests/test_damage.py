@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Orchestrator
-from orchestrator.damage import (
+from orchestrator.errors import JournalDamaged
+from orchestrator.journal.damage import (
     damage_of,
     parse_head,
     parse_segment,
     salvage_head,
     salvage_segment,
 )
-from orchestrator.errors import JournalDamaged
-from orchestrator.journal import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
-from orchestrator.journal import load as load_journal
+from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
+from orchestrator.journal.writer import load as load_journal
 from storage import open_storage
 
 from .trainables import Counter

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-import orchestrator.raystart
+import orchestrator.engine.raystart
 from orchestrator import Orchestrator, Trial, TrialState
 from orchestrator.cli import main
 from orchestrator.errors import ExperimentExists, JournalDamaged
-from orchestrator.journal import BACKUP_KEY, JOURNAL_KEY
-from orchestrator.reader import read_experiment
-from orchestrator.repair import repair_experiment
+from orchestrator.journal.repair import repair_experiment
+from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY
+from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
 from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
@@ -81,7 +81,7 @@ def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         tried.append("ensure_ray")
         raise AssertionError("Ray was started before the journal was checked")
 
-    monkeypatch.setattr(orchestrator.raystart, "ensure_ray", refuse)
+    monkeypatch.setattr(orchestrator.engine.raystart, "ensure_ray", refuse)
     return tried
 
 

@@ -23,9 +23,10 @@ from orchestrator import (
     get_checkpoint,
     report,
 )
-from orchestrator import function as fmod
-from orchestrator.errors import NotInTrial
-from orchestrator.events import (
+from orchestrator.actor import function as fmod
+from orchestrator.actor.function import FunctionTrainable, is_function, wrap_function
+from orchestrator.actor.trial_actor import TrialActor
+from orchestrator.core.events import (
     FUNCTION_DONE,
     REPORTED_CHECKPOINT,
     PauseRequested,
@@ -33,11 +34,10 @@ from orchestrator.events import (
     SaveDone,
     TrainResult,
 )
-from orchestrator.function import FunctionTrainable, is_function, wrap_function
-from orchestrator.journal import class_path
-from orchestrator.spec import TrialSpec
-from orchestrator.stopping import StopCondition
-from orchestrator.trainable import TrialActor
+from orchestrator.core.spec import TrialSpec
+from orchestrator.core.stopping import StopCondition
+from orchestrator.errors import NotInTrial
+from orchestrator.journal.writer import class_path
 from storage import MANIFEST_NAME, open_storage
 
 from .test_lifecycle import ckpt, kinds, running
@@ -308,7 +308,7 @@ def test_report_and_get_checkpoint_outside_a_trial_are_refused() -> None:
 def test_a_function_that_never_reports_is_done_with_a_warning(
     host: Callable[..., FunctionTrainable], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, "orchestrator.function"):
+    with caplog.at_level(logging.WARNING, "orchestrator.actor.function"):
         assert host(never_reports).step() == {FUNCTION_DONE: True}
     assert "trial t: its function never_reports returned without calling report()" in caplog.text
 

@@ -1,5 +1,5 @@
 """Which journaled trial an ``add_trial`` call of a resumed experiment adopts: the rule
-of ``orchestrator.identity``, on plain data (no Ray, no storage)."""
+of ``orchestrator.api.identity``, on plain data (no Ray, no storage)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.errors import ConfigError
-from orchestrator.function import wrap_function
-from orchestrator.identity import (
+from orchestrator.actor.function import wrap_function
+from orchestrator.api.identity import (
     Identity,
     JournaledIdentity,
     TrialMatcher,
@@ -21,6 +20,7 @@ from orchestrator.identity import (
     trainable_identity,
     warn_new_trial,
 )
+from orchestrator.errors import ConfigError
 
 from .trainables import Counter, Recorder, counting
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Orchestrator, TrialState
-from orchestrator.interrupts import Interrupts
+from orchestrator.api.interrupts import Interrupts
 
 from .trainables import assert_failure_free_history
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-import orchestrator.journal as journal_module
+import orchestrator.journal.writer as journal_module
 from orchestrator import ConfigError, Orchestrator, Trial
 from orchestrator.errors import JournalDamaged
-from orchestrator.journal import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
-from orchestrator.journal import load as load_journal
+from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
+from orchestrator.journal.writer import load as load_journal
 from storage import Storage, StorageError, open_storage
 
 from .trainables import Counter

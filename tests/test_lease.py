@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import ExperimentLocked, LeaseLost, Orchestrator
-from orchestrator.journal import JOURNAL_KEY
-from orchestrator.lease import TTL_ENV, ExperimentLease, acquire_lease, this_process
-from orchestrator.lease_record import (
+from orchestrator.api.lease import TTL_ENV, ExperimentLease, acquire_lease, this_process
+from orchestrator.core.lease_record import (
     LEASE_KEY,
     Holder,
     LeaseRecord,
@@ -31,6 +30,7 @@ from orchestrator.lease_record import (
     renew_every,
     same_process_space,
 )
+from orchestrator.journal.writer import JOURNAL_KEY
 
 ME = Holder("box", 100, "alice", "mine", boot_id="b1", pid_ns="pid:[1]", started="500")
 OTHER = Holder("box", 200, "bob", "theirs", boot_id="b1", pid_ns="pid:[1]", started="700")
@@ -204,7 +204,7 @@ async def test_an_expired_lease_of_another_machine_is_taken(
         await take(tmp_path, leases)
     assert "host 'node-7'" in str(caught.value) and "in 25 s" in str(caught.value)
     (tmp_path / "exp" / LEASE_KEY).write_bytes(replace(live, renewed_at=now - 31).to_json())
-    with caplog.at_level(logging.WARNING, logger="orchestrator.lease"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.api.lease"):
         mine = await take(tmp_path, leases)
     assert stored(tmp_path).holder == mine.holder
     assert "took over the lease of pid" in caplog.text and "expired 1 s ago" in caplog.text
@@ -251,7 +251,7 @@ async def test_a_refused_resume_creates_nothing(tmp_path: Path) -> None:
 
 def test_the_ttl_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator import ConfigError
-    from orchestrator.lease import lease_ttl
+    from orchestrator.api.lease import lease_ttl
 
     monkeypatch.setenv(TTL_ENV, "soon")
     with pytest.raises(ConfigError, match=TTL_ENV):

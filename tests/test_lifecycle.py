@@ -9,12 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.backoff import Backoff
-from orchestrator.checkpoints import Checkpoint, RetentionPolicy
-from orchestrator.errors import InvalidTransition
-from orchestrator.events import ConfigRefused, Decided
-from orchestrator.judge import CONTINUE, Judgement, StopJudge, Verdict
-from orchestrator.lifecycle import (
+from orchestrator.core.backoff import Backoff
+from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
+from orchestrator.core.events import ConfigRefused, Decided
+from orchestrator.core.judge import CONTINUE, Judgement, StopJudge, Verdict
+from orchestrator.core.machine import (
     ALL_EVENT_TYPES,
     ActorEvent,
     ActorReady,
@@ -43,7 +42,8 @@ from orchestrator.lifecycle import (
     TrialPolicy,
     TrialState,
 )
-from orchestrator.stopping import StopCondition
+from orchestrator.core.stopping import StopCondition
+from orchestrator.errors import InvalidTransition
 
 
 def ckpt(iteration: int, trial: str = "t", **metrics: Any) -> Checkpoint:
@@ -564,7 +564,7 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
 
 
 def test_notify_hooks_named_correctly() -> None:
-    from orchestrator.hooks import HOOK_NAMES
+    from orchestrator.engine.hooks import HOOK_NAMES
 
     m = running(max_failures=1, stop={"training_iteration": 1})
     names = set()

@@ -20,7 +20,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from orchestrator import Checkpoint, Orchestrator, Trial, TrialState
-from orchestrator.locality import HIDDEN_ROOT_ENV, is_visible
+from orchestrator.actor.locality import HIDDEN_ROOT_ENV, is_visible
 
 from .trainables import Recorder, assert_failure_free_history, kill_worker
 

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-import orchestrator.json_codec as codec
+import orchestrator.core.json_codec as codec
 from orchestrator.cli.present import TrialRow, trials_table
-from orchestrator.loggers import ExperimentLogger
-from orchestrator.plotting import _best as plot_best
-from orchestrator.progress import ProgressReporter
-from orchestrator.reader import TrialRecord, _best
-from orchestrator.results import ResultWarnings, clean_result
-from orchestrator.sweep_result import SweepResult
+from orchestrator.core.results import ResultWarnings, clean_result
+from orchestrator.sweeps.result import SweepResult
+from orchestrator.views.experiments import TrialRecord, _best
+from orchestrator.views.loggers import ExperimentLogger
+from orchestrator.views.plotting import _best as plot_best
+from orchestrator.views.progress import ProgressReporter
 
 from .loggers.fakes import FakeTrial
 
@@ -173,7 +173,7 @@ def test_without_a_finite_value_nobody_is_best() -> None:
 
 
 def test_retention_by_score_keeps_finite_bests_not_infinities() -> None:
-    from orchestrator.checkpoints import Checkpoint, RetentionPolicy
+    from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
 
     def ckpt(iteration: int, acc: float) -> Checkpoint:
         key = f"t/checkpoint_{iteration:06d}"

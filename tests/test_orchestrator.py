@@ -418,7 +418,7 @@ async def test_failing_and_slow_hooks_never_stall_or_kill(
                 loop.call_soon_threadsafe(other_done.set)
 
     loop = asyncio.get_running_loop()
-    caplog.set_level(logging.WARNING, logger="orchestrator.hooks")
+    caplog.set_level(logging.WARNING, logger="orchestrator.engine.hooks")
     async with Orchestrator(
         storage=tmp_path, name="slow", hooks=[Bad(), Slow()], hook_slow_after=0.2
     ) as orch:
@@ -458,7 +458,7 @@ async def test_trials_added_after_run_wait_for_the_next_run(
         later = orch.add_trial(Counter, stop={"training_iteration": 5}, resources=CPU)
         await asyncio.sleep(0.3)
         assert later.state is TrialState.PENDING
-        with caplog.at_level(logging.ERROR, logger="orchestrator.loop"):
+        with caplog.at_level(logging.ERROR, logger="orchestrator.engine.loop"):
             await orch.run()
     assert later.state is TrialState.TERMINATED
     assert iterations(later) == [1, 2, 3, 4, 5]
@@ -534,7 +534,7 @@ class JudgeStopsAt:
         self.at = at
 
     def judge(self, result: dict[str, Any]) -> Any:
-        from orchestrator.judge import CONTINUE, Judgement, Verdict
+        from orchestrator.core.judge import CONTINUE, Judgement, Verdict
 
         return Judgement(Verdict.FINISH) if result["training_iteration"] >= self.at else CONTINUE
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, TrialState
+from orchestrator.core.placement import Host, HostPool
 from orchestrator.errors import ConfigError
-from orchestrator.hosts import Host, HostPool
 
 from .trainables import Recorder, assert_failure_free_history, kill_worker
 

@@ -11,7 +11,7 @@ import matplotlib.image
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.plotting import BEST_LINEWIDTH, LINEWIDTH, plot_metric
+from orchestrator.views.plotting import BEST_LINEWIDTH, LINEWIDTH, plot_metric
 
 
 def trial(trial_id: str, values: list[float], **extra: Any) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import Any
 
 from ray import cloudpickle
 
-from orchestrator.stopping import StopCondition
-from orchestrator.trainable import TrialActor
+from orchestrator.actor.trial_actor import TrialActor
+from orchestrator.core.stopping import StopCondition
 from storage import open_storage
 
 from .trainables import Counter

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator.errors import ConfigError
-from orchestrator.progress import ProgressReporter
+from orchestrator.views.progress import ProgressReporter
 
 
 class Clock:
@@ -160,7 +160,7 @@ async def test_in_a_terminal_it_draws_a_live_table_and_stops_it() -> None:
 
 async def test_hooks_never_raise(caplog: pytest.LogCaptureFixture) -> None:
     reporter = ProgressReporter("loss", console=quiet_console(), live=False)
-    with caplog.at_level(logging.ERROR, logger="orchestrator.progress"):
+    with caplog.at_level(logging.ERROR, logger="orchestrator.views.progress"):
         await reporter.on_trial_result(FakeTrial("t1"), None)  # type: ignore[arg-type]
         await reporter.on_trial_restore(FakeTrial("t1"), object())
         await reporter.on_trial_result(FakeTrial("t1"), {"loss": "n/a", "training_iteration": 1})

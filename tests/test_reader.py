@@ -1,4 +1,4 @@
-"""orchestrator.reader: the journal as plain data, checked against what a real run held
+"""orchestrator.views.experiments: the journal as plain data, checked against what a real run held
 in memory and against heads written by hand (both formats, newer fields, rollbacks),
 and never importing or unpickling the trials' code."""
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from orchestrator import JournalError, Orchestrator, Trial, TrialState
-from orchestrator.journal import JOURNAL_KEY, SEGMENTS_PREFIX
-from orchestrator.journal import load as load_journal
-from orchestrator.reader import (
+from orchestrator.journal.writer import JOURNAL_KEY, SEGMENTS_PREFIX
+from orchestrator.journal.writer import load as load_journal
+from orchestrator.views.experiments import (
     ExperimentRecord,
     list_experiments,
     read_experiment,

@@ -3,7 +3,7 @@ by the state machine: no Ray, no asyncio."""
 
 from __future__ import annotations
 
-from orchestrator.lifecycle import (
+from orchestrator.core.machine import (
     ActorReady,
     Failure,
     Launch,

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
 from orchestrator.errors import ConfigError
-from orchestrator.journal import JOURNAL_KEY
+from orchestrator.journal.writer import JOURNAL_KEY
 from orchestrator.search import RandomSearch, uniform
 
 from .trainables import Objective, Recorder

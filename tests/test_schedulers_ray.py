@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
-from orchestrator import sweep as sweep_module
-from orchestrator.journal import JOURNAL_KEY
+from orchestrator.journal.writer import JOURNAL_KEY
 from orchestrator.schedulers import ASHA, PBT, HyperBand
 from orchestrator.search import grid
+from orchestrator.sweeps import driver as sweep_module
 
 from .conftest import HEAD_CPUS
 from .trainables import Climber, Curve, StubbornClimber, counting, kill_worker
@@ -355,7 +355,7 @@ async def test_pbt_goes_on_when_the_trials_it_waits_for_cannot_start(
     waits for their resources. PBT holds the two at a boundary for it; once nothing has
     run for the sweep's patience, they go on without it, end, and free its resources."""
     monkeypatch.setattr(sweep_module, "HOLD_PATIENCE_S", 1.0)
-    caplog.set_level(logging.INFO, logger="orchestrator.sweep")
+    caplog.set_level(logging.INFO, logger="orchestrator.sweeps.driver")
     async with Orchestrator(storage=tmp_path, name="starved") as orch:
         result = await orch.sweep(
             Climber,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import orchestrator.raystart
+import orchestrator.engine.raystart
 from orchestrator import ConfigError, Orchestrator
 from storage import BucketNotFound
 
@@ -22,7 +22,7 @@ def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> bool:
         raise AssertionError("Ray was started before the storage arguments were checked")
 
-    monkeypatch.setattr(orchestrator.raystart, "ensure_ray", refuse)
+    monkeypatch.setattr(orchestrator.engine.raystart, "ensure_ray", refuse)
 
 
 async def enter(**kwargs: Any) -> None:

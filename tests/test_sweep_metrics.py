@@ -16,10 +16,10 @@ from optuna.trial import TrialState as OptunaState
 
 from orchestrator import Orchestrator, Trainable, TrialState
 from orchestrator.errors import ConfigError
-from orchestrator.journal import load as load_journal
-from orchestrator.reader import read_experiment
+from orchestrator.journal.writer import load as load_journal
 from orchestrator.schedulers import ASHA, MedianStopping
 from orchestrator.search import OptunaSearch, RandomSearch, grid, uniform
+from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
 from .trainables import Objective

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.checkpoints import Checkpoint, RetentionPolicy
-from orchestrator.events import (
+from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
+from orchestrator.core.events import (
     Action,
     ActorReady,
     DeleteCheckpoints,
@@ -25,8 +25,8 @@ from orchestrator.events import (
     StartActor,
     TrainResult,
 )
-from orchestrator.judge import CONTINUE, Judgement, Verdict
-from orchestrator.lifecycle import TrialMachine, TrialPolicy, TrialState
+from orchestrator.core.judge import CONTINUE, Judgement, Verdict
+from orchestrator.core.machine import TrialMachine, TrialPolicy, TrialState
 
 
 def ckpt(iteration: int, trial: str = "t", suffix: str = "") -> Checkpoint:

@@ -7,9 +7,8 @@ import asyncio
 from pathlib import Path
 
 from orchestrator import Orchestrator, Trial
-from orchestrator.checkpoints import Checkpoint
-from orchestrator.collector import CheckpointCollector
-from orchestrator.events import (
+from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.events import (
     ActorReady,
     Launch,
     RestoreDone,
@@ -17,10 +16,11 @@ from orchestrator.events import (
     SaveDone,
     TrainResult,
 )
-from orchestrator.journal import Journal
-from orchestrator.journal import load as load_journal
-from orchestrator.resume import adopt, off_timeline_keys
-from orchestrator.scheduling import info_of
+from orchestrator.engine.adoption import adopt, off_timeline_keys
+from orchestrator.engine.collector import CheckpointCollector
+from orchestrator.journal.writer import Journal
+from orchestrator.journal.writer import load as load_journal
+from orchestrator.sweeps.judge import info_of
 from storage import Storage, open_storage
 
 from .trainables import Counter

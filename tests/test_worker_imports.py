@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 DRIVER_ONLY = (
-    "orchestrator.loop",
-    "orchestrator.journal",
-    "orchestrator.lifecycle",
-    "orchestrator.trial",
-    "orchestrator.hooks",
-    "orchestrator.collector",
-    "orchestrator.persist",
+    "orchestrator.engine.loop",
+    "orchestrator.journal.writer",
+    "orchestrator.core.machine",
+    "orchestrator.api.trial",
+    "orchestrator.engine.hooks",
+    "orchestrator.engine.collector",
+    "orchestrator.actor.persister",
     "storage",
     "transfer",
 )
@@ -29,7 +29,7 @@ def test_importing_the_public_api_leaves_the_driver_machinery_unloaded() -> None
     probe = (
         "import json, sys\n"
         "from orchestrator import Orchestrator, Trainable\n"
-        "import orchestrator.trainable\n"
+        "import orchestrator.actor.trial_actor\n"
         f"print(json.dumps([m for m in {list(DRIVER_ONLY)!r} if m in sys.modules]))\n"
     )
     out = subprocess.run(

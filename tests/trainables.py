@@ -174,7 +174,7 @@ class Objective(Recorder):
         return result
 
 
-# -- function trainables (orchestrator.function) ----------------------------------------
+# -- function trainables (orchestrator.actor.function) ----------------------------------------
 
 
 def counting(config: dict[str, Any]) -> None:

@@ -7,9 +7,9 @@ each command imports Ray, storage and the orchestrator when it runs.
 
 from __future__ import annotations
 
-from .main import COMMANDS, build_parser, main
-from .present import results_table
-from .run import expand_grid, load_trainable, ray_session
+from orchestrator.cli.main import COMMANDS, build_parser, main
+from orchestrator.cli.present import results_table
+from orchestrator.cli.run import expand_grid, load_trainable, ray_session
 
 __all__ = [
     "COMMANDS",

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from orchestrator.errors import ConfigError
 
 __all__ = [
     "DEFAULT_RESULTS_DIR",
@@ -194,9 +194,9 @@ def orchestrator_from(args: argparse.Namespace, console: Any, *, default_name: s
     command that continues it (printed on Ctrl-C)."""
     from datetime import datetime
 
-    from ..orchestrator import Orchestrator
-    from .present import EventPrinter
-    from .run import resume_command
+    from orchestrator.api.orchestrator import Orchestrator
+    from orchestrator.cli.present import EventPrinter
+    from orchestrator.cli.run import resume_command
 
     name = args.name or f"{default_name}-" + datetime.now().strftime("%Y%m%d-%H%M%S")
     orch = Orchestrator(

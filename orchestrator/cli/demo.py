@@ -29,11 +29,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..checkpoints import Checkpoint
-from ..lifecycle import TrialState
-from ..orchestrator import Orchestrator
-from ..trial import Trial
-from .present import elapsed_line, fixed, number, state_text
+from orchestrator.api.orchestrator import Orchestrator
+from orchestrator.api.trial import Trial
+from orchestrator.cli.present import elapsed_line, fixed, number, state_text
+from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.machine import TrialState
 
 __all__ = [
     "BASE_CONFIGS",
@@ -342,8 +342,8 @@ def final_rows(board: Board) -> list[tuple[Row, TrialState]]:
 
 def demo_main(options: DemoOptions, console: Console) -> int:
     """Start Ray, run the sweep, stop Ray; returns the process exit status."""
-    from .demo_model import load_digits_split
-    from .run import ray_session
+    from orchestrator.cli.demo_model import load_digits_split
+    from orchestrator.cli.run import ray_session
 
     started = time.monotonic()
     console.print(options.banner(), highlight=False)
@@ -359,7 +359,7 @@ def demo_main(options: DemoOptions, console: Console) -> int:
 
 async def run_demo(options: DemoOptions, console: Console, started: float | None = None) -> int:
     """Run the sweep on the Ray this process is connected to; returns the exit status."""
-    from .demo_model import DigitsMLP
+    from orchestrator.cli.demo_model import DigitsMLP
 
     live = console.is_terminal if options.live is None else options.live
     name = options.name or "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -381,7 +381,7 @@ async def run_demo(options: DemoOptions, console: Console, started: float | None
     console.print(f"checkpoints: {orch.storage_uri}", highlight=False, soft_wrap=True)
 
     # The board reports failures itself; the loop's warning would say it twice.
-    loop_log = logging.getLogger("orchestrator.loop")
+    loop_log = logging.getLogger("orchestrator.engine.loop")
     loop_level = loop_log.level
     loop_log.setLevel(logging.ERROR)
     try:
@@ -457,8 +457,8 @@ def _plot(trials: Sequence[Trial], where: str, console: Console) -> None:
     highlighted, the recovered trial's restore marked."""
     import os
 
-    from ..errors import ConfigError
-    from ..plotting import plot_metric
+    from orchestrator.errors import ConfigError
+    from orchestrator.views.plotting import plot_metric
 
     path = os.path.join(where, "demo.png")
     data = [

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..trainable import Trainable
+from orchestrator.actor.trial_actor import Trainable
 
 __all__ = ["CHECKPOINT_FILE", "DEFAULTS", "DigitsMLP", "load_digits_split"]
 

@@ -2,7 +2,7 @@
 
 These read any storage the orchestrator writes to (a path, ``s3://``, ``gs://``; driver
 options with ``--storage-option``), never start Ray, and never import or unpickle the
-trials' code (see :mod:`orchestrator.reader`), so they work on a machine that has only
+trials' code (see :mod:`orchestrator.views.experiments`), so they work on a machine that has only
 the results. A missing storage or experiment and an unknown metric are usage errors
 (exit status 2) that say what was looked for; a journal that cannot be read is exit
 status 1.
@@ -18,16 +18,16 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConfigError, JournalError
-from . import args as cli_args
-from .args import EXIT_FAILED, EXIT_OK
-from .present import TrialRow, cell, states_text, time_text, trials_table
+from orchestrator.cli import args as cli_args
+from orchestrator.cli.args import EXIT_FAILED, EXIT_OK
+from orchestrator.cli.present import TrialRow, cell, states_text, time_text, trials_table
+from orchestrator.errors import ConfigError, JournalError
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from ..reader import ExperimentRecord, ExperimentSummary
+    from orchestrator.views.experiments import ExperimentRecord, ExperimentSummary
 
 __all__ = [
     "configure_ls",
@@ -50,7 +50,7 @@ def configure_ls(parser: argparse.ArgumentParser) -> None:
 
 
 def handle_ls(args: argparse.Namespace, console: Console) -> int:
-    from ..reader import list_experiments
+    from orchestrator.views.experiments import list_experiments
 
     root = cli_args.results_root(args.storage)
     options = cli_args.storage_options(args.storage_option)
@@ -65,7 +65,7 @@ def handle_ls(args: argparse.Namespace, console: Console) -> int:
     console.print(experiments_table(found))
     damaged = [s for s in found if s.damaged]
     if damaged:
-        from ..damage import repair_command
+        from orchestrator.journal.damage import repair_command
 
         console.print(
             f"{len(damaged)} damaged journal(s): recover what survives with "
@@ -222,7 +222,7 @@ def configure_plot(parser: argparse.ArgumentParser) -> None:
 
 
 def handle_plot(args: argparse.Namespace, console: Console) -> int:
-    from ..plotting import plot_metric
+    from orchestrator.views.plotting import plot_metric
 
     path = os.path.abspath(args.output or _file_name(f"{args.name}-{args.metric}") + ".png")
     if not os.path.isdir(os.path.dirname(path)):
@@ -251,7 +251,7 @@ def _file_name(text: str) -> str:
 def _experiment(args: argparse.Namespace) -> ExperimentRecord | None:
     """The experiment ``--storage``/``--name`` name; ConfigError when there is none
     (None when its journal cannot be read, which has been reported)."""
-    from ..journal import JOURNAL_KEY
+    from orchestrator.journal.writer import JOURNAL_KEY
 
     uri = cli_args.experiment_uri(args.storage, args.name)
     options = cli_args.storage_options(args.storage_option)
@@ -270,8 +270,7 @@ def _experiment(args: argparse.Namespace) -> ExperimentRecord | None:
 async def _read(uri: str, options: Mapping[str, Any]) -> tuple[ExperimentRecord | None, bool]:
     """The record at ``uri``, and False when a local experiment's directory is missing."""
     import storage
-
-    from ..reader import read_experiment
+    from orchestrator.views.experiments import read_experiment
 
     store = storage.open_storage(uri, **options)
     try:
@@ -329,6 +328,6 @@ def _objective(
 
 
 def _reported(record: ExperimentRecord, metric: str) -> bool:
-    from ..reader import metric_value
+    from orchestrator.views.experiments import metric_value
 
     return any(metric_value(r, metric) is not None for t in record.trials for r in t.results)

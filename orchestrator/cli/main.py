@@ -39,11 +39,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ExperimentLocked, JournalError, LeaseLost
-from ..raystart import RayStartError
-from . import args as cli_args
-from .args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from .inspect import (
+from orchestrator.cli import args as cli_args
+from orchestrator.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from orchestrator.cli.inspect import (
     configure_ls,
     configure_plot,
     configure_show,
@@ -51,8 +49,10 @@ from .inspect import (
     handle_plot,
     handle_show,
 )
-from .repair import configure_repair, handle_repair
-from .run import configure_resume, configure_run, handle_resume, handle_run
+from orchestrator.cli.repair import configure_repair, handle_repair
+from orchestrator.cli.run import configure_resume, configure_run, handle_resume, handle_run
+from orchestrator.engine.raystart import RayStartError
+from orchestrator.errors import ConfigError, ExperimentLocked, JournalError, LeaseLost
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -102,7 +102,7 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace, console: Console) -> int:
-    from .demo import DemoOptions, demo_main  # imports Ray: only for this command
+    from orchestrator.cli.demo import DemoOptions, demo_main  # imports Ray: only for this command
 
     options = DemoOptions(
         trials=args.trials,
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt as err:
-        from ..interrupts import said
+        from orchestrator.api.interrupts import said
 
         if not said(err):  # else the orchestrator said it all
             print(f"trialflow {args.command}: interrupted", file=sys.stderr)

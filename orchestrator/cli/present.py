@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..best import finite, value_of
+from orchestrator.core.best import finite, value_of
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from ..checkpoints import Checkpoint
-    from ..trial import Trial
+    from orchestrator.api.trial import Trial
+    from orchestrator.core.checkpoints import Checkpoint
 
 __all__ = [
     "BOOKKEEPING",
@@ -80,7 +80,7 @@ def trials_table(
     rows: Sequence[TrialRow], metric: str | None, mode: str, *, title: str, finished: bool = True
 ) -> Table:
     """One row per trial; sorted by ``metric`` (best first by the rule of
-    :mod:`orchestrator.best`; no finite value: last) when given.
+    :mod:`orchestrator.core.best`; no finite value: last) when given.
 
     Columns: trial, config, state, iter, failures, the rows' ``extra`` ones, then
     ``metric`` and other numeric keys of the last results (at most
@@ -190,7 +190,7 @@ def state_text(state: str, *, finished: bool = False) -> Text:
 
 def states_text(counts: Mapping[str, int]) -> str:
     """``2 TERMINATED, 1 ERROR``: live states first, as the progress display lists them."""
-    from ..progress import STATE_ORDER
+    from orchestrator.views.progress import STATE_ORDER
 
     def rank(state: str) -> tuple[int, str]:
         return (STATE_ORDER.index(state) if state in STATE_ORDER else len(STATE_ORDER), state)
@@ -228,6 +228,6 @@ def time_text(stamp: float | None) -> str:
 
 def _lookup(result: Mapping[str, Any], name: str) -> Any:
     """``result[name]``, or for ``a/b`` the nested value (what ``--metric a/b`` means)."""
-    from ..reader import metric_value
+    from orchestrator.views.experiments import metric_value
 
     return result[name] if name in result else metric_value(result, name)

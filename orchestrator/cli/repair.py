@@ -1,7 +1,7 @@
 """``repair``: rebuild a damaged experiment journal from what survives.
 
 Reads and writes the experiment's storage only (no Ray, no trials' code); see
-:mod:`orchestrator.repair` for what it takes from where. Prints what was damaged, what
+:mod:`orchestrator.journal.repair` for what it takes from where. Prints what was damaged, what
 it did, and how to continue.
 """
 
@@ -12,14 +12,14 @@ import asyncio
 import shlex
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from . import args as cli_args
-from .args import EXIT_OK
+from orchestrator.cli import args as cli_args
+from orchestrator.cli.args import EXIT_OK
+from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..repair import RepairReport
+    from orchestrator.journal.repair import RepairReport
 
 __all__ = ["configure_repair", "handle_repair"]
 
@@ -31,8 +31,7 @@ def configure_repair(parser: argparse.ArgumentParser) -> None:
 
 def handle_repair(args: argparse.Namespace, console: Console) -> int:
     import storage
-
-    from ..repair import repair_experiment
+    from orchestrator.journal.repair import repair_experiment
 
     uri = cli_args.experiment_uri(args.storage, args.name)
     options = cli_args.storage_options(args.storage_option)

@@ -16,19 +16,19 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from ..raystart import ensure_ray
-from . import args as cli_args
-from .args import EXIT_FAILED, EXIT_OK
-from .present import EventPrinter, results_table
-from .sweep import add_sweep_args, handle_sweep, print_best
+from orchestrator.cli import args as cli_args
+from orchestrator.cli.args import EXIT_FAILED, EXIT_OK
+from orchestrator.cli.present import EventPrinter, results_table
+from orchestrator.cli.sweep import add_sweep_args, handle_sweep, print_best
+from orchestrator.engine.raystart import ensure_ray
+from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..orchestrator import Orchestrator
-    from ..trainable import Trainable
-    from ..trial import Trial
+    from orchestrator.actor.trial_actor import Trainable
+    from orchestrator.api.orchestrator import Orchestrator
+    from orchestrator.api.trial import Trial
 
 __all__ = [
     "configure_resume",
@@ -103,7 +103,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
 
 
 def handle_run(args: argparse.Namespace, console: Console) -> int:
-    from ..lifecycle import TrialState
+    from orchestrator.core.machine import TrialState
 
     trainable = load_trainable(args.trainable)
     base = cli_args.json_arg(args.config, "--config")
@@ -160,14 +160,14 @@ def configure_resume(parser: argparse.ArgumentParser) -> None:
 
 def resume_command(orch: Orchestrator) -> str:
     """The exact command that continues ``orch``'s experiment (the same line an
-    interrupted ``async with Orchestrator`` prints: ``orchestrator.interrupts``)."""
-    from ..interrupts import resume_command as command_for
+    interrupted ``async with Orchestrator`` prints: ``orchestrator.api.interrupts``)."""
+    from orchestrator.api.interrupts import resume_command as command_for
 
     return command_for(orch.storage_uri)
 
 
 def handle_resume(args: argparse.Namespace, console: Console) -> int:
-    from ..orchestrator import Orchestrator
+    from orchestrator.api.orchestrator import Orchestrator
 
     if not args.name:
         raise ConfigError("resume needs --name: the experiment to continue")
@@ -184,7 +184,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
     args.resume_hint = resume_command(orch)
 
     async def main() -> list[Trial]:
-        from ..journal import unpickle_b64
+        from orchestrator.journal.writer import unpickle_b64
 
         async with orch:
             if not orch.trials:
@@ -221,7 +221,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
 
 def load_trainable(spec: str) -> type[Trainable]:
     """Import ``module:Class`` (or ``module.Class``) and check it is a Trainable."""
-    from ..trainable import is_trainable_class
+    from orchestrator.actor.trial_actor import is_trainable_class
 
     module_name, sep, attr = spec.partition(":")
     if not sep:
@@ -240,7 +240,7 @@ def load_trainable(spec: str) -> type[Trainable]:
     obj = getattr(module, attr, None)
     if obj is None:
         raise ConfigError(f"trainable {spec!r}: module {module_name!r} has no {attr!r}")
-    from ..function import is_function
+    from orchestrator.actor.function import is_function
 
     if not is_trainable_class(obj) and not is_function(obj):
         raise ConfigError(
@@ -278,7 +278,7 @@ def expand_grid(base: Mapping[str, Any], grid: Any) -> list[dict[str, Any]]:
 
 @contextlib.contextmanager
 def ray_session(address: str | None, env: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Connect to Ray for one command (see :func:`orchestrator.raystart.ensure_ray`);
+    """Connect to Ray for one command (see :func:`orchestrator.engine.raystart.ensure_ray`);
     shut it down afterwards if this started it."""
     owned = ensure_ray(address, env=env)
     try:
@@ -301,7 +301,7 @@ def _add_table_args(parser: argparse.ArgumentParser) -> None:
 
 def _report(trials: Sequence[Trial], args: argparse.Namespace, console: Console) -> int:
     """Print the final table and how many trials finished; that number."""
-    from ..lifecycle import TrialState
+    from orchestrator.core.machine import TrialState
 
     console.print(results_table(trials, args.metric, args.mode))
     done = sum(1 for t in trials if t.state is TrialState.TERMINATED)
@@ -312,8 +312,7 @@ def _report(trials: Sequence[Trial], args: argparse.Namespace, console: Console)
 def _require_journal(uri: str) -> None:
     """Fail before Ray starts when there is nothing to resume at ``uri``."""
     import storage as storage_pkg
-
-    from ..journal import BACKUP_KEY, JOURNAL_KEY
+    from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY
 
     async def exists() -> bool:
         try:

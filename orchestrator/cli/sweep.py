@@ -12,10 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..best import value_of
-from ..errors import ConfigError
-from . import args as cli_args
-from .args import EXIT_FAILED, EXIT_OK
+from orchestrator.cli import args as cli_args
+from orchestrator.cli.args import EXIT_FAILED, EXIT_OK
+from orchestrator.core.best import value_of
+from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,8 +82,8 @@ def add_sweep_args(parser: argparse.ArgumentParser) -> None:
 def handle_sweep(
     args: argparse.Namespace, console: Console, trainable: Any, base: dict[str, Any]
 ) -> int:
-    from ..lifecycle import TrialState
-    from ..search import OptunaSearch, RandomSearch, space_from_json
+    from orchestrator.core.machine import TrialState
+    from orchestrator.search import OptunaSearch, RandomSearch, space_from_json
 
     if args.grid is not None:
         raise ConfigError('--grid and --space: put the grid in --space as {"key": {"grid": [...]}}')
@@ -103,7 +103,7 @@ def handle_sweep(
     searcher = (
         OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
     )
-    from .run import _report
+    from orchestrator.cli.run import _report
 
     orch = cli_args.orchestrator_from(args, console, default_name="run")
     console.print(
@@ -142,7 +142,7 @@ def handle_sweep(
 
 
 def _scheduler(args: argparse.Namespace, stop: Mapping[str, float] | None) -> Any:
-    from ..schedulers import ASHA, HyperBand, MedianStopping
+    from orchestrator.schedulers import ASHA, HyperBand, MedianStopping
 
     if args.scheduler == "fifo":
         return None

@@ -7,8 +7,8 @@ imports Ray or asyncio; see :mod:`orchestrator.schedulers.base` for the contract
 
 from __future__ import annotations
 
-from .asha import ASHA
-from .base import (
+from orchestrator.schedulers.asha import ASHA
+from orchestrator.schedulers.base import (
     FIFO,
     Continue,
     Decision,
@@ -21,9 +21,9 @@ from .base import (
     Stop,
     TrialInfo,
 )
-from .hyperband import HyperBand
-from .median import MedianStopping
-from .pbt import PBT
+from orchestrator.schedulers.hyperband import HyperBand
+from orchestrator.schedulers.median import MedianStopping
+from orchestrator.schedulers.pbt import PBT
 
 __all__ = [
     "Scheduler",

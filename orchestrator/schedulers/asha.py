@@ -15,8 +15,8 @@ import random
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from .base import (
+from orchestrator.errors import ConfigError
+from orchestrator.schedulers.base import (
     Decision,
     Population,
     Scheduler,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeGuard
 
-from ..errors import ConfigError
+from orchestrator.errors import ConfigError
 
 #: Trial states in which nothing will ever happen to the trial again.
 TERMINAL_STATES = frozenset({"TERMINATED", "ERROR"})

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import (
+from orchestrator.schedulers.base import (
     Decision,
     Pause,
     Population,

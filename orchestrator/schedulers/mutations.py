@@ -9,7 +9,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from orchestrator.errors import ConfigError
 
 __all__ = ["check_mutations", "mutate"]
 

@@ -24,8 +24,8 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
-from .base import (
+from orchestrator.errors import ConfigError
+from orchestrator.schedulers.base import (
     Continue,
     Decision,
     Exploit,
@@ -41,7 +41,7 @@ from .base import (
     rng_state,
     set_rng_state,
 )
-from .mutations import check_mutations, mutate
+from orchestrator.schedulers.mutations import check_mutations, mutate
 
 
 def _quantiles(scores: Sequence[tuple[str, float]], fraction: float) -> tuple[list[str], list[str]]:

@@ -7,7 +7,7 @@ thread, and tests drive it from a plain loop. Optuna is imported only when an
 
 from __future__ import annotations
 
-from .domains import (
+from orchestrator.search.domains import (
     Choice,
     Domain,
     Grid,
@@ -24,10 +24,10 @@ from .domains import (
     sample_from,
     uniform,
 )
-from .optuna_search import OptunaSearch
-from .random_search import RandomSearch
-from .searcher import Searcher
-from .space import SearchSpace, space_from_json
+from orchestrator.search.optuna_search import OptunaSearch
+from orchestrator.search.random_search import RandomSearch
+from orchestrator.search.searcher import Searcher
+from orchestrator.search.space import SearchSpace, space_from_json
 
 __all__ = [
     "Choice",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import ConfigError
+from orchestrator.errors import ConfigError
 
 # How far off a multiple of q a float bound may be and still count as one: 0.7 / 0.1 is
 # 6.999999999999999, and 0.7 must stay a valid upper bound for quniform(0.1, 0.7, 0.1).

@@ -16,10 +16,10 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError
-from .domains import Choice, Domain, LogUniform, QUniform, RandInt, Uniform
-from .searcher import Searcher, check_seed, check_setup
-from .space import Path, SearchSpace
+from orchestrator.errors import ConfigError
+from orchestrator.search.domains import Choice, Domain, LogUniform, QUniform, RandInt, Uniform
+from orchestrator.search.searcher import Searcher, check_seed, check_setup
+from orchestrator.search.space import Path, SearchSpace
 
 if TYPE_CHECKING:
     import optuna

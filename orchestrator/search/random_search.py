@@ -11,9 +11,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from .searcher import Searcher, check_seed, check_setup
-from .space import Path, SearchSpace
+from orchestrator.errors import ConfigError
+from orchestrator.search.searcher import Searcher, check_seed, check_setup
+from orchestrator.search.space import Path, SearchSpace
 
 _STATE_KIND = "RandomSearch"
 _STATE_VERSION = 1

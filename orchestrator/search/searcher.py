@@ -12,8 +12,8 @@ import abc
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from .space import SearchSpace
+from orchestrator.errors import ConfigError
+from orchestrator.search.space import SearchSpace
 
 MODES = ("min", "max")
 

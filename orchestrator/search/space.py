@@ -15,8 +15,8 @@ import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from .domains import JSON_KINDS, Domain, Grid, SampleFrom, domain_from_json
+from orchestrator.errors import ConfigError
+from orchestrator.search.domains import JSON_KINDS, Domain, Grid, SampleFrom, domain_from_json
 
 Path = tuple[str, ...]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.hooks import HookRunner
-from orchestrator.loggers import ExperimentLogger
+from orchestrator.engine.hooks import HookRunner
+from orchestrator.views.loggers import ExperimentLogger
 
 from .fakes import (
     FakeCheckpoint,
@@ -90,13 +90,13 @@ async def test_a_failing_trial_is_logged_once_and_the_others_go_on(
     (tmp_path / "bad").write_text("a file where the trial's directory should be")
     logger = ExperimentLogger(tmp_path, flush_interval=60)
     good, bad = FakeTrial("good"), FakeTrial("bad")
-    with caplog.at_level(logging.ERROR, logger="orchestrator.loggers"):
+    with caplog.at_level(logging.ERROR, logger="orchestrator.views.loggers"):
         for i in range(1, 4):
             for trial in (bad, good):
                 await logger.on_trial_result(trial, trial.report(i, loss=float(i)))
             await logger.flush()
         await logger.on_experiment_end([good, bad])
-    errors = [r for r in caplog.records if r.name == "orchestrator.loggers"]
+    errors = [r for r in caplog.records if r.name == "orchestrator.views.loggers"]
     assert len(errors) == 1 and "bad" in errors[0].getMessage()
     assert logger.statistics().failed_trials == frozenset({"bad"})
     assert read_results(tmp_path / "good")["loss"].tolist() == [1.0, 2.0, 3.0]
@@ -144,7 +144,7 @@ async def test_uploads_wait_for_the_upload_interval_and_retry_failures(
         tmp_path, storage=storage, loggers=("json",), upload_interval=3600, flush_interval=0.02
     )
     trial = FakeTrial("t1")
-    with caplog.at_level(logging.WARNING, logger="orchestrator.loggers"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.views.loggers"):
         await logger.on_trial_result(trial, trial.report(1, loss=1.0))
         for _ in range(100):  # the first background flush uploads (none was due before)
             await asyncio.sleep(0.02)

@@ -11,7 +11,7 @@ import pytest
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from orchestrator.errors import ConfigError
-from orchestrator.loggers import ExperimentLogger, flatten
+from orchestrator.views.loggers import ExperimentLogger, flatten
 
 from .fakes import (
     FakeCheckpoint,

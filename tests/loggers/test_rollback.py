@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.loggers import ExperimentLogger
+from orchestrator.views.loggers import ExperimentLogger
 
 from .fakes import (
     FakeCheckpoint,

@@ -479,7 +479,7 @@ class StorageContract:
     ) -> None:
         """The journal's head and result segments through this driver: appends, a
         rollback, compactions into new bases and the sweep of unlisted segments."""
-        import orchestrator.journal as journal_module
+        import orchestrator.journal.writer as journal_module
         from orchestrator import Orchestrator
 
         from ..trainables import Counter

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from orchestrator import ExperimentLocked, Orchestrator
-from orchestrator.lease import acquire_lease
-from orchestrator.lease_record import LEASE_KEY, LeaseRecord
+from orchestrator.api.lease import acquire_lease
+from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 from storage import open_storage
 
 from .conftest import BUCKET, unique_prefix

@@ -1,0 +1,1 @@
+"""What runs in the workers: trainables, the trial actor, uploads, scratch space."""

@@ -1,0 +1,516 @@
+"""The user's base class, :class:`Trainable`, and the Ray actor that hosts it.
+
+A trainable is ordinary Python: ``setup``, ``step``, ``save_checkpoint`` and
+``load_checkpoint``, each either a plain or an ``async def`` method. The actor wraps it
+so that the driver never waits on it: every call returns an ``ObjectRef`` that the loop
+awaits together with all the others.
+
+The actor is a plain single-threaded Ray actor, which runs the trainable's calls
+strictly in the order the driver issued them. Checkpoints are saved into node-local
+scratch space and uploaded by the node's persister (:mod:`orchestrator.actor.persister`) while
+training goes on; the driver never relays checkpoint bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+import ray
+
+from orchestrator.actor.io import ActorIO
+from orchestrator.actor.scratch import fresh_dir, remove_dead_scratch, remove_stale_fetches
+from orchestrator.core.events import FUNCTION_DONE, REPORTED_CHECKPOINT
+
+
+class Trainable:
+    """Subclass this and implement :meth:`step` (and the others as needed).
+
+    Attributes set by the framework before :meth:`setup` runs: ``config`` (the trial's
+    config dict), ``trial_id``, and ``iteration`` (completed steps, kept up to date,
+    restored with checkpoints).
+    """
+
+    config: dict[str, Any]
+    trial_id: str
+    iteration: int
+
+    def setup(self, config: dict[str, Any]) -> None | Awaitable[None]:
+        """Build the model, load data... Called once per actor, before anything else."""
+        return None
+
+    def step(self) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+        """Run one training iteration and return its metrics as a dict."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None | Awaitable[None]:
+        """Write everything needed to resume into ``checkpoint_dir`` (it exists, empty)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement save_checkpoint() to be checkpointed"
+        )
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None | Awaitable[None]:
+        """Restore the state that :meth:`save_checkpoint` wrote into ``checkpoint_dir``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement load_checkpoint() to be restored"
+        )
+
+    def cleanup(self) -> None | Awaitable[None]:
+        """Release resources when the trial stops or pauses (best effort)."""
+        return None
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool | Awaitable[bool]:
+        """Take ``new_config`` in place, without a new process (a PBT exploit restores
+        another trial's checkpoint with an explored config). Return True if done (the
+        framework then sets ``self.config`` and loads the checkpoint), False to have a
+        new actor set up with it instead (the default)."""
+        return False
+
+
+class _Awaiter:
+    """Runs what an ``async def`` trainable method returns, on the actor's own loop.
+
+    The loop runs only while a trainable call does: a trainable's background tasks
+    make progress during its calls, not between them.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                if self._loop is None:
+                    self._loop = asyncio.new_event_loop()
+                result = self._loop.run_until_complete(result)
+        except SystemExit as err:
+            raise exited(err) from err
+        return result
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+class _HostedTrial:
+    """One trial inside a trial actor: its trainable, call counter and scratch space."""
+
+    def __init__(
+        self, trainable_cls: type[Trainable], trial_id: str, generation: int, stop: Any
+    ) -> None:
+        self.cls = trainable_cls
+        self.trial_id = trial_id
+        self.generation = generation
+        self.stop = stop
+        self.trainable: Trainable | None = None
+        self.next_seq = 0
+        self.time_total = 0.0  # seconds in step(), restored with checkpoints
+        self.deferred: Exception | None = None  # a buffered step's error, for the next call
+        # A restore's download started at setup: (key, directory, its future).
+        self.prefetch: tuple[str, str, Any] | None = None
+        self.awaiter = _Awaiter()
+        self.scratch = os.path.join(
+            tempfile.gettempdir(),
+            "trialflow",
+            socket.gethostname(),
+            f"{trial_id}-g{generation}-{os.getpid()}",
+        )
+
+    def restore_dir(self, checkpoint: Mapping[str, Any]) -> str:
+        return os.path.join(self.scratch, f"restore_{checkpoint['iteration']:06d}")
+
+    def start_prefetch(self, io: ActorIO, checkpoint: Mapping[str, Any]) -> None:
+        """Start downloading ``checkpoint`` for the restore that will follow setup.
+        With local storage only if this process sees it (else the restore asks for it
+        to be streamed, as without a prefetch)."""
+        path = checkpoint.get("path")
+        if path:
+            from orchestrator.actor.locality import is_visible
+
+            if not is_visible(str(path), checkpoint.get("manifest")):
+                return
+        target = self.restore_dir(checkpoint)
+        self.prefetch = (str(checkpoint["key"]), target, io.start_fetch(checkpoint["key"], target))
+
+    def take_prefetch(self, checkpoint: Mapping[str, Any]) -> str | None:
+        """The directory the prefetch of ``checkpoint`` downloaded into (waiting for it),
+        or None when none was started for it (or it failed: the restore fetches it
+        again, and reports that error if it persists)."""
+        prefetch, self.prefetch = self.prefetch, None
+        if prefetch is None or prefetch[0] != checkpoint["key"]:
+            return None
+        try:
+            prefetch[2].result()
+        except Exception:
+            return None
+        return prefetch[1]
+
+    def turn(self, seq: int) -> None:
+        if seq != self.next_seq:
+            raise RuntimeError(
+                f"trial {self.trial_id}: call #{seq} arrived while #{self.next_seq} was "
+                "expected; Ray did not keep the submission order"
+            )
+        self.next_seq += 1
+
+    def require(self) -> Trainable:
+        if self.trainable is None:
+            raise RuntimeError(f"trial {self.trial_id}: the trainable is not set up")
+        return self.trainable
+
+    def release(self) -> bool:
+        """Run the trainable's cleanup (best effort) and drop its scratch space, and
+        that of killed actors on this host (see :func:`remove_dead_scratch`); whether
+        the process is clean (False: a function trainable's thread would not end, so no
+        other trial may reuse this process).
+
+        A predecessor killed just before this generation's :meth:`TrialActor.setup`
+        may not have been reaped yet when setup looked; by now it has.
+        """
+        try:
+            if self.trainable is not None:
+                self.awaiter.call(self.trainable.cleanup)
+            return not getattr(self.trainable, "abandoned", False)
+        finally:
+            self.trainable = None
+            self.awaiter.close()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_dead_scratch(self.scratch)
+
+
+class TrialActor:
+    """Hosts one trial's trainable, or several (``trials_per_worker``). Created by the
+    loop as a Ray actor (see ``RemoteTrialActor``); every call names its trial.
+
+    A plain single-threaded actor: Ray runs one caller's calls to it strictly in the
+    order they were submitted (it numbers them), so train, save and restore never
+    overtake each other. The ``seq`` each call carries only double-checks that. No
+    method here may be ``async def`` (Ray would make it an async actor, whose dispatch
+    costs two to three times the CPU per call), and it has no concurrency groups (they
+    route every call through a thread pool): uploads are the node's persister's job
+    (:mod:`orchestrator.actor.persister`), so a save returns as soon as it is written.
+
+    Trials sharing an actor share its process: one worker start-up instead of several
+    (most of a short trial's cost), one storage client, and a failing ``step()`` still
+    fails only its own trial; the death of the process fails them all.
+    """
+
+    def __init__(self, storage_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self._io = ActorIO(storage_uri, storage_options or {})
+        self._trials: dict[str, _HostedTrial] = {}
+
+    def _trial(self, trial_id: str, seq: int) -> _HostedTrial:
+        hosted = self._trials.get(trial_id)
+        if hosted is None:
+            raise RuntimeError(f"trial {trial_id}: not hosted by this actor")
+        hosted.turn(seq)
+        return hosted
+
+    # -- trainable calls (one thread, in submission order) -----------------------------
+
+    def setup(
+        self,
+        trial_id: str,
+        generation: int,
+        payload: bytes,
+        prefetch: Mapping[str, Any] | None = None,
+    ) -> tuple[str, str]:
+        """Start hosting ``trial_id`` (call #0 of this generation); returns the node's id
+        and host name.
+
+        ``payload`` is the pickled ``(trainable class, config, stop condition)``, loaded
+        here rather than by Ray so that a trainable this worker cannot import is reported
+        as what it is (:class:`TrainableUnavailable`, not retried) instead of a generic
+        task failure that the driver would retry again and again.
+
+        ``prefetch``: the checkpoint this actor will restore (a restart after a
+        failure): its download starts now, beside the trainable's ``setup``, and the
+        ``restore`` call that follows waits for it instead of starting it."""
+        trainable_cls, config, stop = _load_payload(payload)
+        previous = self._trials.pop(trial_id, None)
+        if previous is not None:  # an earlier generation this actor hosted: replaced
+            previous.release()
+        hosted = _HostedTrial(trainable_cls, trial_id, generation, stop)
+        hosted.turn(0)
+        if prefetch is not None:
+            hosted.start_prefetch(self._io, prefetch)
+        remove_dead_scratch(hosted.scratch)
+        remove_stale_fetches(trial_id, generation)
+        trainable = trainable_cls()
+        trainable.config = config
+        trainable.trial_id = trial_id
+        trainable.iteration = 0
+        trainable._trialflow_scratch = hosted.scratch  # type: ignore[attr-defined]
+        hosted.awaiter.call(trainable.setup, config)
+        hosted.trainable = trainable
+        self._trials[trial_id] = hosted
+        _announce_log_name(self._trials)
+        return str(ray.get_runtime_context().get_node_id()), socket.gethostname()
+
+    def train(self, trial_id: str, seq: int) -> dict[str, Any]:
+        return _step(self._trial(trial_id, seq))
+
+    def train_sole(self) -> dict[str, Any]:
+        """:meth:`train` for an actor that hosts one trial. It takes no arguments on
+        purpose: Ray skips binding and serialising arguments for such a call, a tenth
+        of the driver's cost per step."""
+        if len(self._trials) != 1:
+            raise RuntimeError(f"train_sole() on an actor hosting {len(self._trials)} trials")
+        (hosted,) = self._trials.values()
+        hosted.next_seq += 1
+        return _step(hosted)
+
+    def train_many(
+        self, trial_id: str, seq: int, limit: int, slice_s: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Run up to ``limit`` steps in one call, stopping early at the stop condition,
+        and, with ``slice_s``, once that many seconds of steps have run (adaptive
+        buffering: a long step returns alone, short ones come back in batches).
+
+        The condition sees results numbered as the driver will number them, so an actor
+        that runs ahead never runs past a stop condition, and no result is thrown away.
+        """
+        hosted = self._trial(trial_id, seq)
+        results: list[dict[str, Any]] = []
+        deadline = None if slice_s is None else time.perf_counter() + slice_s
+
+        def call_ends(result: dict[str, Any]) -> bool:
+            results.append(result)
+            if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
+                return True  # the save must come right after it; after the end, nothing does
+            if len(results) >= limit:
+                return True
+            if deadline is not None and time.perf_counter() >= deadline:
+                return True
+            if hosted.stop is not None:
+                numbered = {
+                    **result,
+                    "training_iteration": hosted.require().iteration,
+                    "trial_id": trial_id,
+                }
+                return bool(hosted.stop(numbered))
+            return False
+
+        step_batch = getattr(hosted.require(), "step_batch", None)
+        try:
+            if step_batch is not None and hosted.deferred is None:
+                # A function trainable: the reports of this call are judged in the
+                # function's thread as they come, so it runs on without a hand-off.
+                try:
+                    last = step_batch(lambda r, took: not call_ends(_account(hosted, r, took)))
+                except SystemExit as err:
+                    raise exited(err) from err
+                if last is not None:
+                    results.append(_account(hosted, last, 0.0))
+            else:
+                while not call_ends(_step(hosted)):
+                    pass
+        except Exception as err:
+            if not results:
+                raise
+            # The steps before it stand, as they would one per call: the driver gets
+            # them now, and this error with the next call.
+            hosted.deferred = err
+        return results
+
+    def save(self, trial_id: str, seq: int, iteration: int) -> str:
+        """Write a checkpoint into node-local scratch space; returns its directory."""
+        hosted = self._trial(trial_id, seq)
+        trainable = hosted.require()
+        local_dir = fresh_dir(os.path.join(hosted.scratch, f"checkpoint_{iteration:06d}-{seq}"))
+        hosted.awaiter.call(trainable.save_checkpoint, local_dir)
+        return local_dir
+
+    def save_and_commit(
+        self, trial_id: str, seq: int, iteration: int, key: str
+    ) -> dict[str, Any] | str:
+        """:meth:`save`, then commit it here if storage is a local directory and the
+        checkpoint small (:meth:`ActorIO.commit_small`): returns its manifest (a dict).
+        Otherwise returns the checkpoint's scratch directory (a str), for the node's
+        persister to upload."""
+        local_dir = self.save(trial_id, seq, iteration)
+        manifest = self._io.commit_small(trial_id, local_dir, key)
+        return local_dir if manifest is None else manifest
+
+    def save_and_persist(
+        self, trial_id: str, seq: int, iteration: int, key: str, retry_for: float
+    ) -> dict[str, Any]:
+        """:meth:`save`, then upload and commit it here; returns the manifest. For the
+        time before the node's persister is up (see :mod:`orchestrator.actor.persister`)."""
+        local_dir = self.save(trial_id, seq, iteration)
+        return self._io.persist(trial_id, local_dir, key, retry_for)
+
+    def restore(
+        self,
+        trial_id: str,
+        seq: int,
+        checkpoint: Mapping[str, Any],
+        local_dir: str | None = None,
+        look_first: bool = False,
+        config: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Load ``checkpoint``: from ``local_dir`` when the driver already streamed it to
+        this node (it is removed afterwards), else from storage.
+
+        With ``look_first`` (local storage the nodes may not share) the checkpoint is
+        loaded only if this process sees it, committed and complete, at its path;
+        otherwise nothing is loaded and :data:`NOT_VISIBLE` is returned, for the driver
+        to stream it from a node that sees it (see :mod:`orchestrator.actor.locality`). With
+        ``config`` the trainable's ``reset_config`` must take it first; if it does not,
+        nothing is loaded and :data:`CONFIG_REFUSED` is returned (a new actor is then set
+        up with the config)."""
+        hosted = self._trial(trial_id, seq)
+        trainable = hosted.require()
+        if look_first and local_dir is None:
+            from orchestrator.actor.locality import is_visible
+
+            path = checkpoint.get("path")
+            if not path or not is_visible(str(path), checkpoint.get("manifest")):
+                return NOT_VISIBLE
+        if config is not None:  # a new config: in place, or not at all
+            if not hosted.awaiter.call(trainable.reset_config, dict(config)):
+                return CONFIG_REFUSED
+            trainable.config = dict(config)
+        if local_dir is not None:
+            source = local_dir
+        else:
+            source = hosted.take_prefetch(checkpoint) or self._io.fetch(
+                str(checkpoint["key"]), hosted.restore_dir(checkpoint)
+            )
+        try:
+            hosted.awaiter.call(trainable.load_checkpoint, source)
+        finally:
+            shutil.rmtree(source, ignore_errors=True)
+        trainable.iteration = int(checkpoint["iteration"])
+        total = (checkpoint.get("metrics") or {}).get("time_total_s")
+        hosted.time_total = float(total) if isinstance(total, (int, float)) else 0.0
+        return None
+
+    def stop(self, trial_id: str, seq: int) -> bool:
+        """Stop hosting ``trial_id``: its cleanup runs, its scratch space goes. False:
+        the process is not clean any more (see ``_HostedTrial.release``)."""
+        self._trial(trial_id, seq)
+        return self._trials.pop(trial_id).release()
+
+    def drop(self, trial_id: str, generation: int) -> None:
+        """Forget a failed trial's ``generation`` without asking it anything more."""
+        hosted = self._trials.get(trial_id)
+        if hosted is not None and hosted.generation == generation:
+            del self._trials[trial_id]
+            try:
+                hosted.release()
+            except Exception:  # its cleanup failing is no news: the trial already failed
+                pass
+
+    def shutdown(self, stopped: None = None) -> None:
+        """Close storage; runs after the last :meth:`stop` (its ref) before the actor goes."""
+        self._io.close()
+
+
+def _step(hosted: _HostedTrial) -> dict[str, Any]:
+    if hosted.deferred is not None:
+        err, hosted.deferred = hosted.deferred, None
+        raise err
+    trainable = hosted.require()
+    start = time.perf_counter()
+    result = hosted.awaiter.call(trainable.step)
+    return _account(hosted, result, time.perf_counter() - start)
+
+
+def _account(hosted: _HostedTrial, result: Any, took: float) -> dict[str, Any]:
+    """A step's result, counted: the trainable's iteration and the result's times."""
+    trainable = hosted.require()
+    if not isinstance(result, dict):
+        raise TypeError(
+            f"trial {hosted.trial_id}: {type(trainable).__name__}.step() must return a "
+            f"dict of metrics, got {type(result).__name__}"
+        )
+    trainable.iteration += 1
+    hosted.time_total += took
+    result.setdefault("time_this_iter_s", took)
+    result.setdefault("time_total_s", hosted.time_total)
+    return result
+
+
+RemoteTrialActor: Any = ray.remote(TrialActor)
+
+
+def exited(err: SystemExit) -> Exception:
+    """The error a trial fails with when its code called ``sys.exit()``: Ray would end
+    the worker process for a ``SystemExit``, and the driver could only say that the
+    actor died unexpectedly."""
+    from orchestrator.errors import TrainableExited
+
+    code = err.code
+    if code is None:
+        call, status = "sys.exit()", 0
+    elif isinstance(code, int):
+        call, status = f"sys.exit({code})", code
+    else:
+        call, status = f"sys.exit({code!r})", 1
+    return TrainableExited(
+        f"it called {call} (exit code {status}); a trainable must return or raise, so this "
+        "counts as a failure of the trial"
+    )
+
+
+def _load_payload(payload: bytes) -> tuple[Any, dict[str, Any], Any]:
+    import sys
+
+    from ray import cloudpickle
+
+    from orchestrator.errors import TrainableUnavailable
+
+    try:
+        trainable_cls, config, stop = cloudpickle.loads(payload)
+    except Exception as err:
+        module = getattr(err, "name", None)
+        what = f"module {module!r}" if isinstance(err, ImportError) and module else "its code"
+        raise TrainableUnavailable(
+            f"its trainable cannot be loaded by the worker process on host "
+            f"{socket.gethostname()}: {what} is missing there ({type(err).__name__}: {err}). "
+            f"The worker's sys.path is {sys.path}; install the module on every node, or "
+            "ship it with Orchestrator(runtime_env={'working_dir': '.'}) (or "
+            "{'py_modules': [...]})"
+        ) from err
+    return trainable_cls, config, stop
+
+
+def _announce_log_name(trials: Mapping[str, Any]) -> None:
+    """Name this worker's output after the trials it hosts: Ray's log monitor prefixes
+    the lines that follow ``:actor_name:<name>`` with that name (its own protocol, also
+    how an actor's ``__repr__`` reaches the prefix), so users see ``(trial X pid=...)``
+    instead of ``(TrialActor pid=...)``."""
+    import sys
+
+    try:
+        from ray._private.ray_constants import LOG_PREFIX_ACTOR_NAME
+    except ImportError:  # a Ray without it: keep Ray's own prefix
+        return
+    ids = list(trials)
+    if not ids:
+        return
+    name = f"trial {ids[0]}" if len(ids) == 1 else f"trials {', '.join(ids[:3])}"
+    if len(ids) > 3:
+        name += f" +{len(ids) - 3}"
+    for stream in (sys.stdout, sys.stderr):
+        print(LOG_PREFIX_ACTOR_NAME + name, file=stream, flush=True)
+
+
+#: What :meth:`TrialActor.restore` returns when it does not see the checkpoint...
+NOT_VISIBLE = "not-visible"
+#: ...and when the trainable cannot take a new config in place.
+CONFIG_REFUSED = "config-refused"
+
+
+def is_trainable_class(obj: object) -> bool:
+    return isinstance(obj, type) and issubclass(obj, Trainable)

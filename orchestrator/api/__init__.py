@@ -1,0 +1,1 @@
+"""The public objects: Orchestrator, its session, the Trial handle."""

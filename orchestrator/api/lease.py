@@ -1,0 +1,410 @@
+"""The experiment lease, held by the driver from entering ``Orchestrator`` to leaving it.
+
+Two drivers on one experiment each ran every trial on their own Ray and spliced their
+results into one journal and one set of logs. So a driver takes the experiment's lease
+before anything else (before Ray starts, before the journal is read), with the storage's
+conditional writes: create-if-absent takes a free lease, compare-and-replace takes a
+stale one (of racing newcomers one wins) and renews it (a renewal fails once anyone
+else wrote it). A second driver is refused with :class:`ExperimentLocked`, which names
+the holder and how to take over. :mod:`orchestrator.core.lease_record` holds the rules.
+
+While entered, a heartbeat task renews the lease every ``ttl / 3`` seconds. Writers of
+the experiment (the journal, the logs) ask :meth:`ExperimentLease.may_write` first: not
+after two renewals failed (storage unreachable: writing resumes once one succeeds),
+never again once the lease is lost. A lost lease (a renewal found another driver's
+lease, or none) also ends the dispatcher's loop, so ``run()`` raises :class:`LeaseLost`.
+
+``TRIALFLOW_LEASE_TTL_S`` sets the ttl (tests use a second or two). The read-only
+commands (``ls``, ``show``, ``plot``) never take the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from orchestrator.core.lease_record import (
+    DEFAULT_TTL_S,
+    LEASE_KEY,
+    Holder,
+    LeaseRecord,
+    Standing,
+    fence_after,
+    held_by,
+    judge,
+    locked_message,
+    renew_every,
+    same_process_space,
+)
+from orchestrator.errors import ConfigError, ExperimentLocked, LeaseLost
+
+if TYPE_CHECKING:
+    import storage as storage_pkg
+    from orchestrator.api.orchestrator import Orchestrator
+
+__all__ = [
+    "TTL_ENV",
+    "ExperimentLease",
+    "acquire_lease",
+    "holder_alive",
+    "lease_ttl",
+    "this_process",
+]
+
+log = logging.getLogger("orchestrator.api.lease")
+
+TTL_ENV = "TRIALFLOW_LEASE_TTL_S"
+#: Newcomers racing for one stale lease: how often one re-reads it before giving up.
+_ATTEMPTS = 5
+#: Seconds before an unreadable lease is read again, and taken if it is unchanged.
+UNREADABLE_WAIT_S = 0.5
+
+
+def lease_ttl() -> float:
+    text = os.environ.get(TTL_ENV)
+    if not text:
+        return DEFAULT_TTL_S
+    try:
+        ttl = float(text)
+    except ValueError:
+        ttl = 0.0
+    if not ttl > 0:
+        raise ConfigError(f"${TTL_ENV}={text!r}: expected seconds > 0 (default {DEFAULT_TTL_S})")
+    return ttl
+
+
+async def acquire_lease(orch: Orchestrator) -> ExperimentLease:
+    """Take ``orch``'s experiment's lease, or raise :class:`ExperimentLocked`."""
+    import storage as storage_pkg
+    from orchestrator.journal.existing import refuse_or_accept
+
+    settings = orch.settings
+    options = dict(orch._storage_options)
+    local = orch.storage_mode.is_local
+    if local:  # resuming must create nothing; a new experiment needs its directory
+        options["create"] = not settings.resume
+    store = storage_pkg.open_storage(orch.storage_uri, **options)
+    created_root = local and not await asyncio.to_thread(os.path.isdir, store.uri)
+    try:
+        try:
+            await store.open()
+        except storage_pkg.BucketNotFound:
+            if not (local and settings.resume):
+                raise
+            refuse_or_accept(  # raises: nothing to resume
+                None,
+                uri=orch.storage_uri,
+                name=settings.name,
+                resume=True,
+                overwrite=settings.overwrite,
+            )
+            raise
+        lease = ExperimentLease(store, name=settings.name, created_root=created_root)
+        await lease._take(take_over=orch._take_over)
+    except BaseException:
+        if created_root:
+            await asyncio.to_thread(_remove_if_empty, store.uri)
+        await store.aclose()
+        raise
+    return lease
+
+
+class ExperimentLease:
+    """One driver's hold on one experiment (see the module docstring)."""
+
+    def __init__(self, store: storage_pkg.Storage, *, name: str, created_root: bool) -> None:
+        self._store = store
+        self._name = name
+        self._created_root = created_root
+        self.ttl = lease_ttl()
+        self.holder = this_process(secrets.token_hex(8))
+        self.record: LeaseRecord | None = None
+        self._version = ""
+        self._fence_at = 0.0  # monotonic: no writing from then on without a renewal
+        self._fenced_logged = False
+        self._lost: LeaseLost | None = None
+        self._on_lost: list[Callable[[LeaseLost], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._released = False
+        self._unreadable = ""  # the version of an unreadable lease seen once
+
+    @property
+    def uri(self) -> str:
+        return self._store.uri
+
+    @property
+    def lost(self) -> LeaseLost | None:
+        return self._lost
+
+    def may_write(self) -> bool:
+        """Whether this driver may write to the experiment now: it holds the lease, and
+        renewed it recently enough that nobody else can have taken it."""
+        if self._lost is not None:
+            return False
+        if time.monotonic() < self._fence_at:
+            return True
+        if not self._fenced_logged:
+            self._fenced_logged = True
+            log.warning(
+                "experiment %r: the lease at %s was not renewed for %.0f s; the journal and "
+                "the logs are not written until a renewal succeeds",
+                self._name,
+                self.uri,
+                fence_after(self.ttl),
+            )
+        return False
+
+    def on_lost(self, callback: Callable[[LeaseLost], None]) -> None:
+        """Call ``callback`` when the lease is lost (at once if it already is)."""
+        if self._lost is not None:
+            callback(self._lost)
+        else:
+            self._on_lost.append(callback)
+
+    # -- taking ------------------------------------------------------------------------
+
+    async def _take(self, *, take_over: bool) -> None:
+        from storage import NotFound
+
+        for _ in range(_ATTEMPTS):
+            stamped = time.monotonic()
+            now = time.time()
+            mine = LeaseRecord(self.holder, now, now, self.ttl)
+            version = await self._store.write_bytes_if_absent(LEASE_KEY, mine.to_json())
+            if version is None:
+                try:
+                    current = await self._store.read_bytes_versioned(LEASE_KEY)
+                except NotFound:
+                    continue  # released meanwhile: create it
+                version = await self._take_from(current.data, current.version, mine, take_over)
+                if version is None:
+                    continue  # changed meanwhile: judge it again
+            self._hold(mine, version, stamped)
+            return
+        raise ExperimentLocked(
+            f"experiment {self._name!r} at {self.uri}: its lease changed {_ATTEMPTS} times "
+            "while this driver tried to take it; other drivers are starting on it: run "
+            "again once they are done"
+        )
+
+    async def _take_from(
+        self, data: bytes, version: str, mine: LeaseRecord, take_over: bool
+    ) -> str | None:
+        """Replace another driver's lease if it is stale (or ``take_over``); raise
+        :class:`ExperimentLocked` if it is held."""
+        try:
+            theirs: LeaseRecord | None = LeaseRecord.from_json(data)
+        except ValueError:
+            theirs = None
+        now = time.time()
+        if theirs is None:
+            if version != self._unreadable:  # a lease being written (where files appear
+                self._unreadable = version  # before their bytes): look again first
+                await asyncio.sleep(UNREADABLE_WAIT_S)
+                return None
+            reason = "it was unreadable"
+        else:
+            alive = await asyncio.to_thread(holder_alive, theirs.holder, self.holder)
+            verdict = judge(theirs, me=self.holder, now=now, holder_alive=alive)
+            if verdict.standing is Standing.HELD and not take_over:
+                message = locked_message(theirs, name=self._name, uri=self.uri, now=now)
+                raise ExperimentLocked(message, theirs.holder)
+            reason = verdict.reason or "take_over=True"
+        version_now = await self._store.replace_bytes_if(LEASE_KEY, mine.to_json(), version)
+        if version_now is not None:
+            log.warning(
+                "experiment %r: took over the lease of %s (%s)",
+                self._name,
+                "an unknown driver" if theirs is None else held_by(theirs, now),
+                reason,
+            )
+        return version_now
+
+    def _hold(self, record: LeaseRecord, version: str, stamped: float) -> None:
+        self.record, self._version = record, version
+        self._fence_at = stamped + fence_after(self.ttl)
+        self._task = asyncio.get_running_loop().create_task(
+            self._heartbeat(), name=f"lease:{self._name}"
+        )
+
+    # -- holding -----------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        from storage import StorageError
+
+        failing = False
+        while True:
+            await asyncio.sleep(renew_every(self.ttl))
+            try:
+                lost = await self._renew()
+            except StorageError as err:
+                if not failing:
+                    log.warning(
+                        "experiment %r: could not renew its lease (%s); retrying every %.0f s",
+                        self._name,
+                        err,
+                        renew_every(self.ttl),
+                    )
+                failing = True
+                continue
+            if lost is not None:
+                self._lose(lost)
+                return
+            if failing:
+                log.warning("experiment %r: its lease is renewed again", self._name)
+            failing = False
+
+    async def _renew(self) -> LeaseLost | None:
+        assert self.record is not None
+        stamped = time.monotonic()
+        record = self.record.renewed(time.time())
+        version = await self._store.replace_bytes_if(LEASE_KEY, record.to_json(), self._version)
+        if version is not None:
+            self.record, self._version = record, version
+            self._fence_at = stamped + fence_after(self.ttl)
+            self._fenced_logged = False
+            return None
+        return LeaseLost(await self._lost_message())
+
+    async def _lost_message(self) -> str:
+        from storage import NotFound, StorageError
+
+        start = f"experiment {self._name!r} at {self.uri}: this driver lost its lease"
+        end = (
+            "; it stopped writing the journal and the logs, and ended its trials (the "
+            "other driver, if any, carries the experiment on)"
+        )
+        try:
+            current = await self._store.read_bytes_versioned(LEASE_KEY)
+            theirs = LeaseRecord.from_json(current.data)
+        except NotFound:
+            return (
+                f"{start}: the lease was deleted (another driver took the experiment over "
+                f"and has finished, or the experiment was deleted){end}"
+            )
+        except (StorageError, ValueError):
+            return f"{start}: another driver replaced it{end}"
+        return f"{start} to {held_by(theirs, time.time())}{end}"
+
+    def _lose(self, error: LeaseLost) -> None:
+        self._lost = error
+        log.error("%s", error)
+        callbacks, self._on_lost = self._on_lost, []
+        for callback in callbacks:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("after losing the lease")
+
+    # -- releasing ---------------------------------------------------------------------
+
+    async def release(self) -> None:
+        """Stop renewing and give the lease back (unless it was lost); remove the
+        experiment's directory if taking the lease created it and nothing else was
+        written there. Idempotent."""
+        from storage import StorageError
+
+        if self._released:
+            return
+        self._released = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        try:
+            if self._lost is None and self.record is not None:
+                if not await self._store.delete_if(LEASE_KEY, self._version):
+                    log.warning("experiment %r: its lease was taken over at exit", self._name)
+            if self._created_root:
+                await asyncio.to_thread(_remove_if_empty, self._store.uri)
+        except StorageError as err:
+            log.warning(
+                "experiment %r: could not release its lease (%s); it expires in %.0f s",
+                self._name,
+                err,
+                self.ttl,
+            )
+        finally:
+            await self._store.aclose()
+
+
+def _remove_if_empty(root: str) -> None:
+    """Remove ``root`` if it holds nothing but reserved (hidden) files of the storage."""
+    from storage.keys import RESERVED_PREFIX
+
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    if any(not name.startswith(RESERVED_PREFIX) for name in names):
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(root, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(root)  # fails, harmlessly, if anything appeared meanwhile
+
+
+# -- who this process is, and whether another one still runs ----------------------------
+
+
+def this_process(token: str) -> Holder:
+    return Holder(
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        user=_user(),
+        token=token,
+        boot_id=_read("/proc/sys/kernel/random/boot_id"),
+        pid_ns=_readlink("/proc/self/ns/pid"),
+        started=_start_time(os.getpid()),
+    )
+
+
+def holder_alive(holder: Holder, me: Holder) -> bool | None:
+    """Whether ``holder``'s process runs; None when ``me`` cannot see its processes."""
+    if not same_process_space(holder, me):
+        return None
+    started = _start_time(holder.pid)
+    if started is None:
+        return False
+    return holder.started is None or started == holder.started
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), or None."""
+    text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    fields = text.rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name for this uid (a container)
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"

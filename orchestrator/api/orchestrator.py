@@ -1,0 +1,630 @@
+"""``Orchestrator``: the async context manager that ties the pieces together.
+
+It owns the Ray connection (joining a running cluster, or starting an embedded local one
+that it shuts down on exit), the experiment's storage, the hook runner, the checkpoint
+collector and the dispatcher loop. The loop runs for the whole ``async with`` block, so
+requests such as ``await trial.restore()`` work before, during and after ``run()``.
+
+The driver's machinery (storage, journal, hooks, loop, the trial state machine) is
+imported by the methods that use it, not by this module: every trial worker imports
+the user's module, which imports :class:`Orchestrator`, and loading all of that cost
+each worker process about 0.12 CPU-seconds of start-up it never used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from collections.abc import Callable, Container, Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.actor.trial_actor import Trainable
+from orchestrator.core.spec import ExperimentSettings
+from orchestrator.core.stopping import StopSpec
+from orchestrator.errors import ConfigError, OrchestratorError
+
+if TYPE_CHECKING:
+    from orchestrator.api.interrupts import Interrupts
+    from orchestrator.api.lease import ExperimentLease
+    from orchestrator.api.session import Session
+    from orchestrator.api.trial import Trial
+    from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
+    from orchestrator.core.spec import StorageMode, TrialSpec
+    from orchestrator.engine.collector import CollectorStatistics
+    from orchestrator.engine.hooks import HookRunner, HookStatistics
+    from orchestrator.engine.loop import Dispatcher, LoopStatistics
+    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.schedulers import Scheduler
+    from orchestrator.search import Searcher
+    from orchestrator.sweeps.driver import Sweep
+    from orchestrator.sweeps.result import SweepResult
+
+log = logging.getLogger("orchestrator")
+
+DEFAULT_RESULTS_DIR = os.path.join("~", "trialflow_results")
+
+
+@dataclass(frozen=True)
+class OrchestratorStatistics:
+    trials: Mapping[str, int]
+    loop: LoopStatistics
+    hooks: HookStatistics
+    gc: CollectorStatistics
+
+
+class Orchestrator:
+    """Runs trials on Ray. Use as ``async with Orchestrator(...) as orch:``.
+
+    Parameters
+    ----------
+    storage:
+        Where checkpoints go: ``None`` (``~/trialflow_results``, or
+        ``$TRIALFLOW_RESULTS_DIR``), a path, ``file://...``, ``s3://bucket/prefix`` or
+        ``gs://bucket/prefix``. The experiment lives under ``<storage>/<name>``.
+    name:
+        The experiment's name.
+    max_failures:
+        Failures a trial may recover from (by restoring its newest checkpoint) before it
+        goes to ERROR; ``-1`` means no limit. ``add_trial`` may override it.
+    keep_checkpoints, checkpoint_score:
+        Retention: keep the N newest (or N best by ``(metric, "max" | "min")``), always
+        with the newest; ``None`` keeps all. ``add_trial`` may override both.
+    hooks:
+        Objects with any of the hook methods (see ``orchestrator.engine.hooks``).
+    ray_address:
+        ``None``: use Ray if already initialised, else start a local one (and shut it
+        down on exit). ``"auto"`` or an address: join that running cluster.
+    failure_backoff:
+        The first restart after a failure is at once; each consecutive failure after it
+        waits this many seconds first, doubling (up to 30 s); the next result resets it.
+    fallback_to_scratch:
+        When none of a trial's checkpoints can be loaded (corrupted, say), start it
+        over from scratch instead of failing it.
+    save_retry_for:
+        Seconds a checkpoint upload is retried while storage is unreachable (training
+        goes on meanwhile); past that the trial pauses with the storage error. A full
+        disk or a file storage cannot keep is not retried: the trial pauses at once.
+    max_pending_saves:
+        Checkpoints a trial may have saved but not yet persisted while it trains on
+        (default 2). When storage is slower than training, the trial's next step waits
+        for an upload to finish instead of piling more checkpoints into the node's
+        scratch space. ``0``: every checkpoint is persisted before training goes on.
+    storage_options:
+        Driver options for ``open_storage`` (e.g. ``endpoint_url``), used by the
+        driver and by every trial's actor.
+    runtime_env:
+        A Ray runtime environment for the trials' actors, e.g.
+        ``{"env_vars": {"AWS_PROFILE": "x"}}`` when workers need credentials or
+        settings the cluster's processes do not have.
+    storage_shared:
+        For a local path: ``True`` when every node sees the same files there (NFS), so
+        restores need not look for a checkpoint's files. Otherwise (the default) a
+        restore looks where they are (:mod:`orchestrator.actor.locality`) and streams them
+        from a node that sees them when its own does not.
+    resume, resume_errored:
+        Continue the experiment ``name`` in ``storage`` from its journal (after the
+        driver died or exited): TERMINATED trials keep their results and are not re-run,
+        PAUSED ones stay paused (but one paused because a checkpoint could not be
+        stored resumes, with a log line), the others restart from their newest committed
+        checkpoint; ERROR ones are retried only with ``resume_errored=True``. Without
+        ``resume``, an experiment of that name already in storage is an error
+        (:class:`~orchestrator.errors.ExperimentExists`); with it, a missing one is
+        (:class:`~orchestrator.errors.ExperimentNotFound`, and nothing is created).
+    overwrite:
+        Delete an existing experiment of that name, completely, before starting.
+    take_over:
+        One experiment has one driver: entering takes the experiment's lease (in its
+        storage, before Ray starts) and a second driver is refused
+        (:class:`~orchestrator.errors.ExperimentLocked`, naming the first: host, pid,
+        since when). A lease its driver stopped renewing (a crash, a hang) expires after
+        30 s (``$TRIALFLOW_LEASE_TTL_S``), at once if that driver was a process of this
+        machine that is gone. ``True`` takes the lease even from a driver that seems
+        alive (its machine died, say); a driver that does run on then stops at its next
+        renewal with :class:`~orchestrator.errors.LeaseLost`, writing nothing more.
+    loggers:
+        Per-trial logs in ``<experiment>/<trial_id>/`` (``result.json``, ``progress.csv``,
+        ``params.json`` and TensorBoard event files): ``None`` (default) writes all
+        three kinds; a list picks some (``["json", "csv", "tensorboard"]``) and may
+        hold users' own logger objects (any hook); ``[]`` writes none. With S3 or GCS
+        storage the files are written on the driver's disk and uploaded in the
+        background.
+    progress:
+        A live table of the trials in a terminal (a line every few seconds elsewhere);
+        ``False`` silences it. The reporter is ``orch.progress`` once entered.
+    strict_metrics:
+        A metric of the stop criterion that a trial's first result does not report is an
+        error (the trial goes to ERROR naming it and the keys reported), as in Ray Tune;
+        ``False`` for metrics that first appear in later results.
+    result_buffer:
+        Steps an actor may run per call. ``None`` (the default) is *adaptive*: a call
+        runs steps back to back for about 20 ms (``spec.ADAPTIVE_SLICE_S``), so a long
+        step returns alone and trivial ones come back in batches; ``1`` is one step per
+        call; ``N`` a hard cap. A call never runs past a checkpoint, the stop
+        criterion or a scheduler's decision point, so stop, pause, restore and
+        scheduling stay exact; a request lands once the call in flight returns.
+    spare_actors:
+        Started, idle actors kept per resource shape while trials of that shape may fail
+        (``max_failures != 0``; default 1, ``0``: none): a failed trial restarts in one
+        at once instead of waiting for a new worker process (about a second), and a
+        replacement starts in the background. A spare is started only where the
+        cluster's resources are free, never ahead of a trial waiting for them.
+    trials_per_worker:
+        How many trials asking for the same resources may share one actor (one worker
+        process; default 1: each trial has its own). Starting a worker costs about a
+        CPU-second, most of a short or light trial's cost; sharing trades it for less
+        isolation: a trial's exception still fails only that trial, but a crashed or
+        killed process fails (and restarts) all the trials it hosted, and their steps
+        take turns in that process. The actor reserves the sum of its trials'
+        resources.
+    """
+
+    def __init__(
+        self,
+        storage: str | os.PathLike[str] | None = None,
+        name: str = "exp",
+        max_failures: int = 0,
+        keep_checkpoints: int | None = None,
+        hooks: Iterable[Any] = (),
+        *,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        ray_address: str | None = None,
+        result_buffer: int | None = None,
+        trials_per_worker: int = 1,
+        spare_actors: int = 1,
+        failure_backoff: float = 0.2,
+        fallback_to_scratch: bool = False,
+        save_retry_for: float = 300.0,
+        max_pending_saves: int = 2,
+        hook_slow_after: float = 10.0,
+        storage_options: Mapping[str, Any] | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
+        storage_shared: bool = False,
+        resume: bool = False,
+        resume_errored: bool = False,
+        overwrite: bool = False,
+        take_over: bool = False,
+        strict_metrics: bool = True,
+        journal_interval: float = 1.0,
+        num_cpus: float | None = None,
+        log_to_driver: bool = True,
+        loggers: Iterable[Any] | None = None,
+        progress: bool = True,
+    ) -> None:
+        import storage as storage_pkg
+        from orchestrator.api.storage_check import open_checked
+        from orchestrator.engine.hooks import check_hooks
+        from orchestrator.views.loggers.writers import split_loggers
+
+        self.settings = ExperimentSettings(
+            name=name,
+            max_failures=max_failures,
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_score=checkpoint_score,
+            result_buffer=result_buffer,
+            trials_per_worker=trials_per_worker,
+            spare_actors=spare_actors,
+            failure_backoff=failure_backoff,
+            fallback_to_scratch=bool(fallback_to_scratch),
+            save_retry_for=save_retry_for,
+            max_pending_saves=max_pending_saves,
+            storage_shared=bool(storage_shared),
+            strict_metrics=bool(strict_metrics),
+            resume=bool(resume),
+            resume_errored=bool(resume_errored),
+            overwrite=bool(overwrite),
+            journal_interval=journal_interval,
+            hook_slow_after=hook_slow_after,
+        )
+        self._hooks_list = list(hooks)
+        check_hooks(self._hooks_list)
+        self._logger_names, user_loggers = split_loggers(loggers)
+        check_hooks(user_loggers)
+        self._hooks_list += user_loggers
+        self._progress_on = bool(progress)
+        self._logger: Any = None  # the built-in ExperimentLogger, once entered
+        self.progress: Any = None  # the ProgressReporter, once entered
+        self._ray_address = ray_address
+        self._num_cpus = num_cpus
+        self._log_to_driver = log_to_driver
+        self.storage_uri = _experiment_uri(storage, name)
+        self._storage_options = dict(storage_options or {})
+        self._runtime_env = dict(runtime_env) if runtime_env else None
+        self._take_over = bool(take_over)
+        probe = open_checked(self.storage_uri, self._storage_options, name)
+        self.storage_mode: StorageMode = self.settings.storage_mode(
+            isinstance(probe, storage_pkg.LocalStorage)
+        )
+        if self.storage_mode.is_local:
+            self._storage_options.setdefault("create", True)
+        self._trials: dict[str, TrialRuntime] = {}
+        self._token = secrets.token_hex(3)
+        self._session: Session | None = None  # while entered
+        self._lease: ExperimentLease | None = None  # while entered
+        self._interrupts: Interrupts | None = None  # our SIGINT/SIGTERM handlers, if any
+        self._dispatcher: Dispatcher | None = None  # the session's, while entered
+        self._hooks: HookRunner | None = None  # the session's, while entered
+        self._runs_in_progress = 0
+        self._sweeps: dict[str, Sweep] = {}  # running or run in this session
+        self._journaled_sweeps: dict[str, Any] = {}  # as a resumed journal had them
+
+    # -- settings, as attributes --------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def max_failures(self) -> int:
+        return self.settings.max_failures
+
+    @property
+    def retention(self) -> RetentionPolicy:
+        return self.settings.retention
+
+    @property
+    def result_buffer(self) -> int | None:
+        return self.settings.result_buffer
+
+    @property
+    def trials_per_worker(self) -> int:
+        return self.settings.trials_per_worker
+
+    @property
+    def resume(self) -> bool:
+        return self.settings.resume
+
+    @property
+    def storage_shared(self) -> bool:
+        return self.settings.storage_shared
+
+    # -- trials ------------------------------------------------------------------------
+
+    @property
+    def trials(self) -> list[Trial]:
+        return [rt.handle for rt in self._trials.values()]
+
+    def add_trial(
+        self,
+        trainable: type[Trainable] | Callable[..., Any],
+        config: Mapping[str, Any] | None = None,
+        stop: StopSpec = None,
+        checkpoint_every: int = 0,
+        resources: Mapping[str, float] | None = None,
+        *,
+        trial_id: str | None = None,
+        max_failures: int | None = None,
+        keep_checkpoints: int | None = None,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        result_buffer: int | None = None,
+    ) -> Trial:
+        """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress.
+
+        With ``resume=True`` a call that matches a journaled trial adopts it instead
+        (the returned handle is the resumed trial): see :mod:`orchestrator.api.identity`
+        for the rule (an explicit ``trial_id``, else the trainable, the config and the
+        order of the calls)."""
+        spec = self.trial_spec(
+            trainable,
+            config,
+            stop,
+            checkpoint_every,
+            resources,
+            trial_id=trial_id,
+            max_failures=max_failures,
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_score=checkpoint_score,
+            result_buffer=result_buffer,
+        )
+        resumption = self._session.resumption if self._session is not None else None
+        if resumption is not None:
+            from orchestrator.engine.adoption import claim
+
+            adopted = claim(self, resumption, spec)
+            if adopted is not None:
+                if adopted.dispatcher is None:  # its journaled spec was lost: rebuilt now
+                    self._attach(adopted)
+                return adopted.handle
+        return self._add(spec).handle
+
+    def trial_spec(
+        self,
+        trainable: type[Trainable] | Callable[..., Any],
+        config: Mapping[str, Any] | None = None,
+        stop: StopSpec = None,
+        checkpoint_every: int = 0,
+        resources: Mapping[str, float] | None = None,
+        *,
+        trial_id: str | None = None,
+        max_failures: int | None = None,
+        keep_checkpoints: int | None = None,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        result_buffer: int | None = None,
+    ) -> TrialSpec:
+        """The validated spec ``add_trial`` would build: its arguments override the
+        experiment's defaults."""
+        from orchestrator.core.spec import build_trial_spec
+
+        return build_trial_spec(
+            self.settings,
+            trainable,
+            config,
+            stop,
+            checkpoint_every,
+            resources,
+            trial_id=trial_id,
+            index=len(self._trials),
+            token=self._token,
+            taken=self._taken_ids(),
+            max_failures=max_failures,
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_score=checkpoint_score,
+            result_buffer=result_buffer,
+        )
+
+    def _add(self, spec: TrialSpec, *, judge: Any = None) -> TrialRuntime:
+        """A new trial of ``spec``, PENDING (started now when ``run()`` is in progress)."""
+        from orchestrator.core.spec import policy_for
+        from orchestrator.engine.record import TrialRuntime
+
+        if spec.trial_id in self._trials:
+            raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
+        rt = TrialRuntime(spec, policy_for(spec, self.settings, judge))
+        self._trials[rt.id] = rt
+        self._attach(rt)
+        return rt
+
+    def _attach(self, rt: TrialRuntime) -> None:
+        from orchestrator.core.machine import TrialState
+
+        if self._dispatcher is not None:
+            self._dispatcher.attach(rt)
+            if self._runs_in_progress and rt.machine.state is TrialState.PENDING:
+                self._dispatcher.launch(rt)
+
+    def _taken_ids(self) -> Container[str]:
+        """The ids a new trial may not take. In a resumed experiment a call naming a
+        journaled trial adopts it (or is refused with why), so those are left out."""
+        resumption = self._session.resumption if self._session is not None else None
+        if resumption is None:
+            return self._trials
+        return _NotJournaled(self._trials, resumption.matcher.journaled)
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self) -> list[Trial]:
+        """Start every PENDING trial; return once all trials are settled
+        (TERMINATED, ERROR, or PAUSED with nobody resuming them) and hooks are done."""
+        from orchestrator.core.machine import TrialState
+
+        dispatcher, hooks = self._require_entered()
+        # While a run() is in progress, add_trial starts trials at once; trials added
+        # after it returned wait for the next run(), which can wait for them.
+        self._runs_in_progress += 1
+        try:
+            for rt in self._trials.values():
+                if rt.machine.state is TrialState.PENDING:
+                    dispatcher.launch(rt)
+            await self._wait_settled()
+        finally:
+            self._runs_in_progress -= 1
+        trials = self.trials
+        await hooks.call_now("on_experiment_end", trials)
+        return trials
+
+    async def _wait_settled(self) -> None:
+        dispatcher, hooks = self._require_entered()
+        while True:
+            await dispatcher.wait_settled()
+            await hooks.wait_idle()
+            await asyncio.sleep(0)
+            if dispatcher.settled_now() and hooks.statistics().backlog == 0:
+                return
+
+    async def sweep(
+        self,
+        trainable: Any,
+        space: Mapping[str, Any],
+        num_samples: int = 1,
+        metric: str | None = None,
+        mode: str | None = None,
+        *,
+        searcher: Searcher | None = None,
+        scheduler: Scheduler | None = None,
+        max_concurrent_trials: int | None = None,
+        stop: StopSpec = None,
+        checkpoint_every: int = 0,
+        resources: Mapping[str, float] | None = None,
+        max_failures: int | None = None,
+        keep_checkpoints: int | None = None,
+        checkpoint_score: tuple[str, ScoreMode] | None = None,
+        result_buffer: int | None = None,
+        seed: int | None = None,
+        name: str = "sweep",
+        reuse_actors: bool = True,
+    ) -> SweepResult:
+        """Run a sweep: ``num_samples`` x the grid's points trials of ``trainable``, their
+        configs drawn from ``space`` by ``searcher`` (default ``RandomSearch``), judged by
+        ``scheduler`` (default: none, every trial runs to its stop criterion), at most
+        ``max_concurrent_trials`` at once (default: what the cluster's resources hold).
+        Returns once every trial of the sweep is settled; see :class:`SweepResult`.
+
+        The other arguments are ``add_trial``'s, for every trial. ``name`` names the
+        sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
+        continues it (finished trials are kept, the others restart from their
+        checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
+        finished trial's worker process starts the next trial (a fresh trainable in it)
+        instead of a new process."""
+        from orchestrator.sweeps.plan import plan_sweep
+
+        self._require_entered()
+        sweep = plan_sweep(
+            self,
+            trainable=trainable,
+            space=space,
+            num_samples=num_samples,
+            metric=metric,
+            mode=mode,
+            searcher=searcher,
+            scheduler=scheduler,
+            max_concurrent_trials=max_concurrent_trials,
+            seed=seed,
+            name=name,
+            reuse_actors=reuse_actors,
+            trial_options={
+                "stop": stop,
+                "checkpoint_every": checkpoint_every,
+                "resources": resources,
+                "max_failures": max_failures,
+                "keep_checkpoints": keep_checkpoints,
+                "checkpoint_score": checkpoint_score,
+                "result_buffer": result_buffer,
+            },
+        )
+        self._sweeps[name] = sweep
+        return await sweep.run()
+
+    async def _end_hooks(self, trials: list[Trial]) -> None:
+        _, hooks = self._require_entered()
+        await hooks.call_now("on_experiment_end", trials)
+
+    def _journal_touch(self) -> None:
+        if self._session is not None:
+            self._session.journal.touch()
+
+    def _journal_extras(self) -> dict[str, Any]:
+        sweeps = dict(self._journaled_sweeps)
+        sweeps.update({name: sweep.journal_doc() for name, sweep in self._sweeps.items()})
+        return {"sweeps": list(sweeps.values())} if sweeps else {}
+
+    def run_sync(self) -> list[Trial]:
+        """One call for plain scripts: enter, ``run()``, exit.
+
+        Inside a running event loop (a Jupyter notebook, an ``async def``) it raises
+        :class:`ConfigError` saying what to write there instead, and starts nothing.
+        Running it there in a thread of its own would block the notebook's loop for the
+        whole run, hooks and Ctrl-C included; ``await`` works in a notebook cell."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigError(
+                f"experiment {self.name!r}: run_sync() cannot run inside a running event "
+                "loop (a Jupyter notebook, or async code); there, write "
+                "`async with orch: trials = await orch.run()`"
+            )
+
+        async def main() -> list[Trial]:
+            async with self:
+                return await self.run()
+
+        return asyncio.run(main())
+
+    def statistics(self) -> OrchestratorStatistics:
+        dispatcher, hooks = self._require_entered()
+        assert self._session is not None
+        counts: dict[str, int] = {}
+        for rt in self._trials.values():
+            state = rt.machine.state.value
+            counts[state] = counts.get(state, 0) + 1
+        return OrchestratorStatistics(
+            counts,
+            dispatcher.statistics(),
+            hooks.statistics(),
+            self._session.collector.statistics(),
+        )
+
+    # -- context manager ---------------------------------------------------------------
+
+    async def __aenter__(self) -> Orchestrator:
+        from orchestrator.api.interrupts import Interrupts
+        from orchestrator.api.lease import acquire_lease
+        from orchestrator.api.session import open_session
+
+        if self._session is not None:
+            raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
+        lease = await acquire_lease(self)  # before Ray: a second driver is refused at once
+        try:
+            session = await open_session(self)
+        except BaseException:
+            await lease.release()
+            raise
+        # Nothing is written to the experiment without the lease, and losing it ends run().
+        session.journal.write_only_while(lease.may_write)
+        session.dispatcher.drive_only_while(lease.may_write)
+        if self._logger is not None:
+            self._logger.write_only_while(lease.may_write)
+        lease.on_lost(session.dispatcher.abort)
+        self._lease = lease
+        self._session, self._dispatcher, self._hooks = session, session.dispatcher, session.hooks
+        # After Ray's start, which installs its own SIGTERM handlers.
+        self._interrupts = Interrupts.catch()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        session, self._session = self._session, None
+        lease, self._lease = self._lease, None
+        interrupts, self._interrupts = self._interrupts, None
+        self._dispatcher = self._hooks = None
+        if interrupts is not None:
+            interrupts.closing = True
+            interrupts.ours(exc)
+        if session is not None:
+            try:
+                await session.aclose()
+            except asyncio.CancelledError:
+                if interrupts is None or not interrupts.forced:
+                    raise
+            finally:
+                self._logger = self.progress = None
+                if lease is not None:
+                    await lease.release()
+                if interrupts is not None:
+                    interrupts.release()
+        if interrupts is not None:
+            ending = interrupts.ending(self.storage_uri, self.name)
+            if ending is not None:
+                raise ending from None
+        if lease is not None and lease.lost is not None and exc is None:
+            raise lease.lost  # lost while no run() was waiting: say so
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
+        if self._dispatcher is None or self._hooks is None:
+            raise OrchestratorError(
+                f"experiment {self.name!r}: use `async with Orchestrator(...) as orch:` "
+                "(or orch.run_sync()) before running"
+            )
+        return self._dispatcher, self._hooks
+
+
+class _NotJournaled(Container[str]):
+    """The ids of ``trials`` that ``journaled`` says no. A view: O(1) per lookup."""
+
+    def __init__(self, trials: Container[str], journaled: Callable[[str], bool]) -> None:
+        self._trials, self._journaled = trials, journaled
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._trials and not self._journaled(str(trial_id))
+
+
+def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
+    if storage is None:
+        base = os.environ.get("TRIALFLOW_RESULTS_DIR") or DEFAULT_RESULTS_DIR
+        return os.path.join(os.path.abspath(os.path.expanduser(base)), name)
+    text = os.fspath(storage)
+    if not isinstance(text, str):
+        raise ConfigError(f"storage must be a path or URI string, got {storage!r}")
+    if "://" in text:
+        return text.rstrip("/") + "/" + name
+    return os.path.join(os.path.abspath(os.path.expanduser(text)), name)

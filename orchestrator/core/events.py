@@ -1,0 +1,240 @@
+"""The trial state machine's vocabulary: the events that move it and the actions it
+asks for. Small frozen dataclasses, no behaviour; see :mod:`orchestrator.core.machine`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.judge import Judgement
+
+#: A result key set by a trainable whose step reported a checkpoint of its own (a
+#: function trainable's ``report(metrics, checkpoint=dir)``): the machine saves right
+#: after that result, whatever ``checkpoint_every`` says. It never reaches the history.
+REPORTED_CHECKPOINT = "_trialflow_checkpoint"
+#: A result key that marks a pseudo-result: a function trainable's function returned.
+#: The machine finishes the trial on it and records nothing of it.
+FUNCTION_DONE = "_trialflow_function_done"
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event."""
+
+
+@dataclass(frozen=True)
+class ActorEvent(Event):
+    """An event that comes back from the trial's actor of one ``generation``."""
+
+    generation: int
+
+
+@dataclass(frozen=True)
+class Launch(Event):
+    """The orchestrator starts a PENDING trial."""
+
+
+@dataclass(frozen=True)
+class ActorReady(ActorEvent):
+    """The actor exists and the trainable's ``setup`` returned."""
+
+
+@dataclass(frozen=True)
+class TrainResult(ActorEvent):
+    """A train call returned the metrics of one or more steps, oldest first.
+
+    The machine numbers them: each reported result gets ``training_iteration`` and
+    ``trial_id``.
+    """
+
+    results: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class SaveDone(ActorEvent):
+    """A checkpoint was written *and persisted* (its manifest is committed)."""
+
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True)
+class SaveFailed(ActorEvent):
+    """Storage stayed unreachable past the retry limit: the checkpoint was not persisted.
+
+    Not a trial failure (the trainable is fine), but training on without a way to
+    persist would risk losing ever more work, so the trial pauses with this error.
+    """
+
+    iteration: int
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class CheckpointUnavailable(ActorEvent):
+    """``checkpoint`` cannot reach the trial's actor (no live node sees its files, say).
+    The actor is fine: try the next older checkpoint with it."""
+
+    checkpoint: Checkpoint
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class RestoreDone(ActorEvent):
+    """The trainable loaded ``checkpoint`` (``None``: it was started fresh)."""
+
+    checkpoint: Checkpoint | None
+
+
+@dataclass(frozen=True)
+class ConfigRefused(ActorEvent):
+    """A restore with a new config reached a trainable that cannot take it in place (no
+    ``reset_config``, or it returned False): a new actor must start with it."""
+
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True)
+class Failure(ActorEvent):
+    """Work on the actor failed. ``actor_died`` tells a lost actor from a raised error;
+    ``permanent``: retrying cannot help (the trainable cannot even be imported where the
+    actor runs), so the trial goes to ERROR at once, whatever its failure budget."""
+
+    error: BaseException
+    actor_died: bool = False
+    permanent: bool = False
+
+
+@dataclass(frozen=True)
+class StopRequested(Event):
+    """The user (or a hook) asked the trial to end now."""
+
+
+@dataclass(frozen=True)
+class PauseRequested(Event):
+    """Save, then free the trial's resources; it can be resumed later."""
+
+
+@dataclass(frozen=True)
+class ResumeRequested(Event):
+    """Continue a PAUSED trial from its newest checkpoint."""
+
+
+@dataclass(frozen=True)
+class RestoreRequested(Event):
+    """Roll the trial back (or bring it back) to ``checkpoint`` and continue from it;
+    with ``config``, continue with that config (a PBT exploit)."""
+
+    checkpoint: Checkpoint
+    config: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Decided(Event):
+    """The decision a held trial waits for (see ``Verdict.HOLD``), made later."""
+
+    judgement: Judgement
+
+
+# -------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Action:
+    """Base of every action the loop must carry out."""
+
+
+@dataclass(frozen=True)
+class StartActor(Action):
+    """Create the trial's actor (generation ``generation``) and run ``setup``.
+
+    ``delay`` seconds to wait first (back-off after a failure).
+    """
+
+    generation: int
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Train(Action):
+    """Run up to ``steps`` training steps in one call (more than 1 only when buffering),
+    for at most ``slice_s`` seconds of steps when given (adaptive buffering)."""
+
+    generation: int
+    steps: int = 1
+    slice_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Save(Action):
+    """Save the trainable's state after ``iteration`` and persist it."""
+
+    generation: int
+    iteration: int
+
+
+@dataclass(frozen=True)
+class Restore(Action):
+    """Load ``checkpoint`` into the trainable; with ``config``, reconfigure it first."""
+
+    generation: int
+    checkpoint: Checkpoint
+    config: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ApplyConfig(Action):
+    """From now on the trial runs with ``config`` (its next actor is set up with it)."""
+
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class StopActor(Action):
+    """Release the actor of ``generation``: ``graceful`` lets it clean up first."""
+
+    generation: int
+    graceful: bool = True
+
+
+@dataclass(frozen=True)
+class Report(Action):
+    """Record a result (``training_iteration`` already set) and run ``on_trial_result``."""
+
+    result: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunStarted(Action):
+    """A run (re)started at ``iteration``: results recorded after it belong to an
+    abandoned timeline and leave the history (none, on a fresh start), as its
+    checkpoints saved after it leave the machine's record."""
+
+    iteration: int
+
+
+@dataclass(frozen=True)
+class DeleteCheckpoints(Action):
+    """Garbage-collect these persisted checkpoints (off the loop's critical path)."""
+
+    checkpoints: tuple[Checkpoint, ...]
+
+
+@dataclass(frozen=True)
+class ReleaseCheckpoint(Action):
+    """The trial's timeline no longer starts from ``checkpoint``, which is not one of its
+    own checkpoints (another trial's, after an exploit): delete it unless its owner's
+    timeline keeps it. Other trials whose timelines start from it keep it pinned."""
+
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True)
+class Notify(Action):
+    """Run the hook ``name`` (``on_trial_start``, ``on_trial_error``...) with ``args``."""
+
+    hook: str
+    args: tuple[Any, ...] = ()

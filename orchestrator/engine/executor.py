@@ -1,0 +1,527 @@
+"""The executor: the state machine's actions, and the completions' follow-ups, turned
+into Ray calls.
+
+Everything that touches Ray on the driver's side of a trial is here: placing trials on
+actors (the pool's plan, then creating and killing actors), the train call (one step,
+a buffered batch, or the argument-free ``train_sole``), the three save routes (commit
+in place for small local checkpoints, a node's persister, or the actor itself until
+that persister is up), restores (looking for the checkpoint first with local storage),
+streams from other nodes, and stopping. Each call's ObjectRef goes into the loop's
+in-flight table (:meth:`Dispatcher.track`) with a typed payload; nothing here waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from orchestrator.actor.persister import PersisterPool
+from orchestrator.actor.scratch import fetch_dir
+from orchestrator.actor.trial_actor import RemoteTrialActor
+from orchestrator.core.events import (
+    Action,
+    ApplyConfig,
+    DeleteCheckpoints,
+    Failure,
+    Notify,
+    ReleaseCheckpoint,
+    Report,
+    Restore,
+    RunStarted,
+    Save,
+    StartActor,
+    StopActor,
+    Train,
+)
+from orchestrator.core.machine import TrialState
+from orchestrator.core.placement import Host, HostPool, resource_key
+from orchestrator.core.results import ResultWarnings, clean_result
+from orchestrator.core.spec import StorageMode
+from orchestrator.engine.collector import CheckpointCollector
+from orchestrator.engine.hooks import HookRunner
+from orchestrator.engine.outcomes import (
+    Collect,
+    FetchPayload,
+    FollowUp,
+    HostDied,
+    Kill,
+    Kind,
+    LoadStreamed,
+    Pending,
+    PersisterMaybeDied,
+    RestorePayload,
+    SavePayload,
+    StartPersister,
+    StopPayload,
+    Stream,
+    Unclean,
+    Upload,
+    WantSpare,
+)
+from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialError
+
+if TYPE_CHECKING:
+    from orchestrator.engine.loop import Dispatcher
+    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.journal.writer import Journal
+
+log = logging.getLogger("orchestrator.engine.loop")
+
+#: Seconds a stopping actor gets to run its cleanup before it is killed.
+STOP_GRACE_S = 10.0
+#: With ``trials_per_worker > 1``: how long trials about to start are gathered, so that
+#: those failing together (their process died) are placed together.
+PLACE_GATHER_S = 0.1
+
+
+class Executor:
+    """Carries out actions for the dispatcher (see the module docstring)."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        storage_uri: str,
+        storage_options: Mapping[str, Any],
+        storage_mode: StorageMode,
+        hooks: HookRunner,
+        collector: CheckpointCollector,
+        journal: Journal | None,
+        save_retry_for: float,
+        runtime_env: Mapping[str, Any] | None,
+        trials_per_worker: int,
+        spare_actors: int = 1,
+    ) -> None:
+        from orchestrator.engine.spares import Spares
+
+        self._dispatcher = dispatcher
+        self.hosts = HostPool(trials_per_worker)
+        self.spares = Spares(self, spare_actors)
+        self.persisters = PersisterPool(storage_uri, storage_options, runtime_env)
+        self._storage_uri = storage_uri
+        self._storage_options = dict(storage_options)
+        self._mode = storage_mode
+        self._hooks = hooks
+        self._collector = collector
+        self._journal = journal
+        self._save_retry_for = save_retry_for
+        self._runtime_env = dict(runtime_env) if runtime_env else None
+        # Trials whose actor is to be started at the end of this loop turn, so that the
+        # trials starting together can share actors (``trials_per_worker``).
+        self._to_place: list[tuple[TrialRuntime, int]] = []
+        self._keys: dict[str, set[str]] = {}
+        self._result_warnings = ResultWarnings()
+        self.fetches = 0
+        self.waiting: dict[str, float] = {}  # trials whose actor is not ready: since when
+
+    def known_keys(self, rt: TrialRuntime) -> None:
+        """Remember the keys the trial used before (what its record and, after a
+        resume, storage hold), so that a new save never takes one of them."""
+        used = {c.key for c in rt.machine.checkpoints} | set(rt.stored_keys)
+        self._keys.setdefault(rt.id, set()).update(used)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._dispatcher.loop
+        assert loop is not None
+        return loop
+
+    def execute(self, rt: TrialRuntime, action: Action) -> None:
+        _ACTIONS[type(action)](self, rt, action)
+
+    def follow_up(self, rt: TrialRuntime, item: FollowUp) -> None:
+        _FOLLOW_UPS[type(item)](self, rt, item)
+
+    # -- placement -------------------------------------------------------------------
+
+    def _start_actor(self, rt: TrialRuntime, action: StartActor) -> None:
+        if action.delay > 0:
+            self._loop.call_later(action.delay, self._queue_placement, rt, action.generation)
+        else:
+            self._queue_placement(rt, action.generation)
+
+    def _queue_placement(self, rt: TrialRuntime, generation: int) -> None:
+        if not self._to_place:
+            if self.hosts.trials_per_worker > 1:
+                # Trials whose shared process died fail one by one as Ray reports each
+                # lost call; gathering them briefly lets them restart together, in one
+                # new process rather than one each.
+                self._loop.call_later(PLACE_GATHER_S, self._place_queued)
+            else:
+                self._loop.call_soon(self._place_queued)
+        self._to_place.append((rt, generation))
+
+    def _place_queued(self) -> None:
+        """Start actors for the trials queued this turn, grouped by resources."""
+        batch, self._to_place = self._to_place, []
+        groups: dict[Any, list[TrialRuntime]] = {}
+        for rt, generation in batch:
+            machine = rt.machine
+            if machine.generation != generation or machine.state is not TrialState.STARTING:
+                continue  # superseded while backing off or queued
+            if rt.actor is not None:
+                continue  # placed already (queued twice in one turn)
+            groups.setdefault(resource_key(rt.spec.resources), []).append(rt)
+        for group in groups.values():
+            resources = group[0].spec.resources
+            plan = self.hosts.place([rt.id for rt in group], resources)
+            for host in plan.spares_used:
+                self.spares.note_taken(host, resources)
+            broken: dict[int, Exception] = {}
+            for host in plan.new:
+                try:
+                    self.hosts.created(host, self.create_actor(host))
+                except Exception as err:  # Ray refused the options: those trials fail
+                    self.hosts.failed(host)
+                    broken[id(host)] = err
+            for rt, host in zip(group, plan.hosts, strict=True):
+                refused = broken.get(id(host))
+                if refused is not None:
+                    cause = TrialError(rt.id, f"could not create its actor: {refused}", refused)
+                    self._dispatcher.request(rt, Failure(rt.machine.generation, cause))
+                else:
+                    self._setup_on(rt, host)
+
+    def trials(self) -> list[TrialRuntime]:
+        return list(self._dispatcher.trials.values())
+
+    def create_actor(self, host: Host) -> Any:
+        options = actor_options({k: v * host.capacity for k, v in host.resources.items()})
+        if self._runtime_env is not None:
+            options["runtime_env"] = self._runtime_env
+        return RemoteTrialActor.options(**options).remote(self._storage_uri, self._storage_options)
+
+    def _setup_on(self, rt: TrialRuntime, host: Host) -> None:
+        generation = rt.machine.generation
+        rt.actor, rt.host = host.actor, host
+        if not rt.code_loaded:  # a finished trial resumed without its code runs again
+            try:
+                load_code(rt)
+            except OrchestratorError as err:
+                cause = TrialError(rt.id, str(err).removeprefix(f"trial {rt.id}: "), err)
+                self._dispatcher.request(rt, Failure(generation, cause, permanent=True))
+                return
+        rt.node_id = rt.host_name = None
+        self.waiting[rt.id] = self._loop.time()
+        from ray import cloudpickle
+
+        payload = cloudpickle.dumps((rt.spec.trainable, rt.config, rt.spec.stop))
+        # The checkpoint it will restore (a restart): downloaded beside its setup.
+        target = rt.machine.restore_target
+        prefetch = target.to_dict() if target is not None else None
+        ref = host.actor.setup.remote(rt.id, generation, payload, prefetch)
+        rt.seq = 1  # setup was call #0
+        self._dispatcher.track(rt, Kind.READY, ref)
+
+    # -- training and saving ------------------------------------------------------------
+
+    def _train(self, rt: TrialRuntime, action: Train) -> None:
+        actor = rt.actor
+        seq = rt.next_seq()
+        if action.steps > 1:
+            ref = actor.train_many.remote(rt.id, seq, action.steps, action.slice_s)
+        elif rt.host is not None and rt.host.capacity == 1:
+            ref = actor.train_sole.remote()
+        else:
+            ref = actor.train.remote(rt.id, seq)
+        self._dispatcher.track(rt, Kind.TRAIN, ref)
+
+    def _save(self, rt: TrialRuntime, action: Save) -> None:
+        actor = rt.actor
+        key = self._allocate_key(rt, action.iteration)
+        seq = rt.next_seq()
+        assert rt.node_id is not None  # known since its actor was ready
+        metrics = dict(rt.machine.last_metrics or {})
+        payload = SavePayload(action.iteration, key, metrics, rt.node_id, rt.host_name)
+        if self._mode.is_local:
+            saved = actor.save_and_commit.remote(rt.id, seq, action.iteration, key)
+            self._dispatcher.track(rt, Kind.SAVE, saved, payload)
+            return
+        persister = self.persisters.for_node(rt.node_id)
+        if self.persisters.is_ready(rt.node_id):
+            saved = actor.save.remote(rt.id, seq, action.iteration)
+            persisted = persister.persist.remote(saved, key, self._save_retry_for, rt.id)
+        else:
+            persisted = actor.save_and_persist.remote(
+                rt.id, seq, action.iteration, key, self._save_retry_for
+            )
+        self._dispatcher.track(rt, Kind.SAVE, persisted, payload)
+
+    def _upload(self, rt: TrialRuntime, item: Upload) -> None:
+        """A checkpoint its actor saved to scratch goes to its node's persister (which
+        starts now if this is the node's first such checkpoint); the trial trains on."""
+        payload = item.save.payload
+        assert isinstance(payload, SavePayload)
+        persister = self.persisters.for_node(payload.node_id)
+        ref = persister.persist.remote(item.local_dir, payload.key, self._save_retry_for, rt.id)
+        self._dispatcher.track_pending(Pending(rt, Kind.SAVE, item.save.generation, payload), ref)
+
+    def _allocate_key(self, rt: TrialRuntime, iteration: int) -> str:
+        """A key never used before by this trial: a rolled-back run may save the same
+        iteration again, and overwriting a committed checkpoint would not be atomic."""
+        used = self._keys.setdefault(rt.id, set())
+        key = f"{rt.id}/checkpoint_{iteration:06d}"
+        n = 1
+        while key in used:
+            key = f"{rt.id}/checkpoint_{iteration:06d}.{n}"
+            n += 1
+        used.add(key)
+        return key
+
+    # -- restoring ------------------------------------------------------------------------
+
+    def _restore(self, rt: TrialRuntime, action: Restore) -> None:
+        ckpt = action.checkpoint
+        skipped = [c.uri for c in rt.machine.checkpoints if c.key in rt.machine.bad_checkpoints]
+        if skipped:
+            log.warning(
+                "trial %s: restoring %s instead of the newer checkpoint(s) that could not be "
+                "loaded: %s",
+                rt.id,
+                ckpt.uri,
+                ", ".join(skipped),
+            )
+        if action.config is not None:
+            self._apply_config(rt, ApplyConfig(action.config))
+            rt.note("exploit", ckpt.iteration, donor_id=ckpt.trial_id)
+        # Local storage the nodes may not share: the actor loads the checkpoint only if
+        # it sees it, and says so otherwise (then it is streamed from a node that does).
+        look_first = self._mode is StorageMode.LOCAL and ckpt.path is not None
+        self._submit_restore(rt, ckpt, None, look_first=look_first)
+
+    def _submit_restore(
+        self, rt: TrialRuntime, ckpt: Any, local_dir: str | None, *, look_first: bool = False
+    ) -> None:
+        config = rt.machine.restore_config
+        ref = rt.actor.restore.remote(
+            rt.id, rt.next_seq(), ckpt.to_dict(), local_dir, look_first, config
+        )
+        self._dispatcher.track(rt, Kind.RESTORE, ref, RestorePayload(ckpt))
+
+    def _stream(self, rt: TrialRuntime, item: Stream) -> None:
+        staged = fetch_dir(rt.id, rt.machine.generation)
+        coro = self._stream_from_where_visible(item.checkpoint, rt.node_id, staged)
+        task = asyncio.ensure_future(coro)
+        self._dispatcher.track_task(rt, Kind.FETCH, task, FetchPayload(item.checkpoint, staged))
+
+    async def _stream_from_where_visible(self, ckpt: Any, target: str | None, staged: str) -> None:
+        # Imported here: trial workers that import this module skip them.
+        import transfer
+        from orchestrator.engine.node_local import find_visible
+
+        assert ckpt.path is not None and target is not None
+        source = await find_visible(ckpt, skip=target)
+        if source is None:
+            raise CheckpointNotVisible(
+                f"{ckpt.uri} is not visible from any live node (it was saved on host "
+                f"{ckpt.host or 'unknown'}, node {ckpt.node_id or 'unknown'})"
+            )
+        self.fetches += 1
+        await transfer.copy_dir(source, ckpt.path, target, staged)
+
+    def _load_streamed(self, rt: TrialRuntime, item: LoadStreamed) -> None:
+        self._submit_restore(rt, item.checkpoint, item.staged)
+
+    # -- stopping ---------------------------------------------------------------------
+
+    def _stop_actor(self, rt: TrialRuntime, action: StopActor) -> None:
+        actor, host = rt.actor, rt.host
+        rt.actor = rt.host = None
+        self.waiting.pop(rt.id, None)
+        if actor is None or host is None:
+            return
+        last = self.hosts.leave(host, rt.id, reusable=action.graceful)
+        if not action.graceful:
+            if last:
+                kill(actor)
+            else:  # the other trials it hosts carry on
+                actor.drop.remote(rt.id, action.generation)
+            return
+        stopped = actor.stop.remote(rt.id, rt.next_seq())
+        if not last:
+            self._dispatcher.track(rt, Kind.STOP, stopped, StopPayload(host=host))
+            return
+        self._dispatcher.track(rt, Kind.STOP, actor.shutdown.remote(stopped), StopPayload(actor))
+        self._loop.call_later(STOP_GRACE_S, kill, actor)
+
+    def retire_idle(self) -> None:
+        """Kill the actors of idle hosts that no trial took (actor reuse is over)."""
+        for host in self.hosts.take_idle():
+            if host.actor is not None:
+                host.actor.shutdown.remote()
+                self._loop.call_later(STOP_GRACE_S, kill, host.actor)
+
+    def close(self) -> None:
+        self.persisters.close()
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def _report(self, rt: TrialRuntime, action: Report) -> None:
+        result = action.result  # a fresh dict the machine built for this result
+        assert isinstance(result, dict)
+        clean_result(result, self._result_warnings.for_trial(rt.id))
+        if rt.report_config:
+            result["config"] = rt.config
+        rt.results.append(result)
+        rt.last_result = result
+        if self._journal is not None:
+            self._journal.record_result(rt, result)
+        if self._hooks.wants("on_trial_result"):
+            self._hooks.emit(rt.id, "on_trial_result", rt.handle, result)
+        if rt.observer is not None:
+            rt.observer.on_result(rt, result)
+
+    def _run_started(self, rt: TrialRuntime, action: RunStarted) -> None:
+        rt.runs_started += 1
+        keep = action.iteration
+        results = rt.results
+        if results and results[-1].get("training_iteration", 0) > keep:
+            cut = len(results)
+            while cut and results[cut - 1].get("training_iteration", 0) > keep:
+                cut -= 1
+            dropped = len(results) - cut
+            del results[cut:]
+            if self._journal is not None:
+                self._journal.truncate(rt, cut)
+            rt.discarded_results += dropped
+            log.info(
+                "trial %s: continuing from iteration %d; discarded %d later result(s) of "
+                "the abandoned run",
+                rt.id,
+                keep,
+                dropped,
+            )
+        rt.last_result = results[-1] if results else None
+
+    def _apply_config(self, rt: TrialRuntime, action: ApplyConfig) -> None:
+        rt.set_config(action.config)
+
+    def _delete_checkpoints(self, rt: TrialRuntime, action: DeleteCheckpoints) -> None:
+        if self._journal is None:
+            self._collector.submit(action.checkpoints)
+            return
+        # Not before the journal lists their successors: a resumed driver uses only the
+        # checkpoints its journal names.
+        delete = functools.partial(self._collector.submit, action.checkpoints)
+        self._journal.after_next_write(delete)
+
+    def _release_checkpoint(self, rt: TrialRuntime, action: ReleaseCheckpoint) -> None:
+        ckpt = action.checkpoint
+        owner = self._dispatcher.trials.get(ckpt.trial_id)
+        if owner is None or (owner is not rt and owner.machine.keeps(ckpt.key)):
+            return  # not this experiment's, or still on its owner's timeline
+        # Its owner dropped it while this trial's timeline started from it; the
+        # collector still waits while another trial's does (pins).
+        self._delete_checkpoints(rt, DeleteCheckpoints((ckpt,)))
+
+    def _notify(self, rt: TrialRuntime, action: Notify) -> None:
+        if action.hook == "on_trial_error":
+            (error,) = action.args
+            if rt.machine.storage_down:  # a checkpoint that cannot be stored: no failure
+                log.warning("%s", error)
+            else:
+                log.warning("%s (failure %d)", error, rt.machine.num_failures)
+            rt.note("failure", rt.machine.iteration)
+        elif action.hook == "on_trial_restore":
+            rt.note("restore", action.args[0].iteration)
+        self._hooks.emit(rt.id, action.hook, rt.handle, *action.args)
+
+    # -- follow-ups -----------------------------------------------------------------------
+
+    def _kill(self, rt: TrialRuntime, item: Kill) -> None:
+        kill(item.actor)
+
+    def _collect(self, rt: TrialRuntime, item: Collect) -> None:
+        self._collector.submit((item.checkpoint,))
+
+    def _unclean(self, rt: TrialRuntime, item: Unclean) -> None:
+        host = item.host
+        self.hosts.mark_dead(host)
+        if not host.members and host.actor is not None:
+            kill(host.actor)
+
+    def _host_died(self, rt: TrialRuntime, item: HostDied) -> None:
+        if rt.host is not None:
+            self.hosts.mark_dead(rt.host)
+
+    def _persister_maybe_died(self, rt: TrialRuntime, item: PersisterMaybeDied) -> None:
+        if self.persisters.forget_if_died(item.error):
+            log.warning("trial %s: the checkpoint uploader of its node died", rt.id)
+
+    def _want_spare(self, rt: TrialRuntime, item: WantSpare) -> None:
+        self.spares.consider(item.resources)
+
+    def _start_persister(self, rt: TrialRuntime, item: StartPersister) -> None:
+        self.persisters.for_node(item.node_id)  # starts with the trial, not at its save
+
+
+_ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
+    StartActor: Executor._start_actor,
+    Train: Executor._train,
+    Save: Executor._save,
+    Restore: Executor._restore,
+    ApplyConfig: Executor._apply_config,
+    StopActor: Executor._stop_actor,
+    Report: Executor._report,
+    RunStarted: Executor._run_started,
+    DeleteCheckpoints: Executor._delete_checkpoints,
+    ReleaseCheckpoint: Executor._release_checkpoint,
+    Notify: Executor._notify,
+}
+
+_FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {
+    Upload: Executor._upload,
+    Stream: Executor._stream,
+    LoadStreamed: Executor._load_streamed,
+    Kill: Executor._kill,
+    Collect: Executor._collect,
+    HostDied: Executor._host_died,
+    Unclean: Executor._unclean,
+    PersisterMaybeDied: Executor._persister_maybe_died,
+    StartPersister: Executor._start_persister,
+    WantSpare: Executor._want_spare,
+}
+
+
+def load_code(rt: TrialRuntime) -> None:
+    """Load a trial's code that a resume left unloaded (it did not need to run)."""
+    from orchestrator.core.spec import TrialSpec, policy_for_loaded
+
+    assert rt.spec.json is not None
+    spec = TrialSpec.from_json(rt.id, rt.spec.json, load_code=True)
+    rt.spec = spec
+    if rt.config_pickle is None:
+        rt.config = dict(spec.config)
+    policy_for_loaded(rt.machine.policy, spec)
+    rt.code_loaded = True
+
+
+def actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
+    options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0}
+    custom: dict[str, float] = {}
+    for name, amount in resources.items():
+        lowered = name.lower()
+        if lowered == "cpu":
+            options["num_cpus"] = amount
+        elif lowered == "gpu":
+            options["num_gpus"] = amount
+        elif lowered == "memory":
+            options["memory"] = amount
+        else:
+            custom[name] = amount
+    options.setdefault("num_cpus", 1)
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+def kill(actor: Any) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # already gone, or Ray is shutting down
+        pass

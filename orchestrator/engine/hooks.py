@@ -1,0 +1,230 @@
+"""The async hooks API.
+
+A hook is any object with some of the methods in :data:`HOOK_NAMES`, each a plain or an
+``async def`` method. Hooks never run inside the dispatcher: each trial has its own
+ordered queue, drained by a short-lived task, so
+
+* one trial's hooks see its events in order, while different trials' hooks interleave;
+* a slow hook delays only later hooks of the same trial, and is logged when it passes
+  ``slow_after`` seconds; a plain (sync) hook runs in a worker thread, so even a
+  blocking one never stalls the loop;
+* a hook that raises is logged with the trial id, and the experiment goes on;
+* a hook may ``await trial.restore(...)`` or ``trial.pause()``: it waits on the loop,
+  which keeps running, and the hook events those produce queue up behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import inspect
+import logging
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("orchestrator.engine.hooks")
+
+HOOK_NAMES = (
+    "on_trial_start",
+    "on_trial_result",
+    "on_checkpoint",
+    "on_trial_restore",
+    "on_trial_error",
+    "on_trial_complete",
+    "on_experiment_end",
+)
+
+#: Each hook's arguments, as the runner passes them (checked when hooks are given).
+HOOK_SIGNATURES = {
+    "on_trial_start": ("trial",),
+    "on_trial_result": ("trial", "result"),
+    "on_checkpoint": ("trial", "checkpoint"),
+    "on_trial_restore": ("trial", "checkpoint"),
+    "on_trial_error": ("trial", "error"),
+    "on_trial_complete": ("trial",),
+    "on_experiment_end": ("trials",),
+}
+
+_SYNC_HOOK_THREADS = 8
+
+
+def check_hooks(hooks: Iterable[Any]) -> None:
+    """Refuse a hook method that cannot take the arguments it will be called with, now,
+    instead of a traceback logged at every call."""
+    from orchestrator.errors import ConfigError
+
+    for hook in hooks:
+        for name, params in HOOK_SIGNATURES.items():
+            method = getattr(hook, name, None)
+            if method is None:
+                continue
+            expected = f"{name}({', '.join(params)})"
+            if not callable(method):
+                raise ConfigError(f"hook {type(hook).__name__}.{name} must be a method {expected}")
+            try:
+                signature = inspect.signature(method)
+            except (TypeError, ValueError):  # a builtin or C callable: cannot tell
+                continue
+            try:
+                signature.bind(*params)
+            except TypeError:
+                raise ConfigError(
+                    f"hook {_label(method)} takes {signature}, but it is called as "
+                    f"{expected}; define it as `def {expected}:` (or async def)"
+                ) from None
+
+
+@dataclass(frozen=True)
+class HookStatistics:
+    calls: int
+    failures: int
+    slow_calls: int
+    backlog: int
+
+
+class HookRunner:
+    """Runs the hooks of one experiment, per trial in order, never on the loop's path."""
+
+    def __init__(self, hooks: Iterable[Any] = (), *, slow_after: float = 10.0) -> None:
+        self._hooks = list(hooks)
+        self._slow_after = slow_after
+        # A hook object may declare some of its methods *inline* (``inline_hooks``, a
+        # set of names): they promise never to block or suspend (they only record, like
+        # the built-in loggers and progress display), so they are called at once, in the
+        # loop, without a queue, a task or a watchdog: the per-result cost of logging.
+        self._inline: dict[str, list[Any]] = {name: [] for name in HOOK_NAMES}
+        self._callbacks: dict[str, list[Any]] = {name: [] for name in HOOK_NAMES}
+        for hook in self._hooks:
+            inline = frozenset(getattr(hook, "inline_hooks", ()) or ())
+            for name in HOOK_NAMES:
+                method = getattr(hook, name, None)
+                if callable(method):
+                    (self._inline if name in inline else self._callbacks)[name].append(method)
+        self._queues: dict[str, collections.deque[tuple[str, Any, tuple[Any, ...]]]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._executor: ThreadPoolExecutor | None = None
+        self._calls = self._failures = self._slow = 0
+
+    def wants(self, name: str) -> bool:
+        return bool(self._callbacks.get(name)) or bool(self._inline.get(name))
+
+    def emit(self, key: str, name: str, subject: Any, *args: Any) -> None:
+        """Queue hook ``name(subject, *args)`` behind ``key``'s earlier hooks. Never blocks."""
+        for callback in self._inline.get(name, ()):
+            self._call_inline(callback, key, subject, args)
+        if not self._callbacks.get(name):
+            return
+        queue = self._queues.setdefault(key, collections.deque())
+        queue.append((name, subject, args))
+        if key not in self._workers:
+            self._idle.clear()
+            self._workers[key] = asyncio.get_running_loop().create_task(
+                self._drain(key), name=f"hooks:{key}"
+            )
+
+    async def wait_idle(self) -> None:
+        """Return once every queued hook has run."""
+        await self._idle.wait()
+
+    async def call_now(self, name: str, subject: Any, *args: Any) -> None:
+        """Run hook ``name`` for the experiment itself (e.g. ``on_experiment_end``)."""
+        for callback in [*self._inline.get(name, ()), *self._callbacks.get(name, ())]:
+            await self._invoke(callback, name, "experiment", subject, args)
+
+    def _call_inline(self, callback: Any, key: str, subject: Any, args: Sequence[Any]) -> None:
+        self._calls += 1
+        try:
+            result = callback(subject, *args)
+            if inspect.iscoroutine(result):
+                try:
+                    result.send(None)
+                except StopIteration:
+                    return
+                result.close()
+                raise RuntimeError("an inline hook awaited something; it must not suspend")
+        except Exception:
+            self._failures += 1
+            log.exception("hook %s failed for %s; the experiment goes on", _label(callback), key)
+
+    def statistics(self) -> HookStatistics:
+        backlog = sum(len(q) for q in self._queues.values())
+        return HookStatistics(self._calls, self._failures, self._slow, backlog)
+
+    async def aclose(self) -> None:
+        workers = list(self._workers.values())
+        for task in workers:
+            task.cancel()
+        for task in workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._workers.clear()
+        self._queues.clear()
+        self._idle.set()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    async def _drain(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                name, subject, args = queue.popleft()
+                for callback in self._callbacks[name]:
+                    await self._invoke(callback, name, key, subject, args)
+        finally:
+            self._workers.pop(key, None)
+            if not queue:
+                self._queues.pop(key, None)
+            if not self._workers:
+                self._idle.set()
+
+    async def _invoke(
+        self, callback: Any, name: str, key: str, subject: Any, args: Sequence[Any]
+    ) -> None:
+        self._calls += 1
+        loop = asyncio.get_running_loop()
+        watchdog = loop.call_later(self._slow_after, self._report_slow, callback, name, key)
+        try:
+            if inspect.iscoroutinefunction(callback):
+                await callback(subject, *args)
+            else:
+                result = await loop.run_in_executor(
+                    self._thread_pool(), functools.partial(callback, subject, *args)
+                )
+                if inspect.isawaitable(result):
+                    await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._failures += 1
+            log.exception("hook %s failed for %s; the experiment goes on", _label(callback), key)
+        finally:
+            watchdog.cancel()
+
+    def _report_slow(self, callback: Any, name: str, key: str) -> None:
+        self._slow += 1
+        log.warning(
+            "hook %s for %s has run for more than %.1f s; later hooks of %s wait for it "
+            "(the loop and other trials do not)",
+            _label(callback),
+            key,
+            self._slow_after,
+            key,
+        )
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(_SYNC_HOOK_THREADS, thread_name_prefix="hook")
+        return self._executor
+
+
+def _label(callback: Any) -> str:
+    owner = getattr(callback, "__self__", None)
+    prefix = type(owner).__name__ + "." if owner is not None else ""
+    return prefix + getattr(callback, "__name__", repr(callback))

@@ -1,0 +1,104 @@
+"""Warm spares: a started, idle trial actor per resource shape, for the next restart.
+
+Most of a restore is a new worker process starting (about a second here). When trials
+may fail (``max_failures != 0``), the executor keeps ``spare_actors`` (default 1) idle,
+started actors per resource shape in its host pool: a failed trial's restart, a reused
+or a PBT clone's new actor goes to one at once (:meth:`HostPool.place` takes spares
+first), and a replacement starts in the background.
+
+A spare reserves its resources, so it is started only where they are free: when the
+cluster's available resources hold it and no trial of that shape is waiting for an
+actor (then that trial comes first). It never makes a full cluster slower: with no room
+there is no spare. Spares of a shape are retired once no trial of that shape can still
+fail (all settled), and with the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from orchestrator.core.machine import TrialState
+from orchestrator.core.placement import Host, ResourceKey, resource_key
+
+if TYPE_CHECKING:
+    from orchestrator.engine.executor import Executor
+
+log = logging.getLogger("orchestrator.engine.loop")
+
+
+class Spares:
+    def __init__(self, executor: Executor, count: int) -> None:
+        self._executor = executor
+        self.count = count
+        self._checking: set[ResourceKey] = set()
+        self.started = 0
+        self.used = 0
+
+    def consider(self, resources: Mapping[str, float]) -> None:
+        """Start a spare for ``resources`` if one is missing and the cluster has room
+        (checked in a thread; never on the loop)."""
+        if self.count <= 0:
+            return
+        key = resource_key(resources)
+        if key in self._checking or len(self._executor.hosts.spares(key)) >= self.count:
+            return
+        if not self._wanted(key):
+            return
+        self._checking.add(key)
+        task = asyncio.get_running_loop().create_task(self._maybe_start(key, dict(resources)))
+        task.add_done_callback(lambda done: self._done(key, done))
+
+    def note_taken(self, host: Host, resources: Mapping[str, float]) -> None:
+        """A placement used ``host``, a spare until now: start its replacement."""
+        self.used += 1
+        self.consider(resources)
+
+    def retire_unneeded(self) -> None:
+        """Kill the spares of shapes no unsettled trial that may fail has any more."""
+        for host in self._executor.hosts.spares():
+            if not self._wanted(host.key, waiting_ok=True):
+                self._executor.hosts.mark_dead(host)
+                if host.actor is not None:
+                    from orchestrator.engine.executor import kill
+
+                    kill(host.actor)
+
+    def _wanted(self, key: ResourceKey, *, waiting_ok: bool = False) -> bool:
+        """Whether a trial of shape ``key`` may still fail, and (unless ``waiting_ok``)
+        none of that shape waits for an actor (it must get the resources first)."""
+        wanted = False
+        for rt in self._executor.trials():
+            if resource_key(rt.spec.resources) != key or rt.machine.state.is_settled:
+                continue
+            if rt.spec.max_failures == 0:
+                continue
+            if waiting_ok:
+                return True
+            if rt.machine.state is TrialState.STARTING and rt.node_id is None:
+                return False
+            wanted = True
+        return wanted
+
+    async def _maybe_start(self, key: ResourceKey, resources: dict[str, float]) -> None:
+        from orchestrator.engine.resource_watch import ray_demand
+
+        available = await asyncio.to_thread(ray.available_resources)
+        demand = ray_demand(resources, 1)
+        if not all(available.get(k, 0.0) >= v for k, v in demand.items()):
+            return  # no room: a spare would only compete with trials
+        if not self._wanted(key) or len(self._executor.hosts.spares(key)) >= self.count:
+            return
+        host = Host(key, resources, 1)
+        self._executor.hosts.add_spare(host)
+        self._executor.hosts.created(host, self._executor.create_actor(host))
+        self.started += 1
+
+    def _done(self, key: ResourceKey, task: asyncio.Task[Any]) -> None:
+        self._checking.discard(key)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("starting a spare actor failed: %s", task.exception())

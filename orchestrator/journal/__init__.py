@@ -1,0 +1,1 @@
+"""The experiment's persistent format: one writer, one reader."""

@@ -1,0 +1,575 @@
+"""The experiment journal: what a restarted driver needs to carry on.
+
+The driver keeps, in the experiment's storage, every trial's spec (trainable, config,
+stop criterion, policy), state, checkpoints (with their manifests), failure count, last
+error and result history. Writes are atomic (the storage's ``write_bytes``), batched (at
+most one per ``interval``), and done by a background task, so the loop never waits for
+them. Each result is serialised once, when it is reported.
+
+Two kinds of object hold it, so that a write costs what changed, not what the
+experiment has accumulated (about 100 bytes a result: 100 MB at a million):
+
+* ``experiment_state.json``, the *head*: every trial's small part (spec, state,
+  checkpoints, how many results it has) and the ordered list of result segments. It is
+  rewritten on every write; replacing it is what commits a write.
+* result *segments* under ``experiment_state.results/``: each holds the results
+  recorded since the previous write, as ``{"trial", "from", "rows"}`` lines (rows
+  replace a trial's results from index ``from`` on, which is how a rollback is
+  recorded). A segment is written, under a name never used before, before the head
+  that lists it, so a driver that dies between the two leaves only an unlisted object.
+  When the segments since the first (the *base*) outweigh it, or number
+  :data:`COMPACT_AFTER` of them, the next write rewrites every result into a new base;
+  the old segments are deleted once the head no longer lists them. Every result is so
+  rewritten a bounded number of times on average, and a resume reads at most
+  :data:`COMPACT_AFTER` objects.
+
+The pause between writes grows with what a write costs: with the CPU time of building
+it (:data:`WRITE_SHARE`), so the journal never takes more than a small share of the
+driver's CPU, and with the time storage took to take it (:data:`STORAGE_SHARE`), so a
+slow bucket is not kept busy. Wall time alone was a poor measure of the first: under
+load, or through one slow fsync, a small journal's write looked expensive and the next
+waited seconds, and a driver that died then resumed from older checkpoints than it
+needed to.
+
+``Orchestrator(resume=True)`` reads it back (see :func:`load`): a trial that was
+training restarts from its newest checkpoint that is both journaled *and* still in
+storage, so a checkpoint deleted by garbage collection is never resurrected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import importlib
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.json_codec import dumps
+from orchestrator.core.lease_record import LEASE_KEY
+from orchestrator.errors import JournalError
+
+if TYPE_CHECKING:
+    from orchestrator.engine.record import TrialRuntime
+
+log = logging.getLogger("orchestrator.journal.writer")
+
+JOURNAL_KEY = "experiment_state.json"
+SEGMENTS_PREFIX = "experiment_state.results"
+#: A copy of the head, written right after it by every write: what ``repair`` restores
+#: when the head itself is damaged (see :mod:`orchestrator.journal.repair`).
+BACKUP_KEY = "experiment_state.backup.json"
+#: Names a trial may not take: the journal's own objects share the experiment's root.
+RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY, LEASE_KEY})
+FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
+#: Segments the head may list before the next write compacts them into one base.
+COMPACT_AFTER = 32
+
+
+def pickle_b64(value: Any) -> str:
+    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
+
+
+def unpickle_b64(text: str) -> Any:
+    return cloudpickle.loads(base64.b64decode(text))
+
+
+def class_path(cls: type) -> str | None:
+    module = getattr(cls, "__module__", "")
+    qualname = getattr(cls, "__qualname__", "")
+    if not module or module == "__main__" or "<locals>" in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
+def import_class(path: str) -> Any:
+    module_name, _, qualname = path.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+#: The largest share of the driver's CPU the journal may take: after building a document
+#: took ``c`` CPU-seconds, the next write waits at least ``c / WRITE_SHARE``.
+WRITE_SHARE = 0.05
+#: The largest share of wall time storage may spend taking journal writes: after one
+#: took ``t`` seconds to store, the next waits at least ``t / STORAGE_SHARE``.
+STORAGE_SHARE = 0.25
+#: An urgent write (a trial just ended or paused: see :meth:`Journal.urgent`) waits
+#: this long, so that trials ending together share one write, and comes at least
+#: ``URGENT_DELAY`` after the previous write...
+URGENT_DELAY = 0.05
+#: ...and at least the CPU the last write cost divided by this: even a stream of
+#: trials ending one after another keeps the journal under a quarter of a core.
+URGENT_CPU_SHARE = 0.25
+
+
+@dataclass
+class _Write:
+    """What one write stores, captured on the loop: the head's parts and, per trial
+    with new results, the index they start at and their serialised rows."""
+
+    header: dict[str, Any]
+    heads: list[str]
+    rows: list[tuple[str, int, list[str]]]
+    compact: bool
+
+
+class Journal:
+    """Batches and writes the experiment's state; see the module docstring."""
+
+    def __init__(self, storage: Any, *, name: str, interval: float = 1.0) -> None:
+        self._storage = storage
+        self._name = name
+        self._interval = interval
+        self._trials: dict[str, TrialRuntime] = {}
+        self._specs: dict[str, str] = {}  # each trial's spec: the start of its head
+        self._results: dict[str, list[str]] = {}
+        # Per trial, how many of its results the listed segments hold as they are now,
+        # and the lowest length it was cut to (a rollback) while a write was under way.
+        self._stored: dict[str, int] = {}
+        self._cut: dict[str, int] = {}
+        self._segments: list[str] = []  # the keys the head in storage lists, oldest first
+        self._base_bytes = 0
+        self._tail_bytes = 0  # segments after the base
+        self._token = segment_token()
+        self._next_segment = 0
+        self._dirty = asyncio.Event()
+        self._urgent = asyncio.Event()
+        self._urgent_gap = URGENT_DELAY  # before an urgent write, from the last one's cost
+        self._after_write: list[Callable[[], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self.writes = 0
+        self.failed_writes = 0
+        self._pause = interval  # before the next write, from the last one's cost
+        self.started_at = time.time()  # kept across resumes (``JournalContents.extras``)
+        # What else the head carries, built on the loop at each write: the sweeps'
+        # state (searcher, scheduler, which trials they created).
+        self._extras: Callable[[], dict[str, Any]] | None = None
+        self._may_write: Callable[[], bool] | None = None
+
+    # -- recording (sync, cheap: called from the loop) ----------------------------------
+
+    def track(self, trial: TrialRuntime) -> None:
+        self._trials[trial.id] = trial
+        fields = dumps(trial.spec.to_json())[1:-1]  # never changes: serialised once
+        self._specs[trial.id] = "{" + fields + ("," if fields else "")
+        self._results[trial.id] = [dumps(r) for r in trial.results]
+        self._stored[trial.id] = 0
+        self.touch()
+
+    def record_result(self, trial: TrialRuntime, result: Mapping[str, Any]) -> None:
+        self._results[trial.id].append(dumps(result))
+        self._dirty.set()
+
+    def truncate(self, trial: TrialRuntime, length: int) -> None:
+        del self._results[trial.id][length:]
+        self._stored[trial.id] = min(self._stored[trial.id], length)
+        self._cut[trial.id] = min(self._cut.get(trial.id, length), length)
+        self._dirty.set()
+
+    def touch(self) -> None:
+        self._dirty.set()
+
+    def set_extras(self, build: Callable[[], dict[str, Any]]) -> None:
+        """Have every write also store ``build()``'s fields in the head (plain JSON)."""
+        self._extras = build
+
+    def write_only_while(self, may_write: Callable[[], bool]) -> None:
+        """Write only while ``may_write()`` (the driver holds the experiment's lease): a
+        driver that lost it must not splice its writes into another driver's journal.
+        What a refused write would have stored waits for the next allowed one."""
+        self._may_write = may_write
+
+    def urgent(self) -> None:
+        """Write soon (within :data:`URGENT_DELAY` plus the write), not at the next
+        interval: a trial reached TERMINATED or ERROR, or settled a pause. A driver killed
+        right after must not run it again, so its end (and every result before it) must
+        be in storage at once. Requests that come together share one write."""
+        self._urgent.set()
+        self._dirty.set()
+
+    # -- writing ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._writer(), name="journal")
+
+    async def aclose(self) -> None:
+        """Stop the writer after one last write of the current state."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.flush()
+
+    def after_next_write(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the state as it is now is in storage.
+
+        Deleting a trial's older checkpoints waits for this: until the journal lists the
+        newer ones, a driver that dies and resumes can only use the ones it lists, and
+        they must still be there.
+        """
+        self._after_write.append(fn)
+        self._dirty.set()
+
+    async def flush(self) -> None:
+        if self._may_write is not None and not self._may_write():
+            self._urgent.clear()  # nothing to hurry: wait for the lease at the usual pace
+            return
+        self._dirty.clear()
+        self._urgent.clear()
+        waiting, self._after_write = self._after_write, []
+        cpu = time.thread_time()
+        write = self._capture()
+        self._cut = {}
+        cpu = time.thread_time() - cpu
+        key = None
+        if write.rows:  # a name never used before: no listed segment is ever replaced
+            key = f"{SEGMENTS_PREFIX}/{self._token}-{self._next_segment:06d}.jsonl"
+            self._next_segment += 1
+        listed = ([] if write.compact else list(self._segments)) + ([key] if key else [])
+        written = False
+        try:
+            # Building the segment is O(its rows), a base's O(all results): off the
+            # loop, from the copies taken on it (results recorded meanwhile go into the
+            # next write).
+            segment, head, built_cpu = await asyncio.to_thread(_build_timed, write, listed)
+            stored = time.monotonic()
+            if key is not None:
+                await self._storage.write_bytes(key, segment)
+            if self._may_write is not None and not self._may_write():
+                raise JournalError("the experiment's lease is not held")  # keep the old head
+            await self._write_head(head)
+            stored = time.monotonic() - stored
+            self._pause = max(
+                self._interval, (cpu + built_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
+            )
+            self._urgent_gap = min(
+                self._pause, max(URGENT_DELAY, (cpu + built_cpu) / URGENT_CPU_SHARE, stored)
+            )
+            written = True
+            self.writes += 1
+            self._committed(write, listed, len(segment))
+        except Exception as err:  # storage outage: keep going, the next write catches up
+            self.failed_writes += 1
+            self._dirty.set()
+            log.warning("could not write the experiment journal (will retry): %s", err)
+        finally:
+            if not written:  # failed or cancelled: they wait for the next write
+                self._after_write[:0] = waiting
+        if written:
+            for fn in waiting:
+                try:
+                    fn()
+                except Exception:  # one bad callback must not stop the others
+                    log.exception("after a journal write")
+            if write.compact:
+                await self._delete_unlisted()
+
+    async def _write_head(self, head: bytes) -> None:
+        """The head and its backup, side by side (a write costs one storage round trip,
+        not two). Both land before anything the head supersedes is deleted (segments,
+        checkpoints), so either one, alone, names only what is still there."""
+        stored = await asyncio.gather(
+            self._storage.write_bytes(JOURNAL_KEY, head),
+            self._storage.write_bytes(BACKUP_KEY, head),
+            return_exceptions=True,
+        )
+        for outcome in stored:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    def _committed(self, write: _Write, listed: list[str], size: int) -> None:
+        """Record that the head in storage now lists ``listed``."""
+        self._segments = listed
+        if write.compact:
+            self._base_bytes, self._tail_bytes = size, 0
+        else:
+            self._tail_bytes += size
+        for trial_id, start, rows in write.rows:
+            self._stored[trial_id] = min(start + len(rows), self._cut.get(trial_id, 1 << 62))
+
+    async def _delete_unlisted(self) -> None:
+        """After a new base: delete every segment the head does not list (the ones the
+        base replaced, and any an earlier driver or an interrupted write left)."""
+        try:
+            for key in await self._storage.list(SEGMENTS_PREFIX):
+                if key not in self._segments:
+                    await self._storage.delete(key)
+        except Exception as err:  # left for the next base
+            log.warning("could not delete old journal segments (will retry): %s", err)
+
+    async def _writer(self) -> None:
+        while True:
+            await self._dirty.wait()
+            if self._urgent.is_set():
+                await asyncio.sleep(URGENT_DELAY)  # the trials ending now share this write
+            await self.flush()
+            await self._rest()
+
+    async def _rest(self) -> None:
+        """The pause after a write, cut short by :meth:`urgent` (but never below the
+        urgent gap, which bounds the journal's CPU share)."""
+        started = time.monotonic()
+        # Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation that
+        # arrives as the event is set, and aclose() would then wait for this task forever.
+        waiter = asyncio.ensure_future(self._urgent.wait())
+        try:
+            done, _ = await asyncio.wait({waiter}, timeout=self._pause)
+        finally:
+            waiter.cancel()
+        if not done:
+            return
+        left = self._urgent_gap - URGENT_DELAY - (time.monotonic() - started)
+        if left > 0:
+            await asyncio.sleep(left)
+
+    def _capture(self) -> _Write:
+        """The head's parts and the rows a write must store, from the state as it is."""
+        compact = (
+            not self._segments
+            or len(self._segments) >= COMPACT_AFTER
+            or self._tail_bytes > self._base_bytes
+        )
+        header: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "name": self._name,
+            "started_at": self.started_at,
+            "written_at": time.time(),
+        }
+        if self._extras is not None:
+            header.update(self._extras())
+        heads: list[str] = []
+        rows: list[tuple[str, int, list[str]]] = []
+        for trial_id, trial in self._trials.items():
+            results = self._results[trial_id]
+            machine = trial.machine
+            changing: dict[str, Any] = {
+                "id": trial_id,
+                "state": machine.state.value,
+                "iteration": machine.iteration,
+                "num_failures": machine.num_failures,
+                "error": str(machine.error) if machine.error is not None else None,
+                "checkpoints": [c.to_dict() for c in machine.checkpoints],
+                "origin": machine.origin.to_dict() if machine.origin is not None else None,
+                "last_result": trial.last_result,
+                "results_count": len(results),
+            }
+            if machine.storage_down:  # paused because a checkpoint could not be stored
+                changing["save_failed"] = True
+            if trial.events:
+                changing["events"] = trial.events
+            if trial.config_pickle is not None:  # an exploit gave it a new config
+                changing["config_now"] = trial.config
+                changing["config_now_pickle"] = trial.config_pickle
+            heads.append(self._specs[trial_id] + dumps(changing)[1:])
+            start = 0 if compact else self._stored[trial_id]
+            if start < len(results):
+                rows.append((trial_id, start, results[start:]))
+        return _Write(header, heads, rows, compact)
+
+
+def segment_token() -> str:
+    """A driver's segment names' prefix: never used before, and in the order drivers
+    started (milliseconds, then random), so that ``repair`` can replay the segments
+    that survive a lost head in the order they were written."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(2)}"
+
+
+def _build_timed(write: _Write, segments: list[str]) -> tuple[bytes, bytes, float]:
+    """The segment and the head a write stores, and the CPU-seconds they took (in the
+    thread that built them)."""
+    start = time.thread_time()
+    segment = _segment(write.rows)
+    head = _head(write.header, segments, write.heads)
+    return segment, head, time.thread_time() - start
+
+
+def _segment(rows: list[tuple[str, int, list[str]]]) -> bytes:
+    """The segment holding ``rows``, one line per trial (empty: none)."""
+    return "".join(
+        '{"trial":'
+        + dumps(trial_id)
+        + ',"from":'
+        + str(first)
+        + ',"rows":['
+        + ",".join(serialised)
+        + "]}\n"
+        for trial_id, first, serialised in rows
+    ).encode()
+
+
+def _head(header: dict[str, Any], segments: list[str], heads: list[str]) -> bytes:
+    return (
+        dumps({**header, "segments": segments})[:-1] + ',"trials":[' + ",".join(heads) + "]}"
+    ).encode()
+
+
+@dataclass(frozen=True)
+class JournaledTrial:
+    """One trial as the journal recorded it, plain data: its spec's journal fields
+    (``TrialSpec.from_json`` rebuilds it, loading its code only if asked) and what had
+    happened to it."""
+
+    id: str
+    spec: dict[str, Any]
+    state: str
+    iteration: int
+    num_failures: int
+    error: str | None
+    checkpoints: list[Checkpoint]
+    results: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    config_pickle: str | None  # its config since an exploit (None: the spec's)
+    # Where its timeline starts when that is not one of its checkpoints (an exploit's).
+    origin: Checkpoint | None = None
+    # Every committed checkpoint storage holds under the trial's prefix, listed or not.
+    stored_keys: frozenset[str] = frozenset()
+    save_failed: bool = False  # a checkpoint could not be stored (what paused it)
+
+
+#: A head entry's fields that change as the trial runs; the rest is its spec.
+_CHANGING = frozenset(
+    {
+        "id",
+        "state",
+        "iteration",
+        "num_failures",
+        "error",
+        "checkpoints",
+        "origin",
+        "last_result",
+        "results_count",
+        "results",
+        "events",
+        "config_now",
+        "config_now_pickle",
+        "save_failed",
+    }
+)
+
+
+@dataclass(frozen=True)
+class JournalContents:
+    """A journal as read back: its trials, and the head's other fields (``sweeps``,
+    ``started_at``...)."""
+
+    trials: list[JournaledTrial]
+    extras: dict[str, Any]
+
+
+async def load(storage: Any) -> list[JournaledTrial] | None:
+    """The journaled trials, or ``None`` when the experiment has no journal yet."""
+    contents = await load_experiment(storage)
+    return None if contents is None else contents.trials
+
+
+async def load_experiment(storage: Any) -> JournalContents | None:
+    """The journal, or ``None`` when the experiment has none (no head, no backup).
+
+    A damaged journal (an object truncated, not JSON, missing fields; a missing head
+    whose backup survives) raises :class:`~orchestrator.errors.JournalDamaged`, which
+    names the object, what is wrong and how to recover. Checkpoints the journal lists
+    but storage no longer holds (garbage-collected after the last journal write) are
+    dropped here. The journal lists only checkpoints on each trial's timeline (see
+    ``MachineState.timeline``), so an abandoned run's are never picked, even while they
+    still wait for deletion.
+    """
+    from orchestrator.journal.damage import damaged, parse_head
+
+    experiment = storage.uri
+    if not await storage.exists(JOURNAL_KEY):
+        if await storage.exists(BACKUP_KEY):
+            raise damaged(
+                experiment, storage.uri_for(JOURNAL_KEY), "is missing (its backup is there)"
+            )
+        return None
+    doc = parse_head(
+        await storage.read_bytes(JOURNAL_KEY), storage.uri_for(JOURNAL_KEY), experiment
+    )
+    results = await _load_results(storage, doc)
+    stored: dict[str, frozenset[str]] = {}
+
+    async def committed(trial_id: str, ckpt: Checkpoint) -> bool:
+        owner = ckpt.trial_id  # an origin may be another trial's
+        if owner not in stored:
+            stored[owner] = frozenset(await storage.list_checkpoints(owner))
+        if ckpt.key in stored[owner]:
+            return True
+        log.info("trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri)
+        return False
+
+    trials = []
+    for entry in doc["trials"]:
+        trial_id = entry["id"]
+        checkpoints = []
+        for raw in entry["checkpoints"]:
+            ckpt = Checkpoint.from_dict(raw)
+            if await committed(trial_id, ckpt):
+                checkpoints.append(ckpt)
+        origin = Checkpoint.from_dict(entry["origin"]) if entry.get("origin") else None
+        if origin is not None and not await committed(trial_id, origin):
+            origin = None
+        if trial_id not in stored:
+            stored[trial_id] = frozenset(await storage.list_checkpoints(trial_id))
+        spec = {k: v for k, v in entry.items() if k not in _CHANGING}
+        trials.append(
+            JournaledTrial(
+                id=trial_id,
+                spec=spec,
+                state=entry["state"],
+                iteration=int(entry.get("iteration", 0)),
+                num_failures=int(entry.get("num_failures", 0)),
+                error=entry.get("error"),
+                checkpoints=checkpoints,
+                results=results.get(trial_id, []),
+                events=list(entry.get("events") or []),
+                config_pickle=entry.get("config_now_pickle"),
+                origin=origin,
+                stored_keys=stored[trial_id],
+                save_failed=bool(entry.get("save_failed")),
+            )
+        )
+    extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
+    return JournalContents(trials, extras)
+
+
+async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Every trial's results: inline in a format-1 document, else replayed from the
+    segments the head lists, in order, and cut to the length the head records."""
+    if int(doc.get("format", 1)) < 2:
+        return {entry["id"]: list(entry.get("results", [])) for entry in doc["trials"]}
+    from orchestrator.journal.damage import damaged, parse_segment
+    from storage import NotFound
+
+    results: dict[str, list[Any]] = {entry["id"]: [] for entry in doc["trials"]}
+    for key in doc.get("segments", []):
+        where = storage.uri_for(key)
+        try:
+            data = await storage.read_bytes(key)
+        except NotFound as err:
+            raise damaged(
+                storage.uri, where, f"is missing (the head {storage.uri_for(JOURNAL_KEY)} lists it)"
+            ) from err
+        except Exception as err:
+            raise JournalError(
+                f"the journal at {storage.uri_for(JOURNAL_KEY)} lists result segment "
+                f"{where}, which cannot be read ({err}); the experiment "
+                "cannot be resumed with its result history"
+            ) from err
+        for part in parse_segment(data, where, storage.uri):
+            rows = results.setdefault(part["trial"], [])
+            del rows[part["from"] :]
+            rows.extend(part["rows"])
+    for entry in doc["trials"]:
+        del results[entry["id"]][entry.get("results_count", len(results[entry["id"]])) :]
+    return results

@@ -1,0 +1,1 @@
+"""A population of trials: plan, driver, result; talks to the engine through a port."""

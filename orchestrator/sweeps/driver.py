@@ -1,0 +1,479 @@
+"""``Orchestrator.sweep``: one population of trials, chosen by a searcher and judged by
+a scheduler, within a budget and a concurrency bound.
+
+The sweep is an asyncio task beside the loop, never on its path. It asks the searcher
+for a config only when a slot is free (at most ``max_concurrent_trials`` trials hold an
+actor), so a learning searcher sees the results it should and Ray's queue never holds
+hundreds of pending actors; the searcher runs in a thread of its own (one call at a
+time, in order: Optuna's TPE slows as trials grow, and the loop must serve every running
+trial meanwhile). Each trial is an ordinary trial whose judge includes the scheduler
+(:mod:`orchestrator.sweeps.judge`); the sweep watches its trials (results for the
+searcher, endings for both) and carries out the scheduler's decisions about trials
+other than the reporting one through the same requests a user makes, resumes and
+restores of paused trials waiting for a free slot. With ``reuse_actors`` a finished
+trial's worker process is kept idle and the next trial with the same resources starts
+in it (a fresh trainable there). The sweep's state (its arguments, which trials it
+created, the searcher's and the scheduler's state) is in the journal, so the same
+``sweep(...)`` call after ``Orchestrator(resume=True)`` continues it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.core.best import has_metric
+from orchestrator.core.events import (
+    Decided,
+    PauseRequested,
+    RestoreRequested,
+    ResumeRequested,
+    StopRequested,
+)
+from orchestrator.core.judge import CONTINUE, Judges, StopJudge
+from orchestrator.core.machine import TrialState
+from orchestrator.errors import ConfigError
+from orchestrator.schedulers import Continue, Decision, Exploit, Pause, Resume, Scheduler, Stop
+from orchestrator.search import Searcher, SearchSpace
+from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of
+from orchestrator.sweeps.result import SweepResult
+
+if TYPE_CHECKING:
+    from orchestrator.api.orchestrator import Orchestrator
+    from orchestrator.engine.record import TrialRuntime
+
+log = logging.getLogger("orchestrator.sweeps.driver")
+
+#: Seconds between reads of the cluster's resources (the default concurrency bound
+#: follows nodes that join or leave).
+CAPACITY_REFRESH_S = 5.0
+#: The searcher's state is saved after every suggestion, and after its other calls at
+#: most this often (an Optuna study's state grows with its trials).
+SEARCHER_SNAPSHOT_S = 1.0
+#: Seconds trials held by the scheduler (:class:`~orchestrator.schedulers.Hold`) may wait
+#: while no other trial runs before the scheduler is told the population is stuck
+#: (``on_idle``): the trials they wait for may be unable to start (an explicit
+#: ``max_concurrent_trials`` above what the cluster holds, say). Longer than a worker's
+#: start on a loaded machine, so that a slow start is waited for.
+HOLD_PATIENCE_S = 15.0
+#: How often the sweep looks whether its held trials' wait can still end by itself.
+HOLD_CHECK_S = 1.0
+
+
+class Sweep:
+    """One ``Orchestrator.sweep(...)`` call (see the module docstring)."""
+
+    def __init__(
+        self,
+        orch: Orchestrator,
+        *,
+        name: str,
+        trainable: Any,
+        space: SearchSpace,
+        num_samples: int,
+        metric: str | None,
+        mode: str | None,
+        searcher: Searcher,
+        scheduler: Scheduler | None,
+        max_concurrent: int | None,
+        trial_options: Mapping[str, Any],
+        seed: int | None,
+        reuse_actors: bool,
+        call: str,
+        journaled: Mapping[str, Any] | None,
+    ) -> None:
+        self._orch = orch
+        self.name = name
+        self._trainable = trainable
+        self._space = space
+        self._metric, self._mode = metric, mode
+        self._searcher = searcher
+        self._scheduler = scheduler
+        self._max_concurrent = max_concurrent
+        self._options = dict(trial_options)
+        self._seed = seed
+        self._reuse = reuse_actors
+        self._call = call
+        self._journaled = journaled
+        self.total = num_samples * space.num_grid_points
+        self._num_samples = num_samples
+        self._trials: dict[str, TrialRuntime] = {}
+        self._population = PopulationView(self._trials)
+        self._queued: list[tuple[TrialRuntime, Any]] = []  # resumes/restores awaiting a slot
+        self._told: set[str] = set()  # trials the searcher heard the end of
+        self._changed = asyncio.Event()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"searcher-{name}")
+        self._searcher_state: str | None = None
+        self._snapshot_at = 0.0
+        self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
+        self._draining = False
+        self._wants_results = type(searcher).on_trial_result is not Searcher.on_trial_result
+        self._exhausted = False
+        self._finished = False
+        self._capacity: tuple[float, int] | None = None  # (when read, trials that fit)
+
+    # -- the sweep's life ----------------------------------------------------------------
+
+    async def run(self) -> SweepResult:
+        dispatcher, _ = self._orch._require_entered()
+        executor = dispatcher.executor
+        keep_idle = executor.hosts.keep_idle
+        executor.hosts.keep_idle = self._reuse
+        if self._orch.progress is not None and self._metric is not None:
+            self._orch.progress.set_objective(self._metric, self._mode)
+        try:
+            await self._start()
+            while not await self._done():
+                await self._admit()
+                if await self._done():
+                    break
+                await self._wait_for_change()
+            self._finished = True
+        finally:
+            executor.hosts.keep_idle = keep_idle
+            executor.retire_idle()
+            await self._snapshot_searcher(force=True)
+            self._thread.shutdown(wait=False)
+            self._orch._journal_touch()
+        await self._orch._wait_settled()
+        trials = [rt.handle for rt in self._trials.values()]
+        await self._orch._end_hooks(trials)
+        return SweepResult(trials, self._metric, self._mode)
+
+    async def _start(self) -> None:
+        await self._in_thread(
+            self._searcher.setup,
+            self._space,
+            metric=self._metric,
+            mode=self._mode,
+            num_samples=self._num_samples,
+            seed=self._seed,
+        )
+        doc = self._journaled
+        if doc is None:
+            return
+        from orchestrator.journal.writer import unpickle_b64
+
+        if doc.get("searcher_state"):
+            await self._in_thread(self._searcher.set_state, unpickle_b64(doc["searcher_state"]))
+            self._searcher_state = doc["searcher_state"]
+        if self._scheduler is not None and doc.get("scheduler_state"):
+            self._scheduler.load_state_dict(unpickle_b64(doc["scheduler_state"]))
+        self._told = set(doc.get("told", []))
+        self._finished = bool(doc.get("finished"))
+        for trial_id in doc.get("created", []):
+            rt = self._orch._trials.get(trial_id)
+            if rt is None:
+                raise ConfigError(
+                    f"sweep {self.name!r}: the journal names its trial {trial_id}, which the "
+                    "experiment does not hold; resume with the same storage and name"
+                )
+            self._watch(rt)
+            if rt.machine.state.is_terminal and trial_id not in self._told:
+                self._tell_complete(rt)  # it ended after the searcher's state was saved
+            elif rt.machine.state is TrialState.PENDING:
+                self._queued.append((rt, None))  # it was running: start it again
+        log.info(
+            "sweep %r resumed: %d of %d trials created, %d to start again",
+            self.name,
+            len(self._trials),
+            self.total,
+            len(self._queued),
+        )
+
+    async def _wait_for_change(self) -> None:
+        """Until a trial settles or a decision is made. While the scheduler holds trials,
+        also watch that their wait can end: once no trial has run unheld for
+        ``HOLD_PATIENCE_S``, the scheduler's ``on_idle`` decides for them."""
+        stuck_since: float | None = None
+        while not self._changed.is_set():
+            if self._scheduler is None:
+                await self._changed.wait()
+                break
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=HOLD_CHECK_S)
+                break
+            except asyncio.TimeoutError:
+                pass
+            trials = self._trials.values()
+            if not any(rt.machine.held for rt in trials) or any(map(self._moving, trials)):
+                stuck_since = None
+            elif stuck_since is None:
+                stuck_since = time.monotonic()
+            elif time.monotonic() - stuck_since >= HOLD_PATIENCE_S:
+                log.info(
+                    "sweep %r: held trials waited %.0f s for trials that do not run; "
+                    "going on without those",
+                    self.name,
+                    HOLD_PATIENCE_S,
+                )
+                self._decide(self._scheduler.on_idle(self._population))  # sets _changed
+        self._changed.clear()
+
+    @staticmethod
+    def _moving(rt: TrialRuntime) -> bool:
+        """The trial is training or restoring: it will report without being told to."""
+        machine = rt.machine
+        if machine.state is TrialState.RESTORING:
+            return True
+        return machine.state is TrialState.RUNNING and not machine.held
+
+    async def _done(self) -> bool:
+        if self._finished:
+            return True
+        dispatcher, _ = self._orch._require_entered()
+        if self._queued or not all(dispatcher.is_settled(rt) for rt in self._trials.values()):
+            return False
+        if len(self._trials) < self.total and not self._exhausted:
+            return False
+        paused = [rt for rt in self._trials.values() if rt.machine.state is TrialState.PAUSED]
+        if paused and self._scheduler is not None:
+            decisions = self._scheduler.on_idle(self._population)
+            if decisions:
+                self._decide(decisions)
+                return False  # look again once they are carried out
+        if paused:
+            log.info(
+                "sweep %r ends with %d trial(s) PAUSED (nothing would resume them)",
+                self.name,
+                len(paused),
+            )
+        return True
+
+    # -- admitting trials -----------------------------------------------------------------
+
+    async def _admit(self) -> None:
+        """Fill free slots: queued resumes and restores first, then new trials."""
+        dispatcher, _ = self._orch._require_entered()
+        while await self._free_slots() > 0:
+            if self._queued:
+                rt, event = self._queued.pop(0)
+                if event is None:
+                    dispatcher.launch(rt)
+                else:
+                    dispatcher.request(rt, event)
+                    if isinstance(event, RestoreRequested):
+                        dispatcher.pins.discard(event.checkpoint.key)  # its machine pins it
+                continue
+            if len(self._trials) >= self.total or self._exhausted:
+                break
+            trial_id = f"{self.name}_{len(self._trials):05d}"
+            config = await self._in_thread(self._suggest, trial_id)
+            if config is None:
+                if not any(rt.machine.state.has_actor for rt in self._trials.values()):
+                    self._exhausted = True  # nothing will change its mind
+                break
+            self._create(trial_id, config)
+        all_placed = not any(rt.machine.state is TrialState.PENDING for rt in self._trials.values())
+        if (len(self._trials) >= self.total or self._exhausted) and not self._queued and all_placed:
+            dispatcher.executor.retire_idle()  # no trial will take them
+
+    def _suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """In the searcher's thread: a config, and the state right after (so that a
+        resumed sweep never suggests for a trial index twice)."""
+        from orchestrator.journal.writer import pickle_b64
+
+        config = self._searcher.suggest(trial_id)
+        if config is not None:
+            self._searcher_state = pickle_b64(self._searcher.get_state())
+            self._snapshot_at = time.monotonic()
+        return config
+
+    def _create(self, trial_id: str, config: dict[str, Any]) -> None:
+        spec = self._orch.trial_spec(self._trainable, config, trial_id=trial_id, **self._options)
+        rt = self._orch._add(spec)
+        self._watch(rt)
+        if self._scheduler is not None:
+            self._scheduler.on_trial_add(info_of(rt))
+        dispatcher, _ = self._orch._require_entered()
+        dispatcher.launch(rt)
+        self._orch._journal_touch()
+
+    def _watch(self, rt: TrialRuntime) -> None:
+        """Make ``rt`` one of this sweep's trials: judged by its scheduler, watched."""
+        self._trials[rt.id] = rt
+        rt.observer = self
+        policy = rt.machine.policy
+        if self._orch.settings.strict_metrics:
+            # Like a stop metric: a trial whose first result lacks the sweep's metric is
+            # an error then, not a sweep whose searcher and scheduler learn nothing.
+            required = dict(policy.required_metrics)
+            if self._metric:
+                required.setdefault(self._metric, "the sweep's metric")
+            own = self._scheduler.metric if self._scheduler is not None else None
+            if own:
+                required.setdefault(
+                    own, f"its scheduler's ({type(self._scheduler).__name__}) metric"
+                )
+            policy.required_metrics = required
+        if self._scheduler is None:
+            return
+        from orchestrator.schedulers import PBT
+
+        judge = SchedulerJudge(rt, self._scheduler, self._population, self._decide)
+        policy.judge = Judges([StopJudge(rt.spec.stop), judge])
+        rt.report_config = isinstance(self._scheduler, PBT)
+
+    async def _free_slots(self) -> int:
+        live = sum(
+            1
+            for rt in self._trials.values()
+            if rt.machine.state.has_actor or rt.machine.state is TrialState.PENDING
+        )
+        # PENDING ones not launched yet (queued for a slot) do not hold one.
+        live -= sum(1 for rt, event in self._queued if event is None)
+        return await self._limit() - live
+
+    async def _limit(self) -> int:
+        if self._max_concurrent is not None:
+            return self._max_concurrent
+        now = time.monotonic()
+        if self._capacity is None or now - self._capacity[0] > CAPACITY_REFRESH_S:
+            self._capacity = (now, await self._cluster_fits())
+        return self._capacity[1]
+
+    async def _cluster_fits(self) -> int:
+        """How many trials the cluster's resources hold at once (at least 1)."""
+        import ray
+
+        from orchestrator.engine.resource_watch import ray_demand
+
+        totals = await asyncio.to_thread(ray.cluster_resources)
+        demand = ray_demand(self._options.get("resources") or {"cpu": 1.0}, 1)
+        fits = [int(totals.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
+        return max(1, min(fits)) if fits else 1
+
+    # -- watching its trials (on the loop: cheap) ------------------------------------------
+
+    def on_result(self, rt: TrialRuntime, result: Mapping[str, Any]) -> None:
+        if not self._wants_results or self._finished:
+            return
+        self._results_backlog.append((rt.id, result))
+        if not self._draining:
+            self._draining = True
+            asyncio.get_running_loop().run_in_executor(self._thread, self._drain_results)
+
+    def _drain_results(self) -> None:
+        self._draining = False
+        backlog, self._results_backlog = self._results_backlog, []
+        for trial_id, result in backlog:
+            self._searcher.on_trial_result(trial_id, result)
+
+    def on_settled(self, rt: TrialRuntime) -> None:
+        if self._finished:
+            return  # a trial of a finished sweep, revived and ended by hand
+        state = rt.machine.state
+        if self._scheduler is not None and state.is_terminal:
+            info = info_of(rt)
+            if state is TrialState.TERMINATED:
+                decisions = self._scheduler.on_trial_complete(
+                    info, rt.last_result, self._population
+                )
+            else:
+                decisions = self._scheduler.on_trial_error(info, self._population)
+            self._decide(decisions)
+        if state.is_terminal and rt.id not in self._told:
+            self._tell_complete(rt)
+        self._changed.set()
+
+    def _tell_complete(self, rt: TrialRuntime) -> None:
+        self._told.add(rt.id)
+        error = rt.machine.state is TrialState.ERROR
+        result = dict(rt.last_result) if rt.last_result is not None else None
+        metric = self._metric
+        if metric and result is not None and not any(has_metric(r, metric) for r in rt.results):
+            # It has no result to learn from, and its last one must not pass for one.
+            # An error was said already; else strict_metrics=False let it run.
+            result = None
+        if result is None and not error and rt.last_result is not None:
+            log.warning(
+                "sweep %r: trial %s ended without reporting the sweep's metric %r in any "
+                "result (it reported %s); the searcher is told it has no result",
+                self.name,
+                rt.id,
+                metric,
+                ", ".join(repr(k) for k in rt.last_result) or "nothing",
+            )
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(self._thread, self._complete, rt.id, result, error)
+
+    def _complete(self, trial_id: str, result: dict[str, Any] | None, error: bool) -> None:
+        self._searcher.on_trial_complete(trial_id, result, error)
+        if time.monotonic() - self._snapshot_at > SEARCHER_SNAPSHOT_S:
+            from orchestrator.journal.writer import pickle_b64
+
+            self._searcher_state = pickle_b64(self._searcher.get_state())
+            self._snapshot_at = time.monotonic()
+
+    def _decide(self, decisions: list[Decision]) -> None:
+        """Carry out the scheduler's decisions about trials (not the one reporting)."""
+        dispatcher, _ = self._orch._require_entered()
+        for decision in decisions:
+            rt = self._trials.get(decision.trial_id)
+            if rt is None:
+                continue
+            state = rt.machine.state
+            if isinstance(decision, Stop):
+                dispatcher.request(rt, StopRequested())
+            elif isinstance(decision, Pause):
+                dispatcher.request(rt, PauseRequested())
+            elif isinstance(decision, Resume):
+                self._queued.append((rt, ResumeRequested()))
+            elif isinstance(decision, Exploit):
+                event = RestoreRequested(decision.checkpoint, dict(decision.config))
+                if state.has_actor:
+                    dispatcher.request(rt, event)
+                else:  # paused: it needs a slot; keep the donor's checkpoint till then
+                    dispatcher.pins.add(decision.checkpoint.key)
+                    self._queued.append((rt, event))
+            elif isinstance(decision, Continue) and rt.machine.held:
+                dispatcher.request(rt, Decided(CONTINUE))
+        self._changed.set()
+
+    # -- the searcher's thread, and the journal ----------------------------------------------
+
+    async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, lambda: fn(*args, **kwargs))
+
+    async def _snapshot_searcher(self, *, force: bool) -> None:
+        from orchestrator.journal.writer import pickle_b64
+
+        def snap() -> None:
+            self._searcher_state = pickle_b64(self._searcher.get_state())
+
+        if force:
+            try:
+                await self._in_thread(snap)
+            except Exception as err:  # the sweep's outcome stands; only resume loses
+                log.warning("sweep %r: could not save the searcher's state: %s", self.name, err)
+
+    def journal_doc(self) -> dict[str, Any]:
+        """The sweep as the journal's head records it (on the loop, at each write)."""
+        from orchestrator.api.identity import trainable_identity
+        from orchestrator.journal.writer import pickle_b64
+
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "trainable": trainable_identity(self._trainable),
+            "metric": self._metric,
+            "mode": self._mode,
+            "num_samples": self._num_samples,
+            "total": self.total,
+            "created": list(self._trials),
+            "trials": list(self._trials),
+            "told": sorted(self._told),
+            "finished": self._finished,
+            "searcher_state": self._searcher_state,
+            "call": self._call,
+        }
+        if self._scheduler is not None:
+            doc["scheduler_state"] = pickle_b64(self._scheduler.state_dict())
+            lineage = getattr(self._scheduler, "lineage", None)
+            if lineage:
+                doc["lineage"] = list(lineage)
+        return doc

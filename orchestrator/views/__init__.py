@@ -1,0 +1,1 @@
+"""What people see: progress, plots, experiment records, per-trial logs."""

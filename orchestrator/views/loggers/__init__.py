@@ -1,0 +1,18 @@
+"""Per-trial logs in Ray Tune's layout: ``params.json``, ``result.json``,
+``progress.csv`` and TensorBoard event files, written off the event loop and kept equal
+to each trial's history across rollbacks. Use :class:`ExperimentLogger` as a hook."""
+
+from orchestrator.views.loggers.hook import ExperimentLogger, LoggerStatistics
+from orchestrator.views.loggers.sink import trial_dirname
+from orchestrator.views.loggers.values import flatten
+from orchestrator.views.loggers.writers import DEFAULT_LOGGERS, WRITERS, TrialWriter
+
+__all__ = [
+    "DEFAULT_LOGGERS",
+    "WRITERS",
+    "ExperimentLogger",
+    "LoggerStatistics",
+    "TrialWriter",
+    "flatten",
+    "trial_dirname",
+]

@@ -1,0 +1,160 @@
+"""The writing side: applies batches of per-trial operations to the trials' writers.
+
+Every method here blocks and is called from the flusher's one worker thread, never
+from the event loop and never from two threads at once. A failure is contained: the
+writer that raised skips the rest of that trial's batch, the trial's other writers and
+the other trials go on, and each trial's first failure is logged (later ones only
+counted), since a full disk would otherwise log once per result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.views.loggers.ops import MARKERS, ConfigChange, End, Op, Reset, Rollback
+from orchestrator.views.loggers.writers import WRITERS, TrialWriter
+
+__all__ = ["LogSink", "trial_dirname"]
+
+log = logging.getLogger("orchestrator.views.loggers")
+
+Segment = Reset | Rollback | ConfigChange | End | list[Mapping[str, Any]]
+
+
+def trial_dirname(trial_id: str) -> str:
+    """The directory (and upload key prefix) of a trial: its id, with path separators
+    replaced so an id can never name a place outside the log directory."""
+    name = "".join("_" if c in "/\\\0" else c for c in trial_id)
+    return name if name not in ("", ".", "..") else f"_{name}_"
+
+
+def _segments(ops: Sequence[Op]) -> Iterator[Segment]:
+    """Runs of consecutive results become one list, so each is written in one go."""
+    run: list[Mapping[str, Any]] = []
+    for op in ops:
+        if isinstance(op, MARKERS):
+            if run:
+                yield run
+                run = []
+            yield op
+        else:
+            run.append(op)
+    if run:
+        yield run
+
+
+class _TrialLog:
+    def __init__(self, trial_id: str, directory: Path, names: Sequence[str]) -> None:
+        self.trial_id = trial_id
+        self.directory = directory
+        self.changed: set[str] = set()
+        self.writers: dict[str, TrialWriter] = {
+            name: WRITERS[name](directory, self.changed.add) for name in names
+        }
+
+    def apply(self, segments: Sequence[Segment]) -> list[BaseException]:
+        errors: list[BaseException] = []
+        if any(isinstance(s, Reset) for s in segments):
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except Exception as err:
+                return [err]
+        for writer in self.writers.values():
+            try:
+                for segment in segments:
+                    _apply(writer, segment)
+                writer.flush()
+            except Exception as err:
+                errors.append(err)
+        return errors
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+
+def _apply(writer: TrialWriter, segment: Segment) -> None:
+    if isinstance(segment, list):
+        writer.write(segment)
+    elif isinstance(segment, Reset):
+        writer.reset(segment.config)
+        if segment.history:
+            writer.write(segment.history)
+    elif isinstance(segment, Rollback):
+        writer.rollback(segment.iteration)
+    elif isinstance(segment, ConfigChange):
+        writer.config_changed(segment.iteration, segment.config)
+    else:
+        writer.end(segment.config, segment.last_result)
+
+
+class LogSink:
+    """All trials' files under ``logdir/<trial_dirname(trial_id)>/``."""
+
+    def __init__(self, logdir: Path, names: Sequence[str]) -> None:
+        self.logdir = logdir
+        self.names = tuple(names)
+        self._trials: dict[str, _TrialLog] = {}
+        self._by_dirname: dict[str, _TrialLog] = {}
+        self._failed: set[str] = set()
+        self.failures = 0
+
+    @property
+    def failed_trials(self) -> frozenset[str]:
+        return frozenset(self._failed)
+
+    def apply(self, batch: Mapping[str, Sequence[Op]], *, close: bool = False) -> None:
+        """Carry out each trial's operations in order; with ``close``, close every
+        file afterwards (they reopen if more operations come)."""
+        for trial_id, ops in batch.items():
+            trial = self._trials.get(trial_id)
+            if trial is None:
+                directory = self.logdir / trial_dirname(trial_id)
+                trial = self._trials[trial_id] = _TrialLog(trial_id, directory, self.names)
+                self._by_dirname[directory.name] = trial
+            for err in trial.apply(list(_segments(ops))):
+                self._fail(trial_id, err)
+        if close:
+            self.close()
+
+    def take_changed(self) -> list[tuple[str, Path]]:
+        """``(key, path)`` of every file changed since the last call, and forget them;
+        ``key`` is ``<trial dir>/<relative path>``."""
+        changed: list[tuple[str, Path]] = []
+        for trial in self._trials.values():
+            prefix = trial.directory.name
+            changed.extend((f"{prefix}/{name}", trial.directory / name) for name in trial.changed)
+            trial.changed.clear()
+        return sorted(changed)
+
+    def mark_changed(self, key: str) -> None:
+        """Upload ``key`` again next time (its upload failed)."""
+        prefix, _, name = key.partition("/")
+        trial = self._by_dirname.get(prefix)
+        if trial is not None:
+            trial.changed.add(name)
+
+    def close(self) -> None:
+        for trial_id, trial in self._trials.items():
+            try:
+                trial.close()
+            except Exception as err:
+                self._fail(trial_id, err)
+
+    def _fail(self, trial_id: str, err: BaseException) -> None:
+        self.failures += 1
+        if trial_id in self._failed:
+            return
+        self._failed.add(trial_id)
+        log.error(
+            "could not write the logs of trial %s in %s (%s: %s); the other trials' logs "
+            "go on, and later failures of this trial are not logged again",
+            trial_id,
+            self.logdir / trial_dirname(trial_id),
+            type(err).__name__,
+            err,
+            exc_info=err,
+        )
