@@ -440,7 +440,7 @@ def test_the_old_module_paths_still_load_what_journals_name() -> None:
 
     import orchestrator.cli.demo as new_demo
     import orchestrator.demo_model as old_model
-    from orchestrator.journal.writer import import_class
+    from orchestrator.core.codec import import_class
 
     assert import_class("orchestrator.demo_model:DigitsMLP") is DigitsMLP
     assert pickle.loads(b"corchestrator.demo_model\nDigitsMLP\n.") is DigitsMLP

@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.cli.present import cell, time_text
-from orchestrator.journal.writer import JOURNAL_KEY, SEGMENTS_PREFIX
+from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
 from storage import open_storage
 
 from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401

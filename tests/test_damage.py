@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Orchestrator
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX
 from orchestrator.errors import JournalDamaged
 from orchestrator.journal.damage import (
     damage_of,
@@ -18,8 +19,8 @@ from orchestrator.journal.damage import (
     salvage_head,
     salvage_segment,
 )
-from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
-from orchestrator.journal.writer import load as load_journal
+from orchestrator.journal.reader import load as load_journal
+from orchestrator.journal.writer import Journal
 from storage import open_storage
 
 from .trainables import Counter

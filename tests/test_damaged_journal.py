@@ -16,9 +16,9 @@ import pytest
 import orchestrator.engine.raystart
 from orchestrator import Orchestrator, Trial, TrialState
 from orchestrator.cli import main
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.errors import ExperimentExists, JournalDamaged
 from orchestrator.journal.repair import repair_experiment
-from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 

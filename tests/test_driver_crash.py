@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator.journal.writer import JOURNAL_KEY
+from orchestrator.core.journal_format import JOURNAL_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 

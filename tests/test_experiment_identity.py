@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Orchestrator, TrialState
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import ConfigError, ExperimentExists, ExperimentNotFound
-from orchestrator.journal.writer import JOURNAL_KEY
 
 from .trainables import Counter
 

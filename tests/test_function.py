@@ -26,6 +26,7 @@ from orchestrator import (
 from orchestrator.actor import function as fmod
 from orchestrator.actor.function import FunctionTrainable, is_function, wrap_function
 from orchestrator.actor.trial_actor import TrialActor
+from orchestrator.core.codec import class_path
 from orchestrator.core.events import (
     FUNCTION_DONE,
     REPORTED_CHECKPOINT,
@@ -37,7 +38,6 @@ from orchestrator.core.events import (
 from orchestrator.core.spec import TrialSpec
 from orchestrator.core.stopping import StopCondition
 from orchestrator.errors import NotInTrial
-from orchestrator.journal.writer import class_path
 from storage import MANIFEST_NAME, open_storage
 
 from .test_lifecycle import ckpt, kinds, running

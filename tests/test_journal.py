@@ -12,9 +12,10 @@ import pytest
 
 import orchestrator.journal.writer as journal_module
 from orchestrator import ConfigError, Orchestrator, Trial
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX
 from orchestrator.errors import JournalDamaged
-from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX, Journal
-from orchestrator.journal.writer import load as load_journal
+from orchestrator.journal.reader import load as load_journal
+from orchestrator.journal.writer import Journal
 from storage import Storage, StorageError, open_storage
 
 from .trainables import Counter

@@ -19,6 +19,7 @@ import pytest
 
 from orchestrator import ExperimentLocked, LeaseLost, Orchestrator
 from orchestrator.api.lease import TTL_ENV, ExperimentLease, acquire_lease, this_process
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import (
     LEASE_KEY,
     Holder,
@@ -30,7 +31,6 @@ from orchestrator.core.lease_record import (
     renew_every,
     same_process_space,
 )
-from orchestrator.journal.writer import JOURNAL_KEY
 
 ME = Holder("box", 100, "alice", "mine", boot_id="b1", pid_ns="pid:[1]", started="500")
 OTHER = Holder("box", 200, "bob", "theirs", boot_id="b1", pid_ns="pid:[1]", started="700")

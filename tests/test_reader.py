@@ -13,14 +13,9 @@ from typing import Any
 import pytest
 
 from orchestrator import JournalError, Orchestrator, Trial, TrialState
-from orchestrator.journal.writer import JOURNAL_KEY, SEGMENTS_PREFIX
-from orchestrator.journal.writer import load as load_journal
-from orchestrator.views.experiments import (
-    ExperimentRecord,
-    list_experiments,
-    read_experiment,
-    replay_results,
-)
+from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX, replay_results
+from orchestrator.journal.reader import load as load_journal
+from orchestrator.views.experiments import ExperimentRecord, list_experiments, read_experiment
 from storage import BucketNotFound, open_storage
 
 from .trainables import Counter, Recorder

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
-from orchestrator.journal.writer import JOURNAL_KEY
 from orchestrator.search import RandomSearch, uniform
 
 from .trainables import Objective, Recorder

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
-from orchestrator.journal.writer import JOURNAL_KEY
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.schedulers import ASHA, PBT, HyperBand
 from orchestrator.search import grid
 from orchestrator.sweeps import driver as sweep_module

@@ -18,7 +18,7 @@ import pytest
 import ray
 
 from orchestrator import ConfigError, Orchestrator, Trial, TrialState
-from orchestrator.journal.writer import JOURNAL_KEY
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.search import OptunaSearch, choice, grid, sample_from, uniform
 
 from .trainables import Objective

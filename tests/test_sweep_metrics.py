@@ -16,7 +16,7 @@ from optuna.trial import TrialState as OptunaState
 
 from orchestrator import Orchestrator, Trainable, TrialState
 from orchestrator.errors import ConfigError
-from orchestrator.journal.writer import load as load_journal
+from orchestrator.journal.reader import load as load_journal
 from orchestrator.schedulers import ASHA, MedianStopping
 from orchestrator.search import OptunaSearch, RandomSearch, grid, uniform
 from orchestrator.views.experiments import read_experiment

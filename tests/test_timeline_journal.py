@@ -18,8 +18,8 @@ from orchestrator.core.events import (
 )
 from orchestrator.engine.adoption import adopt, off_timeline_keys
 from orchestrator.engine.collector import CheckpointCollector
+from orchestrator.journal.reader import load as load_journal
 from orchestrator.journal.writer import Journal
-from orchestrator.journal.writer import load as load_journal
 from orchestrator.sweeps.judge import info_of
 from storage import Storage, open_storage
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
-from orchestrator.journal.writer import JOURNAL_KEY
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 

@@ -113,7 +113,7 @@ def config_identity(config: Mapping[str, Any]) -> str:
     """The config as the journal stores it (JSON: numpy scalars as numbers, other
     objects as their ``repr``), with sorted keys, so that equal configs compare equal
     whatever their key order."""
-    from orchestrator.journal.writer import dumps
+    from orchestrator.core.json_codec import dumps
 
     try:
         return json.dumps(json.loads(dumps(dict(config))), sort_keys=True)
@@ -160,7 +160,7 @@ def _journaled_trainable(spec: Mapping[str, Any]) -> str | None:
     pickled = spec.get("trainable_pickle")
     if not pickled:
         return None
-    from orchestrator.journal.writer import unpickle_b64
+    from orchestrator.core.codec import unpickle_b64
 
     try:  # an older journal's pickled trainable (defined in __main__, a function)
         return trainable_identity(unpickle_b64(pickled))

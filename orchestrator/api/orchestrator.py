@@ -346,7 +346,7 @@ class Orchestrator:
     ) -> TrialSpec:
         """The validated spec ``add_trial`` would build: its arguments override the
         experiment's defaults."""
-        from orchestrator.core.spec import build_trial_spec
+        from orchestrator.api.specs import build_trial_spec
 
         return build_trial_spec(
             self.settings,

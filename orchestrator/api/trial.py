@@ -167,7 +167,7 @@ class Trial:
                     f"trial {self.id}: restore(config=...) takes a dict, got "
                     f"{type(config).__name__}"
                 )
-            from orchestrator.core.spec import check_sendable
+            from orchestrator.core.validate import check_sendable
 
             config = dict(config)
             check_sendable(config, self.id)

@@ -251,7 +251,7 @@ def _file_name(text: str) -> str:
 def _experiment(args: argparse.Namespace) -> ExperimentRecord | None:
     """The experiment ``--storage``/``--name`` name; ConfigError when there is none
     (None when its journal cannot be read, which has been reported)."""
-    from orchestrator.journal.writer import JOURNAL_KEY
+    from orchestrator.core.journal_format import JOURNAL_KEY
 
     uri = cli_args.experiment_uri(args.storage, args.name)
     options = cli_args.storage_options(args.storage_option)

@@ -184,7 +184,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
     args.resume_hint = resume_command(orch)
 
     async def main() -> list[Trial]:
-        from orchestrator.journal.writer import unpickle_b64
+        from orchestrator.core.codec import unpickle_b64
 
         async with orch:
             if not orch.trials:
@@ -312,7 +312,7 @@ def _report(trials: Sequence[Trial], args: argparse.Namespace, console: Console)
 def _require_journal(uri: str) -> None:
     """Fail before Ray starts when there is nothing to resume at ``uri``."""
     import storage as storage_pkg
-    from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY
+    from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 
     async def exists() -> bool:
         try:

@@ -13,13 +13,13 @@ runtime record and in the journal's changing part.
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
-from orchestrator.core.stopping import StopCondition, StopSpec
+from orchestrator.core.stopping import StopCondition
+from orchestrator.core.validate import check_failures, check_int, check_seconds
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class TrialSpec:
         if self.json is not None:
             return dict(self.json)
         from orchestrator.api.identity import trainable_identity
-        from orchestrator.journal.writer import class_path, pickle_b64
+        from orchestrator.core.codec import class_path, pickle_b64
 
         path = class_path(self.trainable)
         return {
@@ -187,7 +187,7 @@ class TrialSpec:
                 stop=_load_quietly(trial_id, data),
                 **common,
             )
-        from orchestrator.journal.writer import import_class, unpickle_b64
+        from orchestrator.core.codec import import_class, unpickle_b64
 
         def load(what: Callable[[], Any]) -> Any:
             try:
@@ -205,95 +205,6 @@ class TrialSpec:
             stop=load(lambda: unpickle_b64(data["stop_pickle"])),
             **common,
         )
-
-
-def build_trial_spec(
-    settings: ExperimentSettings,
-    trainable: Any,
-    config: Mapping[str, Any] | None = None,
-    stop: StopSpec = None,
-    checkpoint_every: int = 0,
-    resources: Mapping[str, float] | None = None,
-    *,
-    trial_id: str | None,
-    index: int,
-    token: str,
-    taken: Container[str],
-    max_failures: int | None = None,
-    keep_checkpoints: int | None = None,
-    checkpoint_score: tuple[str, ScoreMode] | None = None,
-    result_buffer: int | None = None,
-) -> TrialSpec:
-    """``add_trial``'s arguments checked and merged over ``settings`` into a spec.
-
-    ``index`` is the trial's number in the experiment and ``token`` the session's, for
-    a default id (``<trainable>_<token>_<index>``); ``taken`` holds the ids in use.
-    Every mistake is a :class:`ConfigError` naming the trial and what to do.
-    """
-    from orchestrator.actor.function import function_name, is_function, wrap_function
-    from orchestrator.actor.trial_actor import is_trainable_class
-    from orchestrator.journal.writer import RESERVED_NAMES
-
-    function = is_function(trainable)
-    if not function and not is_trainable_class(trainable):
-        got = trainable.__name__ if isinstance(trainable, type) else repr(trainable)
-        raise ConfigError(
-            f"add_trial (trial #{index}): {got} is neither a subclass of "
-            "orchestrator.Trainable nor a function; define `class MyTrainable(Trainable)` "
-            "with setup/step/save_checkpoint/load_checkpoint, or `def train(config):` "
-            "calling orchestrator.report(metrics)"
-        )
-    given = trial_id is not None
-    if trial_id is None:
-        named = function_name(trainable) if function else trainable.__name__
-        trial_id = f"{named}_{token}_{index:05d}"
-    if not isinstance(trial_id, str) or not trial_id or "/" in trial_id:
-        raise ConfigError(f"trial_id must be a non-empty str without '/', got {trial_id!r}")
-    if trial_id in RESERVED_NAMES:
-        raise ConfigError(
-            f"trial_id {trial_id!r} is the name of the experiment's journal in storage; "
-            "choose another"
-        )
-    if trial_id in taken:
-        raise ConfigError(f"trial {trial_id} already exists in experiment {settings.name!r}")
-    if config is not None and not isinstance(config, Mapping):
-        raise ConfigError(f"trial {trial_id}: config must be a dict, got {type(config).__name__}")
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
-        raise ConfigError(
-            f"trial {trial_id}: checkpoint_every must be an int >= 0, got {checkpoint_every!r}"
-        )
-    if checkpoint_every < 0:
-        raise ConfigError(
-            f"trial {trial_id}: checkpoint_every must be >= 0 (0 disables checkpoints), "
-            f"got {checkpoint_every}"
-        )
-    if function and checkpoint_every:
-        raise ConfigError(
-            f"trial {trial_id}: checkpoint_every does not apply to a function trainable: "
-            "it checkpoints when it calls report(metrics, checkpoint=directory)"
-        )
-    check_sendable(config or {}, trial_id)
-    failures = settings.max_failures if max_failures is None else max_failures
-    check_failures(failures, f"trial {trial_id}")
-    buffer = settings.result_buffer if result_buffer is None else result_buffer
-    if buffer is not None:
-        check_int(buffer, "result_buffer", f"trial {trial_id}")
-    keep = settings.keep_checkpoints if keep_checkpoints is None else keep_checkpoints
-    score = settings.checkpoint_score if checkpoint_score is None else checkpoint_score
-    RetentionPolicy(keep, score)  # validates both
-    return TrialSpec(
-        trial_id=trial_id,
-        trainable=wrap_function(trainable) if function else cast(type, trainable),
-        config=dict(config or {}),
-        stop=StopCondition(trial_id, stop),
-        resources=check_resources(resources, trial_id),
-        checkpoint_every=checkpoint_every,
-        max_failures=failures,
-        keep_checkpoints=keep,
-        checkpoint_score=score,
-        result_buffer=buffer,
-        named=given,
-    )
 
 
 def policy_for(
@@ -353,19 +264,17 @@ def _buffer(value: Any) -> int | None:
 
 
 def _stand_in(data: Mapping[str, Any]) -> type:
-    from orchestrator.actor.trial_actor import Trainable
-
     path = data.get("trainable") or ""
     name = path.rpartition(":")[2].rpartition(".")[2] or "Trainable"
     namespace = {
         "__doc__": f"{path or 'a pickled trainable'}, not loaded",
         "saves_on_demand": bool(data.get("saves_on_demand", True)),
     }
-    return type(name, (Trainable,), namespace)
+    return type(name, (), namespace)
 
 
 def _load_quietly(trial_id: str, data: Mapping[str, Any]) -> StopCondition:
-    from orchestrator.journal.writer import unpickle_b64
+    from orchestrator.core.codec import unpickle_b64
 
     try:
         stop = unpickle_b64(data["stop_pickle"])
@@ -382,76 +291,3 @@ def _unloadable(trial_id: str, data: Mapping[str, Any], err: Exception) -> Confi
         f"here ({type(err).__name__}: {err}); run from the directory that holds it, or add "
         "that directory to PYTHONPATH"
     )
-
-
-# -- validation, shared by the public API ------------------------------------------------
-
-
-def check_failures(value: Any, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
-        raise ConfigError(
-            f"{where}: max_failures must be an int >= -1 (-1: no limit), got {value!r}"
-        )
-
-
-def check_int(value: Any, what: str, where: str, least: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{where}: {what} must be an int >= {least}, got {value!r}")
-
-
-def check_seconds(value: Any, what: str, where: str) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: {what} must be a number of seconds >= 0, got {value!r}")
-
-
-def check_resources(resources: Mapping[str, float] | None, trial_id: str) -> dict[str, float]:
-    if resources is None:
-        return {"cpu": 1.0}
-    if not isinstance(resources, Mapping):
-        raise ConfigError(
-            f"trial {trial_id}: resources must be a dict like {{'cpu': 0.5}}, got {resources!r}"
-        )
-    checked: dict[str, float] = {}
-    for key, amount in resources.items():
-        if not isinstance(key, str) or not key:
-            raise ConfigError(f"trial {trial_id}: resource names must be str, got {key!r}")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-            raise ConfigError(
-                f"trial {trial_id}: resource {key!r} must be a number >= 0, got {amount!r}"
-            )
-        checked[key] = float(amount)
-    return checked
-
-
-def check_sendable(config: Mapping[str, Any], trial_id: str) -> None:
-    """The config goes to a worker process (pickled): name the key that cannot."""
-    import cloudpickle
-
-    try:
-        cloudpickle.dumps(config)
-        return
-    except Exception as err:
-        path, cause = _unpicklable(config, ()) or ((), err)
-    where = ".".join(path) or "(the whole config)"
-    raise ConfigError(
-        f"trial {trial_id}: config key {where!r} cannot be sent to a worker process "
-        f"({type(cause).__name__}: {cause}); put only picklable values in the config and "
-        "create locks, clients or open files in the trainable's setup()"
-    ) from cause
-
-
-def _unpicklable(value: Any, path: tuple[str, ...]) -> tuple[tuple[str, ...], Exception] | None:
-    import cloudpickle
-
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            found = _unpicklable(item, (*path, str(key)))
-            if found is not None:
-                return found
-        return None
-    try:
-        cloudpickle.dumps(value)
-    except Exception as err:
-        return path, err
-    return None

@@ -29,7 +29,8 @@ from orchestrator.errors import ConfigError, TrialError
 if TYPE_CHECKING:
     from orchestrator.api.orchestrator import Orchestrator
     from orchestrator.core.checkpoints import Checkpoint
-    from orchestrator.journal.writer import JournalContents, JournaledTrial
+    from orchestrator.core.journal_format import JournaledTrial
+    from orchestrator.journal.reader import JournalContents
 
 log = logging.getLogger("orchestrator")
 
@@ -44,7 +45,7 @@ async def check_existing(
     import storage as storage_pkg
     from orchestrator.api.storage_check import check_local_path
     from orchestrator.journal.existing import delete_all, find, refuse_or_accept
-    from orchestrator.journal.writer import load_experiment
+    from orchestrator.journal.reader import load_experiment
 
     options = dict(options)
     if mode.is_local:
@@ -225,7 +226,7 @@ def adopt(
     a trial whose journaled spec was lost (rebuilt by ``repair``): it continues with
     that spec from its newest checkpoint (or is TERMINATED, when its last result meets
     that spec's stop criterion)."""
-    from orchestrator.journal.writer import unpickle_b64
+    from orchestrator.core.codec import unpickle_b64
 
     state = TrialState(entry.state)
     lost = bool(entry.spec.get("spec_lost"))

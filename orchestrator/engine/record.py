@@ -88,7 +88,7 @@ class TrialRuntime:
         return seq
 
     def set_config(self, config: Mapping[str, Any]) -> None:
-        from orchestrator.journal.writer import pickle_b64
+        from orchestrator.core.codec import pickle_b64
 
         self.config = dict(config)
         self.config_pickle = pickle_b64(self.config)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import ExperimentExists, ExperimentNotFound
-from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY
 
 log = logging.getLogger("orchestrator")
 

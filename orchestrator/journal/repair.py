@@ -28,17 +28,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import ConfigError, JournalDamaged
-from orchestrator.journal.damage import parse_head, parse_segment, salvage_head, salvage_segment
-from orchestrator.journal.writer import (
+from orchestrator.core.journal_format import (
     BACKUP_KEY,
     FORMAT_VERSION,
     JOURNAL_KEY,
     SEGMENTS_PREFIX,
-    dumps,
-    load_experiment,
-    segment_token,
 )
+from orchestrator.core.json_codec import dumps
+from orchestrator.errors import ConfigError, JournalDamaged
+from orchestrator.journal.damage import parse_head, parse_segment, salvage_head, salvage_segment
+from orchestrator.journal.reader import load_experiment
+from orchestrator.journal.writer import segment_token
 
 __all__ = ["RepairReport", "repair_experiment"]
 

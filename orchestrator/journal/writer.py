@@ -39,9 +39,7 @@ storage, so a checkpoint deleted by garbage collection is never resurrected.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import importlib
 import logging
 import secrets
 import time
@@ -49,52 +47,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import cloudpickle
-
-from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.journal_format import (
+    BACKUP_KEY,
+    FORMAT_VERSION,
+    JOURNAL_KEY,
+    SEGMENTS_PREFIX,
+)
 from orchestrator.core.json_codec import dumps
-from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import JournalError
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
 
-log = logging.getLogger("orchestrator.journal.writer")
+log = logging.getLogger("orchestrator.journal")
 
-JOURNAL_KEY = "experiment_state.json"
-SEGMENTS_PREFIX = "experiment_state.results"
-#: A copy of the head, written right after it by every write: what ``repair`` restores
-#: when the head itself is damaged (see :mod:`orchestrator.journal.repair`).
-BACKUP_KEY = "experiment_state.backup.json"
-#: Names a trial may not take: the journal's own objects share the experiment's root.
-RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, BACKUP_KEY, LEASE_KEY})
-FORMAT_VERSION = 2  # 1: one document with every result inline (still read)
 #: Segments the head may list before the next write compacts them into one base.
 COMPACT_AFTER = 32
-
-
-def pickle_b64(value: Any) -> str:
-    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
-
-
-def unpickle_b64(text: str) -> Any:
-    return cloudpickle.loads(base64.b64decode(text))
-
-
-def class_path(cls: type) -> str | None:
-    module = getattr(cls, "__module__", "")
-    qualname = getattr(cls, "__qualname__", "")
-    if not module or module == "__main__" or "<locals>" in qualname:
-        return None
-    return f"{module}:{qualname}"
-
-
-def import_class(path: str) -> Any:
-    module_name, _, qualname = path.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 #: The largest share of the driver's CPU the journal may take: after building a document
@@ -412,164 +380,3 @@ def _head(header: dict[str, Any], segments: list[str], heads: list[str]) -> byte
     return (
         dumps({**header, "segments": segments})[:-1] + ',"trials":[' + ",".join(heads) + "]}"
     ).encode()
-
-
-@dataclass(frozen=True)
-class JournaledTrial:
-    """One trial as the journal recorded it, plain data: its spec's journal fields
-    (``TrialSpec.from_json`` rebuilds it, loading its code only if asked) and what had
-    happened to it."""
-
-    id: str
-    spec: dict[str, Any]
-    state: str
-    iteration: int
-    num_failures: int
-    error: str | None
-    checkpoints: list[Checkpoint]
-    results: list[dict[str, Any]]
-    events: list[dict[str, Any]]
-    config_pickle: str | None  # its config since an exploit (None: the spec's)
-    # Where its timeline starts when that is not one of its checkpoints (an exploit's).
-    origin: Checkpoint | None = None
-    # Every committed checkpoint storage holds under the trial's prefix, listed or not.
-    stored_keys: frozenset[str] = frozenset()
-    save_failed: bool = False  # a checkpoint could not be stored (what paused it)
-
-
-#: A head entry's fields that change as the trial runs; the rest is its spec.
-_CHANGING = frozenset(
-    {
-        "id",
-        "state",
-        "iteration",
-        "num_failures",
-        "error",
-        "checkpoints",
-        "origin",
-        "last_result",
-        "results_count",
-        "results",
-        "events",
-        "config_now",
-        "config_now_pickle",
-        "save_failed",
-    }
-)
-
-
-@dataclass(frozen=True)
-class JournalContents:
-    """A journal as read back: its trials, and the head's other fields (``sweeps``,
-    ``started_at``...)."""
-
-    trials: list[JournaledTrial]
-    extras: dict[str, Any]
-
-
-async def load(storage: Any) -> list[JournaledTrial] | None:
-    """The journaled trials, or ``None`` when the experiment has no journal yet."""
-    contents = await load_experiment(storage)
-    return None if contents is None else contents.trials
-
-
-async def load_experiment(storage: Any) -> JournalContents | None:
-    """The journal, or ``None`` when the experiment has none (no head, no backup).
-
-    A damaged journal (an object truncated, not JSON, missing fields; a missing head
-    whose backup survives) raises :class:`~orchestrator.errors.JournalDamaged`, which
-    names the object, what is wrong and how to recover. Checkpoints the journal lists
-    but storage no longer holds (garbage-collected after the last journal write) are
-    dropped here. The journal lists only checkpoints on each trial's timeline (see
-    ``MachineState.timeline``), so an abandoned run's are never picked, even while they
-    still wait for deletion.
-    """
-    from orchestrator.journal.damage import damaged, parse_head
-
-    experiment = storage.uri
-    if not await storage.exists(JOURNAL_KEY):
-        if await storage.exists(BACKUP_KEY):
-            raise damaged(
-                experiment, storage.uri_for(JOURNAL_KEY), "is missing (its backup is there)"
-            )
-        return None
-    doc = parse_head(
-        await storage.read_bytes(JOURNAL_KEY), storage.uri_for(JOURNAL_KEY), experiment
-    )
-    results = await _load_results(storage, doc)
-    stored: dict[str, frozenset[str]] = {}
-
-    async def committed(trial_id: str, ckpt: Checkpoint) -> bool:
-        owner = ckpt.trial_id  # an origin may be another trial's
-        if owner not in stored:
-            stored[owner] = frozenset(await storage.list_checkpoints(owner))
-        if ckpt.key in stored[owner]:
-            return True
-        log.info("trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri)
-        return False
-
-    trials = []
-    for entry in doc["trials"]:
-        trial_id = entry["id"]
-        checkpoints = []
-        for raw in entry["checkpoints"]:
-            ckpt = Checkpoint.from_dict(raw)
-            if await committed(trial_id, ckpt):
-                checkpoints.append(ckpt)
-        origin = Checkpoint.from_dict(entry["origin"]) if entry.get("origin") else None
-        if origin is not None and not await committed(trial_id, origin):
-            origin = None
-        if trial_id not in stored:
-            stored[trial_id] = frozenset(await storage.list_checkpoints(trial_id))
-        spec = {k: v for k, v in entry.items() if k not in _CHANGING}
-        trials.append(
-            JournaledTrial(
-                id=trial_id,
-                spec=spec,
-                state=entry["state"],
-                iteration=int(entry.get("iteration", 0)),
-                num_failures=int(entry.get("num_failures", 0)),
-                error=entry.get("error"),
-                checkpoints=checkpoints,
-                results=results.get(trial_id, []),
-                events=list(entry.get("events") or []),
-                config_pickle=entry.get("config_now_pickle"),
-                origin=origin,
-                stored_keys=stored[trial_id],
-                save_failed=bool(entry.get("save_failed")),
-            )
-        )
-    extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
-    return JournalContents(trials, extras)
-
-
-async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """Every trial's results: inline in a format-1 document, else replayed from the
-    segments the head lists, in order, and cut to the length the head records."""
-    if int(doc.get("format", 1)) < 2:
-        return {entry["id"]: list(entry.get("results", [])) for entry in doc["trials"]}
-    from orchestrator.journal.damage import damaged, parse_segment
-    from storage import NotFound
-
-    results: dict[str, list[Any]] = {entry["id"]: [] for entry in doc["trials"]}
-    for key in doc.get("segments", []):
-        where = storage.uri_for(key)
-        try:
-            data = await storage.read_bytes(key)
-        except NotFound as err:
-            raise damaged(
-                storage.uri, where, f"is missing (the head {storage.uri_for(JOURNAL_KEY)} lists it)"
-            ) from err
-        except Exception as err:
-            raise JournalError(
-                f"the journal at {storage.uri_for(JOURNAL_KEY)} lists result segment "
-                f"{where}, which cannot be read ({err}); the experiment "
-                "cannot be resumed with its result history"
-            ) from err
-        for part in parse_segment(data, where, storage.uri):
-            rows = results.setdefault(part["trial"], [])
-            del rows[part["from"] :]
-            rows.extend(part["rows"])
-    for entry in doc["trials"]:
-        del results[entry["id"]][entry.get("results_count", len(results[entry["id"]])) :]
-    return results

@@ -156,7 +156,7 @@ class Sweep:
         doc = self._journaled
         if doc is None:
             return
-        from orchestrator.journal.writer import unpickle_b64
+        from orchestrator.core.codec import unpickle_b64
 
         if doc.get("searcher_state"):
             await self._in_thread(self._searcher.set_state, unpickle_b64(doc["searcher_state"]))
@@ -275,7 +275,7 @@ class Sweep:
     def _suggest(self, trial_id: str) -> dict[str, Any] | None:
         """In the searcher's thread: a config, and the state right after (so that a
         resumed sweep never suggests for a trial index twice)."""
-        from orchestrator.journal.writer import pickle_b64
+        from orchestrator.core.codec import pickle_b64
 
         config = self._searcher.suggest(trial_id)
         if config is not None:
@@ -404,7 +404,7 @@ class Sweep:
     def _complete(self, trial_id: str, result: dict[str, Any] | None, error: bool) -> None:
         self._searcher.on_trial_complete(trial_id, result, error)
         if time.monotonic() - self._snapshot_at > SEARCHER_SNAPSHOT_S:
-            from orchestrator.journal.writer import pickle_b64
+            from orchestrator.core.codec import pickle_b64
 
             self._searcher_state = pickle_b64(self._searcher.get_state())
             self._snapshot_at = time.monotonic()
@@ -441,7 +441,7 @@ class Sweep:
         return await loop.run_in_executor(self._thread, lambda: fn(*args, **kwargs))
 
     async def _snapshot_searcher(self, *, force: bool) -> None:
-        from orchestrator.journal.writer import pickle_b64
+        from orchestrator.core.codec import pickle_b64
 
         def snap() -> None:
             self._searcher_state = pickle_b64(self._searcher.get_state())
@@ -455,7 +455,7 @@ class Sweep:
     def journal_doc(self) -> dict[str, Any]:
         """The sweep as the journal's head records it (on the loop, at each write)."""
         from orchestrator.api.identity import trainable_identity
-        from orchestrator.journal.writer import pickle_b64
+        from orchestrator.core.codec import pickle_b64
 
         doc: dict[str, Any] = {
             "name": self.name,

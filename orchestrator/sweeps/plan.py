@@ -97,7 +97,7 @@ def plan_sweep(
 ) -> Sweep:
     """``Orchestrator.sweep``'s arguments, checked (``call``: :func:`check_sweep`'s), as a
     :class:`Sweep` ready to run."""
-    from orchestrator.journal.writer import pickle_b64
+    from orchestrator.core.codec import pickle_b64
     from orchestrator.sweeps.driver import Sweep
 
     plan = check_sweep(orch, trial_options=trial_options, **call)

@@ -1,6 +1,6 @@
 """The experiment journal as plain data, for looking at, not for resuming.
 
-``Orchestrator(resume=True)`` reads the journal with :func:`orchestrator.journal.writer.load`,
+``Orchestrator(resume=True)`` reads the journal with :mod:`orchestrator.journal.reader`,
 which rebuilds trials and may import their code. Looking at an experiment (``ls``,
 ``show``, ``plot``, a notebook) must work anywhere: on a laptop without the training
 code, on a journal whose trainable module was renamed since. So this module never
@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.best import lookup, number, pick_best, standing
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, replay_results
 from orchestrator.core.json_codec import loads
 from orchestrator.errors import JournalDamaged, JournalError
-from orchestrator.journal.writer import BACKUP_KEY, JOURNAL_KEY
 from storage import LocalStorage, Storage, open_storage
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "list_experiments",
     "metric_value",
     "read_experiment",
-    "replay_results",
 ]
 
 log = logging.getLogger("orchestrator.views.experiments")
@@ -165,34 +164,6 @@ def _short(where: str, name: str) -> str:
     """An object's URI as its key within the experiment ``name``."""
     marker = f"/{name}/"
     return where.rpartition(marker)[2] if marker in where else where
-
-
-def replay_results(
-    head: Mapping[str, Any], segments: Iterable[bytes]
-) -> dict[str, list[dict[str, Any]]]:
-    """Every trial's results: inline in a format-1 head, else ``segments`` (the bytes
-    of the objects the head lists, in its order) replayed and each trial cut to the
-    ``results_count`` its head entry records.
-
-    Each segment line ``{"trial", "from", "rows"}`` replaces the trial's results from
-    index ``from`` on: that is how a rollback (a restore to an older checkpoint) drops
-    the results of the abandoned timeline.
-    """
-    trials = head.get("trials") or []
-    if int(head.get("format", 1)) < 2:
-        return {entry["id"]: list(entry.get("results") or []) for entry in trials}
-    results: dict[str, list[dict[str, Any]]] = {entry["id"]: [] for entry in trials}
-    for data in segments:
-        for line in data.splitlines():
-            if line.strip():
-                part = loads(line)
-                rows = results.setdefault(part["trial"], [])
-                del rows[part["from"] :]
-                rows.extend(part["rows"])
-    for entry in trials:
-        rows = results[entry["id"]]
-        del rows[entry.get("results_count", len(rows)) :]
-    return results
 
 
 def metric_value(result: Mapping[str, Any], metric: str) -> float | None:

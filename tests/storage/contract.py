@@ -481,6 +481,8 @@ class StorageContract:
         rollback, compactions into new bases and the sweep of unlisted segments."""
         import orchestrator.journal.writer as journal_module
         from orchestrator import Orchestrator
+        from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
+        from orchestrator.journal.reader import load
 
         from ..trainables import Counter
 
@@ -496,10 +498,10 @@ class StorageContract:
                 journal.truncate(trial._rt, 2)
                 del expected[2:]
             await journal.flush()
-        loaded = await journal_module.load(store)
+        loaded = await load(store)
         assert loaded is not None and [r["n"] for r in loaded[0].results] == expected
-        head = json.loads(await store.read_bytes(journal_module.JOURNAL_KEY))
-        segments = await store.list(journal_module.SEGMENTS_PREFIX)
+        head = json.loads(await store.read_bytes(JOURNAL_KEY))
+        segments = await store.list(SEGMENTS_PREFIX)
         assert segments == sorted(head["segments"]) and 1 <= len(segments) <= 2
 
 

@@ -1,0 +1,138 @@
+"""Reading the journal back from storage, for a driver that resumes.
+
+:func:`load_experiment` rebuilds what each trial had reached (plain data: loading its
+code is the resuming driver's choice) and the head's other fields (the sweeps). A
+damaged journal is named here, before Ray starts (:mod:`orchestrator.journal.damage`).
+Looking at an experiment without resuming it is :mod:`orchestrator.views.experiments`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.journal_format import (
+    BACKUP_KEY,
+    JOURNAL_KEY,
+    JournaledTrial,
+    replay_parts,
+    spec_fields,
+)
+from orchestrator.errors import JournalError
+from orchestrator.journal.damage import damaged, parse_head, parse_segment
+
+__all__ = ["JournalContents", "load", "load_experiment"]
+
+log = logging.getLogger("orchestrator.journal")
+
+
+@dataclass(frozen=True)
+class JournalContents:
+    """A journal as read back: its trials, and the head's other fields (``sweeps``,
+    ``started_at``...)."""
+
+    trials: list[JournaledTrial]
+    extras: dict[str, Any]
+
+
+async def load(storage: Any) -> list[JournaledTrial] | None:
+    """The journaled trials, or ``None`` when the experiment has no journal yet."""
+    contents = await load_experiment(storage)
+    return None if contents is None else contents.trials
+
+
+async def load_experiment(storage: Any) -> JournalContents | None:
+    """The journal, or ``None`` when the experiment has none (no head, no backup).
+
+    A damaged journal (an object truncated, not JSON, missing fields; a missing head
+    whose backup survives) raises :class:`~orchestrator.errors.JournalDamaged`, which
+    names the object, what is wrong and how to recover. Checkpoints the journal lists
+    but storage no longer holds (garbage-collected after the last journal write) are
+    dropped here. The journal lists only checkpoints on each trial's timeline (see
+    ``MachineState.timeline``), so an abandoned run's are never picked, even while they
+    still wait for deletion.
+    """
+    experiment = storage.uri
+    if not await storage.exists(JOURNAL_KEY):
+        if await storage.exists(BACKUP_KEY):
+            raise damaged(
+                experiment, storage.uri_for(JOURNAL_KEY), "is missing (its backup is there)"
+            )
+        return None
+    doc = parse_head(
+        await storage.read_bytes(JOURNAL_KEY), storage.uri_for(JOURNAL_KEY), experiment
+    )
+    results = await _load_results(storage, doc)
+    stored: dict[str, frozenset[str]] = {}
+
+    async def committed(trial_id: str, ckpt: Checkpoint) -> bool:
+        owner = ckpt.trial_id  # an origin may be another trial's
+        if owner not in stored:
+            stored[owner] = frozenset(await storage.list_checkpoints(owner))
+        if ckpt.key in stored[owner]:
+            return True
+        log.info("trial %s: checkpoint %s is gone from storage; not used", trial_id, ckpt.uri)
+        return False
+
+    trials = []
+    for entry in doc["trials"]:
+        trial_id = entry["id"]
+        checkpoints = []
+        for raw in entry["checkpoints"]:
+            ckpt = Checkpoint.from_dict(raw)
+            if await committed(trial_id, ckpt):
+                checkpoints.append(ckpt)
+        origin = Checkpoint.from_dict(entry["origin"]) if entry.get("origin") else None
+        if origin is not None and not await committed(trial_id, origin):
+            origin = None
+        if trial_id not in stored:
+            stored[trial_id] = frozenset(await storage.list_checkpoints(trial_id))
+        spec = spec_fields(entry)
+        trials.append(
+            JournaledTrial(
+                id=trial_id,
+                spec=spec,
+                state=entry["state"],
+                iteration=int(entry.get("iteration", 0)),
+                num_failures=int(entry.get("num_failures", 0)),
+                error=entry.get("error"),
+                checkpoints=checkpoints,
+                results=results.get(trial_id, []),
+                events=list(entry.get("events") or []),
+                config_pickle=entry.get("config_now_pickle"),
+                origin=origin,
+                stored_keys=stored[trial_id],
+                save_failed=bool(entry.get("save_failed")),
+            )
+        )
+    extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
+    return JournalContents(trials, extras)
+
+
+async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Every trial's results (:func:`replay_parts`), reading the segments the head lists
+    and checking each (a missing or damaged one is :class:`JournalDamaged`)."""
+    if int(doc.get("format", 1)) < 2:
+        return replay_parts(doc, [])
+    from storage import NotFound
+
+    segments = []
+    for key in doc.get("segments", []):
+        where = storage.uri_for(key)
+        try:
+            data = await storage.read_bytes(key)
+        except NotFound as err:
+            raise damaged(
+                storage.uri, where, f"is missing (the head {storage.uri_for(JOURNAL_KEY)} lists it)"
+            ) from err
+        except Exception as err:
+            raise JournalError(
+                f"the journal at {storage.uri_for(JOURNAL_KEY)} lists result segment "
+                f"{where}, which cannot be read ({err}); the experiment "
+                "cannot be resumed with its result history"
+            ) from err
+        segments.append(parse_segment(data, where, storage.uri))
+    return replay_parts(doc, segments)
