@@ -1,5 +1,5 @@
 """Which journaled trial an ``add_trial`` call of a resumed experiment adopts: the rule
-of ``orchestrator.api.identity``, on plain data (no Ray, no storage)."""
+of ``orchestrator.core.identity``, on plain data (no Ray, no storage)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from orchestrator.actor.function import wrap_function
-from orchestrator.api.identity import (
+from orchestrator.core.identity import (
     Identity,
     JournaledIdentity,
     TrialMatcher,

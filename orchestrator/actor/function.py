@@ -166,6 +166,9 @@ class FunctionTrainable(Trainable):
 
     #: It checkpoints only when the function reports one: no save on pause or stop.
     saves_on_demand = False
+    #: It wraps a training function (``function``): what identifies the trial is that
+    #: function (:func:`orchestrator.core.identity.trainable_identity`).
+    wraps_function = True
     function: Callable[[dict[str, Any]], Any]
 
     def __init__(self) -> None:

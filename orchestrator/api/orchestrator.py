@@ -195,8 +195,8 @@ class Orchestrator:
         progress: bool = True,
     ) -> None:
         import storage as storage_pkg
-        from orchestrator.api.storage_check import open_checked
         from orchestrator.engine.hooks import check_hooks
+        from orchestrator.journal.storage_check import open_checked
         from orchestrator.views.loggers.writers import split_loggers
 
         self.settings = ExperimentSettings(
@@ -304,7 +304,7 @@ class Orchestrator:
         """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress.
 
         With ``resume=True`` a call that matches a journaled trial adopts it instead
-        (the returned handle is the resumed trial): see :mod:`orchestrator.api.identity`
+        (the returned handle is the resumed trial): see :mod:`orchestrator.core.identity`
         for the rule (an explicit ``trial_id``, else the trainable, the config and the
         order of the calls)."""
         spec = self.trial_spec(
@@ -321,7 +321,7 @@ class Orchestrator:
         )
         resumption = self._session.resumption if self._session is not None else None
         if resumption is not None:
-            from orchestrator.engine.adoption import claim
+            from orchestrator.api.resumption import claim
 
             adopted = claim(self, resumption, spec)
             if adopted is not None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import storage as storage_pkg
     from orchestrator.api.orchestrator import Orchestrator
-    from orchestrator.engine.adoption import Resumption
+    from orchestrator.api.resumption import Resumption
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
@@ -86,15 +86,12 @@ def release_ray(owned: bool) -> None:
 async def open_session(orch: Orchestrator) -> Session:
     """Open everything ``orch`` needs to run trials; on failure, release what was opened."""
     import storage as storage_pkg
-    from orchestrator.engine.adoption import (
-        adopt_experiment,
-        check_existing,
-        delete_where_visible_fn,
-    )
-    from orchestrator.engine.collector import CheckpointCollector
+    from orchestrator.api.resumption import adopt_experiment
+    from orchestrator.engine.collector import CheckpointCollector, delete_where_visible_fn
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.raystart import ensure_ray
+    from orchestrator.journal.existing import check_existing
     from orchestrator.journal.writer import Journal
 
     settings, mode = orch.settings, orch.storage_mode

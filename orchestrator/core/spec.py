@@ -126,7 +126,7 @@ class TrialSpec:
     result_buffer: int | None = None  # None: adaptive
     json: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     #: Its id was given (``add_trial(trial_id=...)``, a sweep), not generated: a resumed
-    #: experiment's calls adopt it by that id only (see :mod:`orchestrator.api.identity`).
+    #: experiment's calls adopt it by that id only (see :mod:`orchestrator.core.identity`).
     named: bool = field(default=False, compare=False)
 
     @property
@@ -140,8 +140,8 @@ class TrialSpec:
         """The spec as journal fields (code pickled, the config as readable JSON too)."""
         if self.json is not None:
             return dict(self.json)
-        from orchestrator.api.identity import trainable_identity
         from orchestrator.core.codec import class_path, pickle_b64
+        from orchestrator.core.naming import trainable_identity
 
         path = class_path(self.trainable)
         return {

@@ -20,6 +20,7 @@ from typing import Any
 
 from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.spec import StorageMode
 
 log = logging.getLogger("orchestrator.gc")
 
@@ -126,3 +127,32 @@ class CheckpointCollector:
                     )
                     return
             await asyncio.sleep(backoff.delay(attempt))
+
+
+def delete_where_visible_fn(
+    store: Any, mode: StorageMode
+) -> Callable[[Checkpoint], Awaitable[None]]:
+    """The collector's delete: with local storage the nodes may not share, a checkpoint
+    is deleted where it is visible (here, or on a live node that sees it), and one that
+    no live node sees is dropped with one log line (there is nothing a retry could do)."""
+    root = store.uri
+
+    async def delete(ckpt: Checkpoint) -> None:
+        if mode is not StorageMode.LOCAL or ckpt.path is None:
+            await store.delete_checkpoint(ckpt.key)
+            return
+        from orchestrator.actor.locality import is_visible
+        from orchestrator.engine.node_local import delete_where_visible
+
+        manifest = dict(ckpt.manifest) if ckpt.manifest is not None else None
+        if await asyncio.to_thread(is_visible, ckpt.path, manifest):
+            await store.delete_checkpoint(ckpt.key)
+        elif not await delete_where_visible(root, ckpt):
+            log.info(
+                "trial %s: checkpoint %s is visible from no live node; dropped from the "
+                "books (delete it by hand if a disk that holds it comes back)",
+                ckpt.trial_id,
+                ckpt.uri,
+            )
+
+    return delete

@@ -16,13 +16,17 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
+from orchestrator.core.spec import ExperimentSettings, StorageMode
 from orchestrator.errors import ExperimentExists, ExperimentNotFound
+from orchestrator.journal.reader import JournalContents, load_experiment
+from orchestrator.journal.storage_check import check_local_path
 
 log = logging.getLogger("orchestrator")
 
@@ -114,3 +118,42 @@ def _clear_directory(root: str, keep: set[str]) -> None:
         else:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+async def check_existing(
+    uri: str, options: Mapping[str, Any], settings: ExperimentSettings, mode: StorageMode
+) -> JournalContents | None:
+    """Before Ray starts: check the storage arguments, refuse to open an existing
+    experiment without ``resume`` (or to resume a missing one), and with ``overwrite``
+    delete the old one. With ``resume``, the journal read back (a damaged one raises
+    :class:`~orchestrator.errors.JournalDamaged` here, before Ray starts)."""
+    import storage as storage_pkg
+
+    options = dict(options)
+    if mode.is_local:
+        options["create"] = False  # looking must create nothing
+    store = storage_pkg.open_storage(uri, **options)
+    try:
+        try:
+            await store.open()
+        except storage_pkg.BucketNotFound:
+            if not mode.is_local:
+                raise
+            found = None  # no directory: no experiment
+        else:
+            found = await find(store)
+        if mode.is_local:
+            await asyncio.to_thread(check_local_path, store.uri, settings.name)
+        if refuse_or_accept(
+            found,
+            uri=uri,
+            name=settings.name,
+            resume=settings.resume,
+            overwrite=settings.overwrite,
+        ):
+            await delete_all(store, store.uri if mode.is_local else None)
+        if settings.resume:
+            return await load_experiment(store)
+        return None
+    finally:
+        await store.aclose()

@@ -454,8 +454,8 @@ class Sweep:
 
     def journal_doc(self) -> dict[str, Any]:
         """The sweep as the journal's head records it (on the loop, at each write)."""
-        from orchestrator.api.identity import trainable_identity
         from orchestrator.core.codec import pickle_b64
+        from orchestrator.core.naming import trainable_identity
 
         doc: dict[str, Any] = {
             "name": self.name,

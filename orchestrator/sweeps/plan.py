@@ -131,7 +131,7 @@ def plan_sweep(
 def check_continues(doc: Mapping[str, Any], name: str, trainable: Any) -> None:
     """A resumed experiment's ``sweep(name=...)`` call continues the journaled sweep of
     that name, whose trials ran another trainable: refuse rather than mix the two."""
-    from orchestrator.api.identity import trainable_identity
+    from orchestrator.core.naming import trainable_identity
 
     journaled, given = doc.get("trainable"), trainable_identity(trainable)
     if journaled and journaled != given:

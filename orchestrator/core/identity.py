@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core.naming import config_identity, trainable_identity
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -92,33 +93,6 @@ class JournaledIdentity:
     #: name of its trainable (the id's start). With its config (from its ``params.json``)
     #: an unnamed call of a trainable of that name adopts it, after the whole ones.
     short_name: str | None = None
-
-
-def trainable_identity(trainable: Any) -> str:
-    """``module:qualname`` of a trainable class, or of the function a function
-    trainable wraps (through ``functools.partial`` too)."""
-    from orchestrator.actor.function import FunctionTrainable
-
-    target = trainable
-    if isinstance(trainable, type) and issubclass(trainable, FunctionTrainable):
-        target = getattr(trainable, "function", None) or trainable  # the wrapped function
-    while not hasattr(target, "__qualname__") and hasattr(target, "func"):
-        target = target.func
-    module = getattr(target, "__module__", None) or "?"
-    name = getattr(target, "__qualname__", None) or type(target).__qualname__
-    return f"{module}:{name}"
-
-
-def config_identity(config: Mapping[str, Any]) -> str:
-    """The config as the journal stores it (JSON: numpy scalars as numbers, other
-    objects as their ``repr``), with sorted keys, so that equal configs compare equal
-    whatever their key order."""
-    from orchestrator.core.json_codec import dumps
-
-    try:
-        return json.dumps(json.loads(dumps(dict(config))), sort_keys=True)
-    except (TypeError, ValueError):  # keys JSON cannot hold: compare their repr
-        return repr(sorted((repr(k), repr(v)) for k, v in config.items()))
 
 
 def spec_identity(spec: TrialSpec) -> Identity:

@@ -1,0 +1,168 @@
+"""A resumed experiment's trials meet the script's calls: which journaled trial each
+``add_trial`` call adopts (the rule is :mod:`orchestrator.core.identity`), rebuilt by
+:func:`orchestrator.engine.adoption.adopt` in the journal's order."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.core.identity import (
+    TrialMatcher,
+    journaled_identity,
+    spec_identity,
+    warn_new_trial,
+)
+from orchestrator.core.machine import TrialState
+from orchestrator.engine.adoption import adopt
+from orchestrator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from orchestrator.api.orchestrator import Orchestrator
+    from orchestrator.core.journal_format import JournaledTrial
+    from orchestrator.core.spec import TrialSpec
+    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.journal.reader import JournalContents
+
+__all__ = ["Resumption", "adopt_experiment", "claim"]
+
+log = logging.getLogger("orchestrator")
+
+
+@dataclass
+class Resumption:
+    """While a resumed experiment is open: which journaled trial each ``add_trial``
+    call adopts (:mod:`orchestrator.core.identity`), and the journaled trials whose spec was
+    lost (rebuilt by ``repair``), which the call that names them supplies."""
+
+    matcher: TrialMatcher
+    spec_lost: dict[str, JournaledTrial] = field(default_factory=dict)
+
+
+def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumption:
+    """Put the journaled trials into ``orch``, in the journal's order, each rebuilt to
+    continue; a trial added before entering adopts its journaled trial (its handle
+    then shows the resumed trial), and the others are new trials, after them."""
+    swept = {
+        trial_id
+        for doc in contents.extras.get("sweeps") or []
+        if isinstance(doc, Mapping)
+        for trial_id in doc.get("created") or []
+    }
+    matcher = TrialMatcher(
+        journaled_identity(e.id, e.spec, swept=e.id in swept) for e in contents.trials
+    )
+    journaled = {e.id for e in contents.trials}
+    _say_paused(contents.trials)
+    calls: dict[str, TrialRuntime] = {}
+    new: list[TrialRuntime] = []
+    for rt in orch._trials.values():  # added before entering, in the order of the calls
+        identity = spec_identity(rt.spec)
+        # A trial of this object's previous session has its journaled id: itself.
+        by_id = rt.spec.named or rt.id in journaled
+        found = matcher.match(identity, rt.id if by_id else None)
+        if found is None:
+            warn_new_trial(matcher, rt.id, identity)
+            new.append(rt)
+        else:
+            calls[found] = rt
+    resumption = Resumption(matcher)
+    trials: dict[str, TrialRuntime] = {}
+    for entry in contents.trials:
+        call = calls.get(entry.id)
+        lost = bool(entry.spec.get("spec_lost"))
+        rt = adopt(entry, orch.settings, spec=call.spec if call is not None and lost else None)
+        if call is not None:
+            if not lost:
+                warn_changed_options(entry.id, rt.spec, call.spec)
+            rt.handle = call.handle
+            rt.handle._view(rt)
+        elif lost:
+            resumption.spec_lost[entry.id] = entry
+        trials[entry.id] = rt
+    for rt in new:
+        if rt.id in trials:
+            raise ConfigError(
+                f"trial {rt.id}: the journal holds another trial of that id; give this "
+                "add_trial call another trial_id"
+            )
+        trials[rt.id] = rt
+    orch._trials.clear()
+    orch._trials.update(trials)
+    return resumption
+
+
+def claim(orch: Orchestrator, resumption: Resumption, spec: TrialSpec) -> TrialRuntime | None:
+    """The journaled trial an ``add_trial`` call of the open, resumed experiment
+    adopts (None: the call adds a new trial, which has been said)."""
+    identity = spec_identity(spec)
+    found = resumption.matcher.match(identity, spec.trial_id if spec.named else None)
+    if found is None:
+        warn_new_trial(resumption.matcher, spec.trial_id, identity)
+        return None
+    entry = resumption.spec_lost.pop(found, None)
+    if entry is None:
+        rt = orch._trials[found]
+        warn_changed_options(found, rt.spec, spec)
+        return rt
+    rt = adopt(entry, orch.settings, spec=spec)  # the call supplies the spec it lost
+    orch._trials[found] = rt
+    return rt
+
+
+#: The options ``warn_changed_options`` compares (the stop criterion besides).
+_OPTIONS = (
+    "checkpoint_every",
+    "resources",
+    "max_failures",
+    "keep_checkpoints",
+    "checkpoint_score",
+    "result_buffer",
+)
+
+
+def warn_changed_options(trial_id: str, journaled: TrialSpec, call: TrialSpec) -> None:
+    """A resumed trial keeps the options it was journaled with: say which of the
+    adopting call's differ (they are not applied)."""
+    changed = [
+        name
+        for name in _OPTIONS
+        if _comparable(getattr(journaled, name)) != _comparable(getattr(call, name))
+    ]
+    old, new = journaled.stop, call.stop
+    if old.predicate is None and new.predicate is None and old.thresholds != new.thresholds:
+        changed.append("stop")
+    if changed:
+        log.warning(
+            "resume: trial %s keeps its journaled %s; this add_trial call's differ and are "
+            "not applied (to run with them, add a new trial: another config or trial_id)",
+            trial_id,
+            ", ".join(changed),
+        )
+
+
+def _say_paused(entries: Iterable[JournaledTrial]) -> None:
+    """Say what happens to paused trials, which would otherwise make ``run()`` return at
+    once without a word: one paused because a checkpoint could not be stored (a full
+    disk, storage down) is resumed (see :func:`adopt`), since the pause was forced on it
+    and the fix (freeing space, say) is usually why the experiment is resumed; one
+    paused on request (by the user or a scheduler) stays paused."""
+    staying = [e.id for e in entries if e.state == TrialState.PAUSED.value and not e.save_failed]
+    if staying:
+        shown = ", ".join(staying[:5]) + (
+            f" and {len(staying) - 5} more" if len(staying) > 5 else ""
+        )
+        log.warning(
+            "%d trial(s) were paused on request and stay paused: %s; `await trial.resume()` "
+            "continues one (a sweep resumes its own when its call continues)",
+            len(staying),
+            shown,
+        )
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return tuple(value) if isinstance(value, (list, tuple)) else value
