@@ -373,6 +373,9 @@ class Orchestrator:
         if spec.trial_id in self._trials:
             raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
         rt = TrialRuntime(spec, policy_for(spec, self.settings, judge))
+        from orchestrator.api.trial import Trial
+
+        Trial(rt, self._request_sink)
         self._trials[rt.id] = rt
         self._attach(rt)
         return rt
@@ -598,6 +601,9 @@ class Orchestrator:
             raise lease.lost  # lost while no run() was waiting: say so
 
     # -- internals ---------------------------------------------------------------------
+
+    def _request_sink(self) -> Dispatcher | None:
+        return self._dispatcher
 
     def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
         if self._dispatcher is None or self._hooks is None:

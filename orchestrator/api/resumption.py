@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.api.trial import Trial
 from orchestrator.core.identity import (
     TrialMatcher,
     journaled_identity,
@@ -77,10 +78,11 @@ def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumptio
         if call is not None:
             if not lost:
                 warn_changed_options(entry.id, rt.spec, call.spec)
-            rt.handle = call.handle
-            rt.handle._view(rt)
-        elif lost:
-            resumption.spec_lost[entry.id] = entry
+            call.handle._view(rt)
+        else:
+            Trial(rt, orch._request_sink)
+            if lost:
+                resumption.spec_lost[entry.id] = entry
         trials[entry.id] = rt
     for rt in new:
         if rt.id in trials:
@@ -108,6 +110,7 @@ def claim(orch: Orchestrator, resumption: Resumption, spec: TrialSpec) -> TrialR
         warn_changed_options(found, rt.spec, spec)
         return rt
     rt = adopt(entry, orch.settings, spec=spec)  # the call supplies the spec it lost
+    orch._trials[found].handle._view(rt)
     orch._trials[found] = rt
     return rt
 

@@ -28,14 +28,17 @@ from orchestrator.errors import ConfigError, NoCheckpointError, TrialError, Tria
 
 if TYPE_CHECKING:
     from orchestrator.core.stopping import StopCondition
+    from orchestrator.engine.ports import RequestSink
     from orchestrator.engine.record import TrialRuntime
 
 
 class Trial:
     """One configuration being trained. Created by ``Orchestrator.add_trial``."""
 
-    def __init__(self, runtime: TrialRuntime) -> None:
+    def __init__(self, runtime: TrialRuntime, sink: Callable[[], RequestSink | None]) -> None:
         self._rt = runtime
+        self._sink = sink  # the loop that takes its requests, while there is one
+        runtime.handle = self
 
     # -- what it is ------------------------------------------------------------------
 
@@ -212,7 +215,7 @@ class Trial:
     def _check_restorable(self, checkpoint: Checkpoint) -> None:
         """Refuse a checkpoint its trial dropped (a rollback abandoned it, or retention
         deleted it): its files are going, and it is on no timeline of that trial."""
-        dispatcher = self._rt.dispatcher
+        dispatcher = self._sink()
         owner = dispatcher.trials.get(checkpoint.trial_id) if dispatcher is not None else None
         why = owner.machine.dropped.get(checkpoint.key) if owner is not None else None
         if why is not None:
@@ -227,6 +230,7 @@ class Trial:
         """Show ``runtime`` from now on: a resumed experiment rebuilt, from its journal,
         the trial this handle's ``add_trial`` call adopted."""
         self._rt = runtime
+        runtime.handle = self
 
     def _training(self) -> bool:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing
@@ -235,7 +239,7 @@ class Trial:
         return self.state is TrialState.ERROR or self.state is TrialState.TERMINATED
 
     async def _request(self, event: Event, done: Callable[[], bool]) -> None:
-        dispatcher = self._rt.dispatcher
+        dispatcher = self._sink()
         if dispatcher is None or not dispatcher.running:
             raise TrialNotRunning(
                 f"trial {self.id}: requests need a running orchestrator; use them inside "

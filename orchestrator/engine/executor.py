@@ -16,9 +16,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
-
-import ray
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.actor.persister import PersisterPool
 from orchestrator.actor.scratch import fetch_dir
@@ -52,6 +50,7 @@ from orchestrator.engine.outcomes import (
     Kill,
     Kind,
     LoadStreamed,
+    Payload,
     Pending,
     PersisterMaybeDied,
     RestorePayload,
@@ -63,12 +62,14 @@ from orchestrator.engine.outcomes import (
     Upload,
     WantSpare,
 )
+from orchestrator.engine.ray_calls import actor_options, kill
+from orchestrator.engine.spares import Spares
 from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialError
 
 if TYPE_CHECKING:
-    from orchestrator.engine.loop import Dispatcher
+    from orchestrator.core.events import Event
+    from orchestrator.engine.ports import JournalPort
     from orchestrator.engine.record import TrialRuntime
-    from orchestrator.journal.writer import Journal
 
 log = logging.getLogger("orchestrator.engine.loop")
 
@@ -79,29 +80,46 @@ STOP_GRACE_S = 10.0
 PLACE_GATHER_S = 0.1
 
 
+class Tracker(Protocol):
+    """What the executor needs of the loop: its in-flight table and its inbox."""
+
+    loop: asyncio.AbstractEventLoop | None
+
+    @property
+    def trials(self) -> Mapping[str, TrialRuntime]: ...
+
+    def track(self, rt: TrialRuntime, kind: Kind, ref: Any, payload: Payload = None) -> None: ...
+
+    def track_pending(self, pending: Pending, ref: Any) -> None: ...
+
+    def track_task(
+        self, rt: TrialRuntime, kind: Kind, task: asyncio.Task[Any], payload: Payload
+    ) -> None: ...
+
+    def request(self, rt: TrialRuntime, event: Event) -> None: ...
+
+
 class Executor:
-    """Carries out actions for the dispatcher (see the module docstring)."""
+    """Carries out actions for the loop (see the module docstring)."""
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        dispatcher: Tracker,
         *,
         storage_uri: str,
         storage_options: Mapping[str, Any],
         storage_mode: StorageMode,
         hooks: HookRunner,
         collector: CheckpointCollector,
-        journal: Journal | None,
+        journal: JournalPort | None,
         save_retry_for: float,
         runtime_env: Mapping[str, Any] | None,
         trials_per_worker: int,
         spare_actors: int = 1,
     ) -> None:
-        from orchestrator.engine.spares import Spares
-
         self._dispatcher = dispatcher
         self.hosts = HostPool(trials_per_worker)
-        self.spares = Spares(self, spare_actors)
+        self.spares = Spares(self.hosts, self.create_actor, self.trials, spare_actors)
         self.persisters = PersisterPool(storage_uri, storage_options, runtime_env)
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
@@ -499,29 +517,3 @@ def load_code(rt: TrialRuntime) -> None:
         rt.config = dict(spec.config)
     policy_for_loaded(rt.machine.policy, spec)
     rt.code_loaded = True
-
-
-def actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
-    options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0}
-    custom: dict[str, float] = {}
-    for name, amount in resources.items():
-        lowered = name.lower()
-        if lowered == "cpu":
-            options["num_cpus"] = amount
-        elif lowered == "gpu":
-            options["num_gpus"] = amount
-        elif lowered == "memory":
-            options["memory"] = amount
-        else:
-            custom[name] = amount
-    options.setdefault("num_cpus", 1)
-    if custom:
-        options["resources"] = custom
-    return options
-
-
-def kill(actor: Any) -> None:
-    try:
-        ray.kill(actor, no_restart=True)
-    except Exception:  # already gone, or Ray is shutting down
-        pass

@@ -26,15 +26,16 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.core.events import Event, Failure, Launch
 from orchestrator.core.spec import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
-from orchestrator.engine.executor import Executor, kill
+from orchestrator.engine.executor import Executor
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.outcomes import Kind, Outcomes, Payload, Pending
+from orchestrator.engine.ray_calls import kill
 from orchestrator.engine.resource_watch import ResourceWatch
 from orchestrator.errors import InvalidTransition, OrchestratorError, TrialError
 
 if TYPE_CHECKING:
+    from orchestrator.engine.ports import JournalPort
     from orchestrator.engine.record import TrialRuntime
-    from orchestrator.journal.writer import Journal
 
 log = logging.getLogger("orchestrator.engine.loop")
 
@@ -68,7 +69,7 @@ class Dispatcher:
         hooks: HookRunner,
         collector: CheckpointCollector,
         save_retry_for: float = 300.0,
-        journal: Journal | None = None,
+        journal: JournalPort | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         trials_per_worker: int = 1,
         spare_actors: int = 1,
@@ -106,7 +107,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        self._watch = ResourceWatch(self)
+        self._watch = ResourceWatch(self._trials, self.executor.waiting, lambda: self.running)
         # Checkpoint keys to keep although no machine pins them yet: a sweep's exploit
         # of a paused trial waiting for a slot (its donor's checkpoint must stay).
         self.pins: set[str] = set()
@@ -173,7 +174,6 @@ class Dispatcher:
 
     def attach(self, rt: TrialRuntime) -> None:
         self._trials[rt.id] = rt
-        rt.dispatcher = self
         self.executor.known_keys(rt)
         if self._journal is not None:
             self._journal.track(rt)

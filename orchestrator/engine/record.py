@@ -3,8 +3,9 @@
 Everything about a trial that changes while it runs and is not decided by its state
 machine lives here, written by the loop only: the live actor and its call counter, the
 node it runs on, the result history, its current config (an exploit changes it), the
-waiters of pending requests. The public :class:`~orchestrator.api.trial.Trial` is a view of
-this record, so nothing outside the loop writes to it.
+waiters of pending requests. The public ``orchestrator.Trial`` is a read-only view of
+this record, attached as ``handle`` by the API layer, so nothing outside the loop
+writes to it.
 """
 
 from __future__ import annotations
@@ -13,16 +14,17 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from orchestrator.core.codec import pickle_b64
 from orchestrator.core.machine import TrialMachine, TrialPolicy
 from orchestrator.core.spec import TrialSpec
 
 if TYPE_CHECKING:
-    from orchestrator.api.trial import Trial
     from orchestrator.core.placement import Host
-    from orchestrator.engine.loop import Dispatcher
 
 
 class Observer(Protocol):
+    """Who watches a trial (its sweep): every result and every settling, on the loop."""
+
     def on_result(self, rt: TrialRuntime, result: Mapping[str, Any]) -> None: ...
 
     def on_settled(self, rt: TrialRuntime) -> None: ...
@@ -43,8 +45,6 @@ class TrialRuntime:
         machine: TrialMachine | None = None,
         code_loaded: bool = True,
     ) -> None:
-        from orchestrator.api.trial import Trial
-
         self.spec = spec
         self.machine = machine or TrialMachine(spec.trial_id, policy)
         self.config: dict[str, Any] = dict(spec.config)
@@ -66,13 +66,13 @@ class TrialRuntime:
         self.actor: Any = None
         self.host: Host | None = None
         self.seq = 0
-        self.dispatcher: Dispatcher | None = None
         # The sweep a trial belongs to watches it: every result and every settling
         # (cheap calls on the loop; see ``sweep.Sweep``). None for a plain trial.
         self.observer: Observer | None = None
         self.report_config = False  # put its config in every result (configs change: PBT)
         self.waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
-        self.handle: Trial = Trial(self)
+        # The public view hooks receive (``orchestrator.Trial``), attached by the API.
+        self.handle: Any = None
 
     @property
     def id(self) -> str:
@@ -88,8 +88,6 @@ class TrialRuntime:
         return seq
 
     def set_config(self, config: Mapping[str, Any]) -> None:
-        from orchestrator.core.codec import pickle_b64
-
         self.config = dict(config)
         self.config_pickle = pickle_b64(self.config)
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ray
 
 from orchestrator.core.machine import TrialState
+from orchestrator.engine.ray_calls import ray_demand
 
 if TYPE_CHECKING:
-    from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
@@ -31,8 +31,18 @@ UNPLACEABLE_REPEAT_S = 60.0
 
 
 class ResourceWatch:
-    def __init__(self, dispatcher: Dispatcher) -> None:
-        self._dispatcher = dispatcher
+    """Looks, every few seconds while ``is_running()``, at the trials in ``waiting``
+    (trial id -> since when its actor waits) among ``trials``."""
+
+    def __init__(
+        self,
+        trials: Mapping[str, TrialRuntime],
+        waiting: dict[str, float],
+        is_running: Callable[[], bool],
+    ) -> None:
+        self._trials = trials
+        self._waiting = waiting
+        self._is_running = is_running
         self._warned: dict[str, float] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -42,13 +52,13 @@ class ResourceWatch:
 
     def _check(self) -> None:
         loop = self._loop
-        if loop is None or not self._dispatcher.running:
+        if loop is None or not self._is_running():
             return
         now = loop.time()
-        waiting = self._dispatcher.executor.waiting
+        waiting = self._waiting
         due = []
         for trial_id, since in list(waiting.items()):
-            rt = self._dispatcher.trials.get(trial_id)
+            rt = self._trials.get(trial_id)
             if rt is None or rt.node_id is not None or rt.machine.state is not TrialState.STARTING:
                 del waiting[trial_id]  # ready, or gone
                 continue
@@ -78,20 +88,6 @@ class ResourceWatch:
                 _shown(demand),
                 _shown(shown),
             )
-
-
-def ray_demand(resources: Mapping[str, float], trials: int) -> dict[str, float]:
-    """What an actor for ``trials`` trials asking ``resources`` reserves, in Ray's names."""
-    from orchestrator.engine.executor import actor_options
-
-    options = actor_options({k: v * trials for k, v in resources.items()})
-    demand = {"CPU": float(options["num_cpus"])}
-    if "num_gpus" in options:
-        demand["GPU"] = float(options["num_gpus"])
-    if "memory" in options:
-        demand["memory"] = float(options["memory"])
-    demand.update(options.get("resources", {}))
-    return {k: v for k, v in demand.items() if v > 0}
 
 
 def _shown(resources: Mapping[str, float]) -> str:

@@ -17,23 +17,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ray
 
 from orchestrator.core.machine import TrialState
-from orchestrator.core.placement import Host, ResourceKey, resource_key
+from orchestrator.core.placement import Host, HostPool, ResourceKey, resource_key
+from orchestrator.engine.ray_calls import kill, ray_demand
 
 if TYPE_CHECKING:
-    from orchestrator.engine.executor import Executor
+    from orchestrator.engine.record import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 
 
 class Spares:
-    def __init__(self, executor: Executor, count: int) -> None:
-        self._executor = executor
+    """Keeps ``count`` started, idle actors per resource shape in ``hosts`` (see the
+    module docstring); ``create_actor`` starts one, ``trials`` lists the loop's trials."""
+
+    def __init__(
+        self,
+        hosts: HostPool,
+        create_actor: Callable[[Host], Any],
+        trials: Callable[[], Iterable[TrialRuntime]],
+        count: int,
+    ) -> None:
+        self._hosts = hosts
+        self._create_actor = create_actor
+        self._trials = trials
         self.count = count
         self._checking: set[ResourceKey] = set()
         self.started = 0
@@ -45,7 +57,7 @@ class Spares:
         if self.count <= 0:
             return
         key = resource_key(resources)
-        if key in self._checking or len(self._executor.hosts.spares(key)) >= self.count:
+        if key in self._checking or len(self._hosts.spares(key)) >= self.count:
             return
         if not self._wanted(key):
             return
@@ -60,19 +72,17 @@ class Spares:
 
     def retire_unneeded(self) -> None:
         """Kill the spares of shapes no unsettled trial that may fail has any more."""
-        for host in self._executor.hosts.spares():
+        for host in self._hosts.spares():
             if not self._wanted(host.key, waiting_ok=True):
-                self._executor.hosts.mark_dead(host)
+                self._hosts.mark_dead(host)
                 if host.actor is not None:
-                    from orchestrator.engine.executor import kill
-
                     kill(host.actor)
 
     def _wanted(self, key: ResourceKey, *, waiting_ok: bool = False) -> bool:
         """Whether a trial of shape ``key`` may still fail, and (unless ``waiting_ok``)
         none of that shape waits for an actor (it must get the resources first)."""
         wanted = False
-        for rt in self._executor.trials():
+        for rt in self._trials():
             if resource_key(rt.spec.resources) != key or rt.machine.state.is_settled:
                 continue
             if rt.spec.max_failures == 0:
@@ -85,17 +95,15 @@ class Spares:
         return wanted
 
     async def _maybe_start(self, key: ResourceKey, resources: dict[str, float]) -> None:
-        from orchestrator.engine.resource_watch import ray_demand
-
         available = await asyncio.to_thread(ray.available_resources)
         demand = ray_demand(resources, 1)
         if not all(available.get(k, 0.0) >= v for k, v in demand.items()):
             return  # no room: a spare would only compete with trials
-        if not self._wanted(key) or len(self._executor.hosts.spares(key)) >= self.count:
+        if not self._wanted(key) or len(self._hosts.spares(key)) >= self.count:
             return
         host = Host(key, resources, 1)
-        self._executor.hosts.add_spare(host)
-        self._executor.hosts.created(host, self._executor.create_actor(host))
+        self._hosts.add_spare(host)
+        self._hosts.created(host, self._create_actor(host))
         self.started += 1
 
     def _done(self, key: ResourceKey, task: asyncio.Task[Any]) -> None:

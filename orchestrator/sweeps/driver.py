@@ -340,7 +340,7 @@ class Sweep:
         """How many trials the cluster's resources hold at once (at least 1)."""
         import ray
 
-        from orchestrator.engine.resource_watch import ray_demand
+        from orchestrator.engine.ray_calls import ray_demand
 
         totals = await asyncio.to_thread(ray.cluster_resources)
         demand = ray_demand(self._options.get("resources") or {"cpu": 1.0}, 1)
