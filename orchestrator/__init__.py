@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from orchestrator.actor.function import get_checkpoint, report
     from orchestrator.actor.trial_actor import Trainable
     from orchestrator.api.orchestrator import Orchestrator, OrchestratorStatistics
+    from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
     from orchestrator.core.machine import TrialState
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
         TrialError,
         TrialNotRunning,
     )
-    from orchestrator.sweeps.result import SweepResult
 
 _WHERE = {
     "HOOK_NAMES": ".engine.hooks",
@@ -44,7 +44,7 @@ _WHERE = {
     "OrchestratorError": ".errors",
     "OrchestratorStatistics": ".api.orchestrator",
     "RetentionPolicy": ".core.checkpoints",
-    "SweepResult": ".sweeps.result",
+    "SweepResult": ".api.sweep_result",
     "Trainable": ".actor.trial_actor",
     "Trial": ".api.trial",
     "TrialError": ".errors",

@@ -16,9 +16,9 @@ import pytest
 from rich.console import Console
 
 import orchestrator.core.json_codec as codec
+from orchestrator.api.sweep_result import SweepResult
 from orchestrator.cli.present import TrialRow, trials_table
 from orchestrator.core.results import ResultWarnings, clean_result
-from orchestrator.sweeps.result import SweepResult
 from orchestrator.views.experiments import TrialRecord, _best
 from orchestrator.views.loggers import ExperimentLogger
 from orchestrator.views.plotting import _best as plot_best

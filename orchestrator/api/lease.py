@@ -48,7 +48,7 @@ from orchestrator.errors import ConfigError, ExperimentLocked, LeaseLost
 
 if TYPE_CHECKING:
     import storage as storage_pkg
-    from orchestrator.api.orchestrator import Orchestrator
+    from orchestrator.api.experiment import Experiment
 
 __all__ = [
     "TTL_ENV",
@@ -81,17 +81,17 @@ def lease_ttl() -> float:
     return ttl
 
 
-async def acquire_lease(orch: Orchestrator) -> ExperimentLease:
-    """Take ``orch``'s experiment's lease, or raise :class:`ExperimentLocked`."""
+async def acquire_lease(exp: Experiment) -> ExperimentLease:
+    """Take ``exp``'s lease, or raise :class:`ExperimentLocked`."""
     import storage as storage_pkg
     from orchestrator.journal.existing import refuse_or_accept
 
-    settings = orch.settings
-    options = dict(orch._storage_options)
-    local = orch.storage_mode.is_local
+    settings = exp.settings
+    options = dict(exp.opening.storage_options)
+    local = exp.storage_mode.is_local
     if local:  # resuming must create nothing; a new experiment needs its directory
         options["create"] = not settings.resume
-    store = storage_pkg.open_storage(orch.storage_uri, **options)
+    store = storage_pkg.open_storage(exp.storage_uri, **options)
     created_root = local and not await asyncio.to_thread(os.path.isdir, store.uri)
     try:
         try:
@@ -101,14 +101,14 @@ async def acquire_lease(orch: Orchestrator) -> ExperimentLease:
                 raise
             refuse_or_accept(  # raises: nothing to resume
                 None,
-                uri=orch.storage_uri,
+                uri=exp.storage_uri,
                 name=settings.name,
                 resume=True,
                 overwrite=settings.overwrite,
             )
             raise
         lease = ExperimentLease(store, name=settings.name, created_root=created_root)
-        await lease._take(take_over=orch._take_over)
+        await lease._take(take_over=exp.opening.take_over)
     except BaseException:
         if created_root:
             await asyncio.to_thread(_remove_if_empty, store.uri)

@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -31,17 +30,15 @@ if TYPE_CHECKING:
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import ExperimentLease
     from orchestrator.api.session import Session
+    from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
     from orchestrator.core.spec import StorageMode, TrialSpec
     from orchestrator.engine.collector import CollectorStatistics
-    from orchestrator.engine.hooks import HookRunner, HookStatistics
+    from orchestrator.engine.hooks import HookStatistics
     from orchestrator.engine.loop import Dispatcher, LoopStatistics
-    from orchestrator.engine.record import TrialRuntime
     from orchestrator.schedulers import Scheduler
     from orchestrator.search import Searcher
-    from orchestrator.sweeps.driver import Sweep
-    from orchestrator.sweeps.result import SweepResult
 
 log = logging.getLogger("orchestrator")
 
@@ -195,6 +192,7 @@ class Orchestrator:
         progress: bool = True,
     ) -> None:
         import storage as storage_pkg
+        from orchestrator.api.experiment import Experiment, Opening
         from orchestrator.engine.hooks import check_hooks
         from orchestrator.journal.storage_check import open_checked
         from orchestrator.views.loggers.writers import split_loggers
@@ -219,37 +217,34 @@ class Orchestrator:
             journal_interval=journal_interval,
             hook_slow_after=hook_slow_after,
         )
-        self._hooks_list = list(hooks)
-        check_hooks(self._hooks_list)
-        self._logger_names, user_loggers = split_loggers(loggers)
+        hooks_list = list(hooks)
+        check_hooks(hooks_list)
+        logger_names, user_loggers = split_loggers(loggers)
         check_hooks(user_loggers)
-        self._hooks_list += user_loggers
-        self._progress_on = bool(progress)
-        self._logger: Any = None  # the built-in ExperimentLogger, once entered
-        self.progress: Any = None  # the ProgressReporter, once entered
-        self._ray_address = ray_address
-        self._num_cpus = num_cpus
-        self._log_to_driver = log_to_driver
         self.storage_uri = _experiment_uri(storage, name)
-        self._storage_options = dict(storage_options or {})
-        self._runtime_env = dict(runtime_env) if runtime_env else None
-        self._take_over = bool(take_over)
-        probe = open_checked(self.storage_uri, self._storage_options, name)
+        storage_options = dict(storage_options or {})
+        probe = open_checked(self.storage_uri, storage_options, name)
         self.storage_mode: StorageMode = self.settings.storage_mode(
             isinstance(probe, storage_pkg.LocalStorage)
         )
         if self.storage_mode.is_local:
-            self._storage_options.setdefault("create", True)
-        self._trials: dict[str, TrialRuntime] = {}
-        self._token = secrets.token_hex(3)
+            storage_options.setdefault("create", True)
+        opening = Opening(
+            storage_uri=self.storage_uri,
+            storage_options=storage_options,
+            ray_address=ray_address,
+            num_cpus=num_cpus,
+            log_to_driver=log_to_driver,
+            runtime_env=dict(runtime_env) if runtime_env else None,
+            hooks=hooks_list + list(user_loggers),
+            logger_names=tuple(logger_names),
+            progress=bool(progress),
+            take_over=bool(take_over),
+        )
+        self._exp: Experiment = Experiment(self.settings, self.storage_mode, opening)
         self._session: Session | None = None  # while entered
         self._lease: ExperimentLease | None = None  # while entered
         self._interrupts: Interrupts | None = None  # our SIGINT/SIGTERM handlers, if any
-        self._dispatcher: Dispatcher | None = None  # the session's, while entered
-        self._hooks: HookRunner | None = None  # the session's, while entered
-        self._runs_in_progress = 0
-        self._sweeps: dict[str, Sweep] = {}  # running or run in this session
-        self._journaled_sweeps: dict[str, Any] = {}  # as a resumed journal had them
 
     # -- settings, as attributes --------------------------------------------------------
 
@@ -285,7 +280,12 @@ class Orchestrator:
 
     @property
     def trials(self) -> list[Trial]:
-        return [rt.handle for rt in self._trials.values()]
+        return self._exp.handles()
+
+    @property
+    def progress(self) -> Any:
+        """The live progress display (a ``ProgressReporter``) while entered, else None."""
+        return self._exp.progress
 
     def add_trial(
         self,
@@ -319,16 +319,10 @@ class Orchestrator:
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-        resumption = self._session.resumption if self._session is not None else None
-        if resumption is not None:
-            from orchestrator.api.resumption import claim
-
-            adopted = claim(self, resumption, spec)
-            if adopted is not None:
-                if adopted.dispatcher is None:  # its journaled spec was lost: rebuilt now
-                    self._attach(adopted)
-                return adopted.handle
-        return self._add(spec).handle
+        adopted = self._exp.claim(spec)
+        if adopted is not None:
+            return adopted.handle
+        return self._exp.add(spec).handle
 
     def trial_spec(
         self,
@@ -346,55 +340,18 @@ class Orchestrator:
     ) -> TrialSpec:
         """The validated spec ``add_trial`` would build: its arguments override the
         experiment's defaults."""
-        from orchestrator.api.specs import build_trial_spec
-
-        return build_trial_spec(
-            self.settings,
+        return self._exp.trial_spec(
             trainable,
             config,
             stop,
             checkpoint_every,
             resources,
             trial_id=trial_id,
-            index=len(self._trials),
-            token=self._token,
-            taken=self._taken_ids(),
             max_failures=max_failures,
             keep_checkpoints=keep_checkpoints,
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-
-    def _add(self, spec: TrialSpec, *, judge: Any = None) -> TrialRuntime:
-        """A new trial of ``spec``, PENDING (started now when ``run()`` is in progress)."""
-        from orchestrator.core.spec import policy_for
-        from orchestrator.engine.record import TrialRuntime
-
-        if spec.trial_id in self._trials:
-            raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
-        rt = TrialRuntime(spec, policy_for(spec, self.settings, judge))
-        from orchestrator.api.trial import Trial
-
-        Trial(rt, self._request_sink)
-        self._trials[rt.id] = rt
-        self._attach(rt)
-        return rt
-
-    def _attach(self, rt: TrialRuntime) -> None:
-        from orchestrator.core.machine import TrialState
-
-        if self._dispatcher is not None:
-            self._dispatcher.attach(rt)
-            if self._runs_in_progress and rt.machine.state is TrialState.PENDING:
-                self._dispatcher.launch(rt)
-
-    def _taken_ids(self) -> Container[str]:
-        """The ids a new trial may not take. In a resumed experiment a call naming a
-        journaled trial adopts it (or is refused with why), so those are left out."""
-        resumption = self._session.resumption if self._session is not None else None
-        if resumption is None:
-            return self._trials
-        return _NotJournaled(self._trials, resumption.matcher.journaled)
 
     # -- running -----------------------------------------------------------------------
 
@@ -403,29 +360,21 @@ class Orchestrator:
         (TERMINATED, ERROR, or PAUSED with nobody resuming them) and hooks are done."""
         from orchestrator.core.machine import TrialState
 
-        dispatcher, hooks = self._require_entered()
+        exp = self._exp
+        dispatcher, _ = exp.entered()
         # While a run() is in progress, add_trial starts trials at once; trials added
         # after it returned wait for the next run(), which can wait for them.
-        self._runs_in_progress += 1
+        exp.runs_in_progress += 1
         try:
-            for rt in self._trials.values():
+            for rt in exp.trials.values():
                 if rt.machine.state is TrialState.PENDING:
                     dispatcher.launch(rt)
-            await self._wait_settled()
+            await exp.wait_settled()
         finally:
-            self._runs_in_progress -= 1
+            exp.runs_in_progress -= 1
         trials = self.trials
-        await hooks.call_now("on_experiment_end", trials)
+        await exp.end_hooks(trials)
         return trials
-
-    async def _wait_settled(self) -> None:
-        dispatcher, hooks = self._require_entered()
-        while True:
-            await dispatcher.wait_settled()
-            await hooks.wait_idle()
-            await asyncio.sleep(0)
-            if dispatcher.settled_now() and hooks.statistics().backlog == 0:
-                return
 
     async def sweep(
         self,
@@ -461,11 +410,18 @@ class Orchestrator:
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
         finished trial's worker process starts the next trial (a fresh trainable in it)
         instead of a new process."""
+        from orchestrator.api.sweep_port import ExperimentPort
+        from orchestrator.api.sweep_result import SweepResult
         from orchestrator.sweeps.plan import plan_sweep
 
-        self._require_entered()
+        exp = self._exp
+        dispatcher, _ = exp.entered()
+        running = exp.sweeps.get(name)
+        if running is not None and not running.finished:
+            raise ConfigError(f"sweep {name!r} is already running in experiment {self.name!r}")
         sweep = plan_sweep(
-            self,
+            ExperimentPort(exp, dispatcher),
+            journaled=exp.journaled_sweeps.get(name),
             trainable=trainable,
             space=space,
             num_samples=num_samples,
@@ -487,21 +443,8 @@ class Orchestrator:
                 "result_buffer": result_buffer,
             },
         )
-        self._sweeps[name] = sweep
-        return await sweep.run()
-
-    async def _end_hooks(self, trials: list[Trial]) -> None:
-        _, hooks = self._require_entered()
-        await hooks.call_now("on_experiment_end", trials)
-
-    def _journal_touch(self) -> None:
-        if self._session is not None:
-            self._session.journal.touch()
-
-    def _journal_extras(self) -> dict[str, Any]:
-        sweeps = dict(self._journaled_sweeps)
-        sweeps.update({name: sweep.journal_doc() for name, sweep in self._sweeps.items()})
-        return {"sweeps": list(sweeps.values())} if sweeps else {}
+        exp.sweeps[name] = sweep
+        return SweepResult(await sweep.run(), metric, mode)
 
     def run_sync(self) -> list[Trial]:
         """One call for plain scripts: enter, ``run()``, exit.
@@ -528,10 +471,10 @@ class Orchestrator:
         return asyncio.run(main())
 
     def statistics(self) -> OrchestratorStatistics:
-        dispatcher, hooks = self._require_entered()
+        dispatcher, hooks = self._exp.entered()
         assert self._session is not None
         counts: dict[str, int] = {}
-        for rt in self._trials.values():
+        for rt in self._exp.trials.values():
             state = rt.machine.state.value
             counts[state] = counts.get(state, 0) + 1
         return OrchestratorStatistics(
@@ -550,20 +493,21 @@ class Orchestrator:
 
         if self._session is not None:
             raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
-        lease = await acquire_lease(self)  # before Ray: a second driver is refused at once
+        exp = self._exp
+        # Before Ray: a second driver is refused at once.
+        lease = await acquire_lease(exp)
         try:
-            session = await open_session(self)
+            session = await open_session(exp)
         except BaseException:
             await lease.release()
             raise
         # Nothing is written to the experiment without the lease, and losing it ends run().
         session.journal.write_only_while(lease.may_write)
         session.dispatcher.drive_only_while(lease.may_write)
-        if self._logger is not None:
-            self._logger.write_only_while(lease.may_write)
+        if exp.logger is not None:
+            exp.logger.write_only_while(lease.may_write)
         lease.on_lost(session.dispatcher.abort)
-        self._lease = lease
-        self._session, self._dispatcher, self._hooks = session, session.dispatcher, session.hooks
+        self._lease, self._session = lease, session
         # After Ray's start, which installs its own SIGTERM handlers.
         self._interrupts = Interrupts.catch()
         return self
@@ -577,7 +521,6 @@ class Orchestrator:
         session, self._session = self._session, None
         lease, self._lease = self._lease, None
         interrupts, self._interrupts = self._interrupts, None
-        self._dispatcher = self._hooks = None
         if interrupts is not None:
             interrupts.closing = True
             interrupts.ours(exc)
@@ -588,7 +531,6 @@ class Orchestrator:
                 if interrupts is None or not interrupts.forced:
                     raise
             finally:
-                self._logger = self.progress = None
                 if lease is not None:
                     await lease.release()
                 if interrupts is not None:
@@ -602,26 +544,10 @@ class Orchestrator:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _request_sink(self) -> Dispatcher | None:
-        return self._dispatcher
-
-    def _require_entered(self) -> tuple[Dispatcher, HookRunner]:
-        if self._dispatcher is None or self._hooks is None:
-            raise OrchestratorError(
-                f"experiment {self.name!r}: use `async with Orchestrator(...) as orch:` "
-                "(or orch.run_sync()) before running"
-            )
-        return self._dispatcher, self._hooks
-
-
-class _NotJournaled(Container[str]):
-    """The ids of ``trials`` that ``journaled`` says no. A view: O(1) per lookup."""
-
-    def __init__(self, trials: Container[str], journaled: Callable[[str], bool]) -> None:
-        self._trials, self._journaled = trials, journaled
-
-    def __contains__(self, trial_id: object) -> bool:
-        return trial_id in self._trials and not self._journaled(str(trial_id))
+    @property
+    def _dispatcher(self) -> Dispatcher | None:
+        """The session's loop while entered (for tests that look inside)."""
+        return self._exp.dispatcher
 
 
 def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:

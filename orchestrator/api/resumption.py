@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.api.trial import Trial
 from orchestrator.core.identity import (
@@ -21,15 +21,24 @@ from orchestrator.engine.adoption import adopt
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
-    from orchestrator.api.orchestrator import Orchestrator
     from orchestrator.core.journal_format import JournaledTrial
-    from orchestrator.core.spec import TrialSpec
+    from orchestrator.core.spec import ExperimentSettings, TrialSpec
+    from orchestrator.engine.ports import RequestSink
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.journal.reader import JournalContents
 
 __all__ = ["Resumption", "adopt_experiment", "claim"]
 
 log = logging.getLogger("orchestrator")
+
+
+class TrialHolder(Protocol):
+    """What adopting journaled trials needs of the experiment (its ``Experiment``)."""
+
+    settings: ExperimentSettings
+    trials: dict[str, TrialRuntime]
+
+    def request_sink(self) -> RequestSink | None: ...
 
 
 @dataclass
@@ -42,8 +51,8 @@ class Resumption:
     spec_lost: dict[str, JournaledTrial] = field(default_factory=dict)
 
 
-def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumption:
-    """Put the journaled trials into ``orch``, in the journal's order, each rebuilt to
+def adopt_experiment(exp: TrialHolder, contents: JournalContents) -> Resumption:
+    """Put the journaled trials into ``exp``, in the journal's order, each rebuilt to
     continue; a trial added before entering adopts its journaled trial (its handle
     then shows the resumed trial), and the others are new trials, after them."""
     swept = {
@@ -59,7 +68,7 @@ def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumptio
     _say_paused(contents.trials)
     calls: dict[str, TrialRuntime] = {}
     new: list[TrialRuntime] = []
-    for rt in orch._trials.values():  # added before entering, in the order of the calls
+    for rt in exp.trials.values():  # added before entering, in the order of the calls
         identity = spec_identity(rt.spec)
         # A trial of this object's previous session has its journaled id: itself.
         by_id = rt.spec.named or rt.id in journaled
@@ -74,13 +83,13 @@ def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumptio
     for entry in contents.trials:
         call = calls.get(entry.id)
         lost = bool(entry.spec.get("spec_lost"))
-        rt = adopt(entry, orch.settings, spec=call.spec if call is not None and lost else None)
+        rt = adopt(entry, exp.settings, spec=call.spec if call is not None and lost else None)
         if call is not None:
             if not lost:
                 warn_changed_options(entry.id, rt.spec, call.spec)
             call.handle._view(rt)
         else:
-            Trial(rt, orch._request_sink)
+            Trial(rt, exp.request_sink)
             if lost:
                 resumption.spec_lost[entry.id] = entry
         trials[entry.id] = rt
@@ -91,12 +100,12 @@ def adopt_experiment(orch: Orchestrator, contents: JournalContents) -> Resumptio
                 "add_trial call another trial_id"
             )
         trials[rt.id] = rt
-    orch._trials.clear()
-    orch._trials.update(trials)
+    exp.trials.clear()
+    exp.trials.update(trials)
     return resumption
 
 
-def claim(orch: Orchestrator, resumption: Resumption, spec: TrialSpec) -> TrialRuntime | None:
+def claim(exp: TrialHolder, resumption: Resumption, spec: TrialSpec) -> TrialRuntime | None:
     """The journaled trial an ``add_trial`` call of the open, resumed experiment
     adopts (None: the call adds a new trial, which has been said)."""
     identity = spec_identity(spec)
@@ -106,12 +115,12 @@ def claim(orch: Orchestrator, resumption: Resumption, spec: TrialSpec) -> TrialR
         return None
     entry = resumption.spec_lost.pop(found, None)
     if entry is None:
-        rt = orch._trials[found]
+        rt = exp.trials[found]
         warn_changed_options(found, rt.spec, spec)
         return rt
-    rt = adopt(entry, orch.settings, spec=spec)  # the call supplies the spec it lost
-    orch._trials[found].handle._view(rt)
-    orch._trials[found] = rt
+    rt = adopt(entry, exp.settings, spec=spec)  # the call supplies the spec it lost
+    exp.trials[found].handle._view(rt)
+    exp.trials[found] = rt
     return rt
 
 

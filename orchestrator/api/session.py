@@ -10,7 +10,9 @@ the journal's last write lands before storage closes, pending checkpoint deletio
 bounded drain, and Ray, if this session started it, is shut down last.
 
 Kept apart from ``orchestrator.py`` so that module is the public surface (settings,
-``add_trial``, ``run``, ``sweep``) and this one the plumbing behind ``async with``.
+``add_trial``, ``run``, ``sweep``) and this one the plumbing behind ``async with``. It
+works on the :class:`~orchestrator.api.experiment.Experiment`: the parts it opens are
+set there on entry and cleared on exit, and journaled trials are adopted into it.
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import storage as storage_pkg
-    from orchestrator.api.orchestrator import Orchestrator
-    from orchestrator.api.resumption import Resumption
+    from orchestrator.api.experiment import Experiment
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
@@ -44,6 +45,7 @@ DRAIN_DELETIONS_S = 30.0
 class Session:
     """The resources of one ``async with`` block; :meth:`aclose` releases them all."""
 
+    experiment: Experiment
     storage: storage_pkg.Storage
     journal: Journal
     hooks: HookRunner
@@ -52,9 +54,9 @@ class Session:
     builtins: list[Any] = field(default_factory=list)  # the logger, the progress display
     owns_ray: bool = False
     loop_handler: Any = None  # the event loop's exception handler before ours
-    resumption: Resumption | None = None  # resume=True: how add_trial calls adopt trials
 
     async def aclose(self) -> None:
+        exp = self.experiment
         try:
             await self.dispatcher.aclose()
             await self.journal.aclose()
@@ -72,6 +74,8 @@ class Session:
             await self.storage.aclose()
             asyncio.get_running_loop().set_exception_handler(self.loop_handler)
         finally:
+            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = None
+            exp.logger = exp.progress = None
             release_ray(self.owns_ray)
 
 
@@ -83,8 +87,8 @@ def release_ray(owned: bool) -> None:
         ray.shutdown()
 
 
-async def open_session(orch: Orchestrator) -> Session:
-    """Open everything ``orch`` needs to run trials; on failure, release what was opened."""
+async def open_session(exp: Experiment) -> Session:
+    """Open everything ``exp`` needs to run trials; on failure, release what was opened."""
     import storage as storage_pkg
     from orchestrator.api.resumption import adopt_experiment
     from orchestrator.engine.collector import CheckpointCollector, delete_where_visible_fn
@@ -94,14 +98,15 @@ async def open_session(orch: Orchestrator) -> Session:
     from orchestrator.journal.existing import check_existing
     from orchestrator.journal.writer import Journal
 
-    settings, mode = orch.settings, orch.storage_mode
-    journaled = await check_existing(orch.storage_uri, orch._storage_options, settings, mode)
-    resumption = adopt_experiment(orch, journaled) if journaled is not None else None
+    settings, mode, opening = exp.settings, exp.storage_mode, exp.opening
+    uri, options = opening.storage_uri, dict(opening.storage_options)
+    journaled = await check_existing(uri, options, settings, mode)
+    resumption = adopt_experiment(exp, journaled) if journaled is not None else None
     owns_ray = ensure_ray(
-        orch._ray_address, num_cpus=orch._num_cpus, log_to_driver=orch._log_to_driver
+        opening.ray_address, num_cpus=opening.num_cpus, log_to_driver=opening.log_to_driver
     )
     try:
-        store = storage_pkg.open_storage(orch.storage_uri, **orch._storage_options)
+        store = storage_pkg.open_storage(uri, **options)
         await store.open()
     except Exception:
         release_ray(owns_ray)
@@ -112,23 +117,23 @@ async def open_session(orch: Orchestrator) -> Session:
         started_at: float | None = None
         if journaled is not None:
             extras = journaled.extras
-            orch._journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
+            exp.journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
             started_at = extras.get("started_at")
         loop_handler = storage_pkg.quiet_sdk_noise(loop)
-        journal = Journal(store, name=orch.name, interval=settings.journal_interval)
+        journal = Journal(store, name=exp.name, interval=settings.journal_interval)
         if started_at is not None:
             journal.started_at = float(started_at)
-        journal.set_extras(orch._journal_extras)
-        builtins = _builtin_hooks(orch, store)
-        hooks = HookRunner([*orch._hooks_list, *builtins], slow_after=settings.hook_slow_after)
+        journal.set_extras(exp.journal_extras)
+        builtins = _builtin_hooks(exp, store)
+        hooks = HookRunner([*opening.hooks, *builtins], slow_after=settings.hook_slow_after)
         collector = CheckpointCollector(
             store,
             is_pinned=lambda key: dispatcher.is_pinned(key),
             delete=delete_where_visible_fn(store, mode),
         )
         dispatcher = Dispatcher(
-            storage_uri=orch.storage_uri,
-            storage_options=orch._storage_options,
+            storage_uri=uri,
+            storage_options=options,
             storage_mode=mode,
             uri_for=lambda key: _checkpoint_uri(store, key, mode.is_local),
             local_path_for=lambda key: store.uri_for(key) if mode.is_local else None,
@@ -136,22 +141,24 @@ async def open_session(orch: Orchestrator) -> Session:
             collector=collector,
             save_retry_for=settings.save_retry_for,
             journal=journal,
-            runtime_env=orch._runtime_env,
+            runtime_env=opening.runtime_env,
             trials_per_worker=settings.trials_per_worker,
             spare_actors=settings.spare_actors,
         )
     except BaseException:  # one way back for any failure between opening and running
         loop.set_exception_handler(loop_handler)
+        exp.logger = exp.progress = None
         await store.aclose()
         release_ray(owns_ray)
         raise
     dispatcher.start()
-    for rt in orch._trials.values():
+    exp.dispatcher, exp.hooks, exp.journal, exp.resumption = dispatcher, hooks, journal, resumption
+    for rt in exp.trials.values():
         dispatcher.attach(rt)
-    _delete_off_timeline(store, collector, orch._trials.values(), mode.is_local)
+    _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)
     journal.start()
     return Session(
-        store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler, resumption
+        exp, store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler
     )
 
 
@@ -183,22 +190,23 @@ def _checkpoint_uri(store: storage_pkg.Storage, key: str, local: bool) -> str:
     return "file://" + where if local else where
 
 
-def _builtin_hooks(orch: Orchestrator, store: storage_pkg.Storage) -> list[Any]:
+def _builtin_hooks(exp: Experiment, store: storage_pkg.Storage) -> list[Any]:
     """The per-trial logs and the live progress display (both hooks, inline); they are
-    ``orch._logger`` and ``orch.progress`` while the session is open."""
+    ``exp.logger`` and ``exp.progress`` while the session is open."""
     hooks: list[Any] = []
-    if orch._logger_names:
+    names = exp.opening.logger_names
+    if names:
         from orchestrator.views.loggers import ExperimentLogger
 
-        if orch.storage_mode.is_local:  # beside the checkpoints, in the experiment
-            orch._logger = ExperimentLogger(store.uri, loggers=orch._logger_names)
+        if exp.storage_mode.is_local:  # beside the checkpoints, in the experiment
+            exp.logger = ExperimentLogger(store.uri, loggers=names)
         else:  # on the driver's disk, uploaded in the background
-            logdir = tempfile.mkdtemp(prefix=f"trialflow-logs-{orch.name}-")
-            orch._logger = ExperimentLogger(logdir, storage=store, loggers=orch._logger_names)
-        hooks.append(orch._logger)
-    if orch._progress_on:
+            logdir = tempfile.mkdtemp(prefix=f"trialflow-logs-{exp.name}-")
+            exp.logger = ExperimentLogger(logdir, storage=store, loggers=names)
+        hooks.append(exp.logger)
+    if exp.opening.progress:
         from orchestrator.views.progress import ProgressReporter
 
-        orch.progress = ProgressReporter()
-        hooks.append(orch.progress)
+        exp.progress = ProgressReporter()
+        hooks.append(exp.progress)
     return hooks

@@ -7,9 +7,10 @@ each command imports Ray, storage and the orchestrator when it runs.
 
 from __future__ import annotations
 
+from orchestrator.cli.common import ray_session
 from orchestrator.cli.main import COMMANDS, build_parser, main
 from orchestrator.cli.present import results_table
-from orchestrator.cli.run import expand_grid, load_trainable, ray_session
+from orchestrator.cli.run import expand_grid, load_trainable
 
 __all__ = [
     "COMMANDS",

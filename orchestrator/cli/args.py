@@ -195,8 +195,8 @@ def orchestrator_from(args: argparse.Namespace, console: Any, *, default_name: s
     from datetime import datetime
 
     from orchestrator.api.orchestrator import Orchestrator
+    from orchestrator.cli.common import resume_command
     from orchestrator.cli.present import EventPrinter
-    from orchestrator.cli.run import resume_command
 
     name = args.name or f"{default_name}-" + datetime.now().strftime("%Y%m%d-%H%M%S")
     orch = Orchestrator(

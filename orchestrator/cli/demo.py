@@ -342,8 +342,8 @@ def final_rows(board: Board) -> list[tuple[Row, TrialState]]:
 
 def demo_main(options: DemoOptions, console: Console) -> int:
     """Start Ray, run the sweep, stop Ray; returns the process exit status."""
+    from orchestrator.cli.common import ray_session
     from orchestrator.cli.demo_model import load_digits_split
-    from orchestrator.cli.run import ray_session
 
     started = time.monotonic()
     console.print(options.banner(), highlight=False)

@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib
 import itertools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli import args as cli_args
 from orchestrator.cli.args import EXIT_FAILED, EXIT_OK
-from orchestrator.cli.present import EventPrinter, results_table
+from orchestrator.cli.common import add_table_args, report_trials, resume_command
+from orchestrator.cli.present import EventPrinter
 from orchestrator.cli.sweep import add_sweep_args, handle_sweep, print_best
-from orchestrator.engine.raystart import ensure_ray
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from orchestrator.actor.trial_actor import Trainable
-    from orchestrator.api.orchestrator import Orchestrator
     from orchestrator.api.trial import Trial
 
 __all__ = [
@@ -37,8 +35,6 @@ __all__ = [
     "handle_resume",
     "handle_run",
     "load_trainable",
-    "ray_session",
-    "resume_command",
 ]
 
 
@@ -90,7 +86,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpu", type=cli_args.non_negative_float, default=0.0, help="GPUs per trial (default 0)"
     )
-    _add_table_args(parser)
+    add_table_args(parser)
     add_sweep_args(parser)
     parser.add_argument(
         "--overwrite",
@@ -142,7 +138,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
             await orch.run()
 
     asyncio.run(main())  # Ray starts on entering, after storage is checked
-    done = _report(trials, args, console)
+    done = report_trials(trials, args, console)
     for trial in trials:
         if trial.state is TrialState.ERROR:
             console.print(f"{trial.id}: ERROR: {trial.error}", style="red", highlight=False)
@@ -155,15 +151,7 @@ def configure_resume(parser: argparse.ArgumentParser) -> None:
         "--resume-errored", action="store_true", help="also retry trials that ended in ERROR"
     )
     cli_args.add_orchestrator_args(parser)
-    _add_table_args(parser)
-
-
-def resume_command(orch: Orchestrator) -> str:
-    """The exact command that continues ``orch``'s experiment (the same line an
-    interrupted ``async with Orchestrator`` prints: ``orchestrator.api.interrupts``)."""
-    from orchestrator.api.interrupts import resume_command as command_for
-
-    return command_for(orch.storage_uri)
+    add_table_args(parser)
 
 
 def handle_resume(args: argparse.Namespace, console: Console) -> int:
@@ -194,7 +182,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
                 counts[trial.state.value] = counts.get(trial.state.value, 0) + 1
             summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
             console.print(f"resuming {orch.storage_uri}: {summary}", highlight=False)
-            for doc in list(orch._journaled_sweeps.values()):
+            for doc in list(orch._exp.journaled_sweeps.values()):
                 if doc.get("finished") or not doc.get("call"):
                     continue
                 try:
@@ -215,7 +203,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(
             f"no experiment journal at {orch.storage_uri}; check --storage and --name"
         )
-    done = _report(trials, args, console)
+    done = report_trials(trials, args, console)
     return EXIT_OK if done == len(trials) else EXIT_FAILED
 
 
@@ -274,39 +262,6 @@ def expand_grid(base: Mapping[str, Any], grid: Any) -> list[dict[str, Any]]:
             for combo in itertools.product(*(grid[k] for k in keys))
         ]
     raise ConfigError("--grid must be a JSON object of lists or a JSON list of objects")
-
-
-@contextlib.contextmanager
-def ray_session(address: str | None, env: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Connect to Ray for one command (see :func:`orchestrator.engine.raystart.ensure_ray`);
-    shut it down afterwards if this started it."""
-    owned = ensure_ray(address, env=env)
-    try:
-        yield
-    finally:
-        if owned:
-            import ray
-
-            ray.shutdown()
-
-
-def _add_table_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--metric", default=None, help="sort the final table by this metric (last result)"
-    )
-    parser.add_argument(
-        "--mode", choices=("max", "min"), default="max", help="with --metric (default max)"
-    )
-
-
-def _report(trials: Sequence[Trial], args: argparse.Namespace, console: Console) -> int:
-    """Print the final table and how many trials finished; that number."""
-    from orchestrator.core.machine import TrialState
-
-    console.print(results_table(trials, args.metric, args.mode))
-    done = sum(1 for t in trials if t.state is TrialState.TERMINATED)
-    console.print(f"{done}/{len(trials)} trials TERMINATED", highlight=False)
-    return done
 
 
 def _require_journal(uri: str) -> None:

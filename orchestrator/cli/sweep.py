@@ -103,7 +103,7 @@ def handle_sweep(
     searcher = (
         OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
     )
-    from orchestrator.cli.run import _report
+    from orchestrator.cli.common import report_trials
 
     orch = cli_args.orchestrator_from(args, console, default_name="run")
     console.print(
@@ -132,7 +132,7 @@ def handle_sweep(
             )
 
     result = asyncio.run(main())  # Ray starts on entering, after storage is checked
-    done = _report(result.trials, args, console)
+    done = report_trials(result.trials, args, console)
     print_best(result, console)
     errored = [t for t in result.trials if t.state is TrialState.ERROR]
     for trial in errored:

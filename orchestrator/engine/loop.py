@@ -222,6 +222,17 @@ class Dispatcher:
             return True
         return any(key in rt.machine.pinned for rt in self._trials.values())
 
+    def keep_idle_workers(self, keep: bool) -> bool:
+        """Keep the workers trials leave for the next trial (actor reuse); returns the
+        setting it replaces."""
+        before = self.executor.hosts.keep_idle
+        self.executor.hosts.keep_idle = keep
+        return before
+
+    def retire_idle_workers(self) -> None:
+        """Stop the idle workers no trial took (their reuse is over)."""
+        self.executor.retire_idle()
+
     def statistics(self) -> LoopStatistics:
         by_kind: dict[str, int] = collections.Counter(p.kind.value for p in self._in_flight)
         return LoopStatistics(

@@ -40,11 +40,10 @@ from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Continue, Decision, Exploit, Pause, Resume, Scheduler, Stop
 from orchestrator.search import Searcher, SearchSpace
 from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of
-from orchestrator.sweeps.result import SweepResult
 
 if TYPE_CHECKING:
-    from orchestrator.api.orchestrator import Orchestrator
     from orchestrator.engine.record import TrialRuntime
+    from orchestrator.sweeps.port import SweepPort
 
 log = logging.getLogger("orchestrator.sweeps.driver")
 
@@ -69,7 +68,7 @@ class Sweep:
 
     def __init__(
         self,
-        orch: Orchestrator,
+        port: SweepPort,
         *,
         name: str,
         trainable: Any,
@@ -86,7 +85,7 @@ class Sweep:
         call: str,
         journaled: Mapping[str, Any] | None,
     ) -> None:
-        self._orch = orch
+        self._port = port
         self.name = name
         self._trainable = trainable
         self._space = space
@@ -118,13 +117,17 @@ class Sweep:
 
     # -- the sweep's life ----------------------------------------------------------------
 
-    async def run(self) -> SweepResult:
-        dispatcher, _ = self._orch._require_entered()
-        executor = dispatcher.executor
-        keep_idle = executor.hosts.keep_idle
-        executor.hosts.keep_idle = self._reuse
-        if self._orch.progress is not None and self._metric is not None:
-            self._orch.progress.set_objective(self._metric, self._mode)
+    @property
+    def finished(self) -> bool:
+        """The sweep ran to its end (it may be run again only then)."""
+        return self._finished
+
+    async def run(self) -> list[Any]:
+        """Run the sweep to its end; its trials' public handles, in creation order."""
+        port = self._port
+        keep_idle = port.keep_idle_workers(self._reuse)
+        if self._metric is not None:
+            port.set_objective(self._metric, self._mode)
         try:
             await self._start()
             while not await self._done():
@@ -134,15 +137,15 @@ class Sweep:
                 await self._wait_for_change()
             self._finished = True
         finally:
-            executor.hosts.keep_idle = keep_idle
-            executor.retire_idle()
+            port.keep_idle_workers(keep_idle)
+            port.retire_idle_workers()
             await self._snapshot_searcher(force=True)
             self._thread.shutdown(wait=False)
-            self._orch._journal_touch()
-        await self._orch._wait_settled()
+            port.touch_journal()
+        await port.wait_settled()
         trials = [rt.handle for rt in self._trials.values()]
-        await self._orch._end_hooks(trials)
-        return SweepResult(trials, self._metric, self._mode)
+        await port.end_hooks(trials)
+        return trials
 
     async def _start(self) -> None:
         await self._in_thread(
@@ -166,7 +169,7 @@ class Sweep:
         self._told = set(doc.get("told", []))
         self._finished = bool(doc.get("finished"))
         for trial_id in doc.get("created", []):
-            rt = self._orch._trials.get(trial_id)
+            rt = self._port.trial(trial_id)
             if rt is None:
                 raise ConfigError(
                     f"sweep {self.name!r}: the journal names its trial {trial_id}, which the "
@@ -225,8 +228,7 @@ class Sweep:
     async def _done(self) -> bool:
         if self._finished:
             return True
-        dispatcher, _ = self._orch._require_entered()
-        if self._queued or not all(dispatcher.is_settled(rt) for rt in self._trials.values()):
+        if self._queued or not all(self._port.is_settled(rt) for rt in self._trials.values()):
             return False
         if len(self._trials) < self.total and not self._exhausted:
             return False
@@ -248,16 +250,16 @@ class Sweep:
 
     async def _admit(self) -> None:
         """Fill free slots: queued resumes and restores first, then new trials."""
-        dispatcher, _ = self._orch._require_entered()
+        port = self._port
         while await self._free_slots() > 0:
             if self._queued:
                 rt, event = self._queued.pop(0)
                 if event is None:
-                    dispatcher.launch(rt)
+                    port.launch(rt)
                 else:
-                    dispatcher.request(rt, event)
+                    port.request(rt, event)
                     if isinstance(event, RestoreRequested):
-                        dispatcher.pins.discard(event.checkpoint.key)  # its machine pins it
+                        port.unpin(event.checkpoint.key)  # its machine pins it
                 continue
             if len(self._trials) >= self.total or self._exhausted:
                 break
@@ -270,7 +272,7 @@ class Sweep:
             self._create(trial_id, config)
         all_placed = not any(rt.machine.state is TrialState.PENDING for rt in self._trials.values())
         if (len(self._trials) >= self.total or self._exhausted) and not self._queued and all_placed:
-            dispatcher.executor.retire_idle()  # no trial will take them
+            port.retire_idle_workers()  # no trial will take them
 
     def _suggest(self, trial_id: str) -> dict[str, Any] | None:
         """In the searcher's thread: a config, and the state right after (so that a
@@ -284,21 +286,20 @@ class Sweep:
         return config
 
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
-        spec = self._orch.trial_spec(self._trainable, config, trial_id=trial_id, **self._options)
-        rt = self._orch._add(spec)
+        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **self._options)
+        rt = self._port.add(spec)
         self._watch(rt)
         if self._scheduler is not None:
             self._scheduler.on_trial_add(info_of(rt))
-        dispatcher, _ = self._orch._require_entered()
-        dispatcher.launch(rt)
-        self._orch._journal_touch()
+        self._port.launch(rt)
+        self._port.touch_journal()
 
     def _watch(self, rt: TrialRuntime) -> None:
         """Make ``rt`` one of this sweep's trials: judged by its scheduler, watched."""
         self._trials[rt.id] = rt
         rt.observer = self
         policy = rt.machine.policy
-        if self._orch.settings.strict_metrics:
+        if self._port.strict_metrics:
             # Like a stop metric: a trial whose first result lacks the sweep's metric is
             # an error then, not a sweep whose searcher and scheduler learn nothing.
             required = dict(policy.required_metrics)
@@ -411,27 +412,27 @@ class Sweep:
 
     def _decide(self, decisions: list[Decision]) -> None:
         """Carry out the scheduler's decisions about trials (not the one reporting)."""
-        dispatcher, _ = self._orch._require_entered()
+        port = self._port
         for decision in decisions:
             rt = self._trials.get(decision.trial_id)
             if rt is None:
                 continue
             state = rt.machine.state
             if isinstance(decision, Stop):
-                dispatcher.request(rt, StopRequested())
+                port.request(rt, StopRequested())
             elif isinstance(decision, Pause):
-                dispatcher.request(rt, PauseRequested())
+                port.request(rt, PauseRequested())
             elif isinstance(decision, Resume):
                 self._queued.append((rt, ResumeRequested()))
             elif isinstance(decision, Exploit):
                 event = RestoreRequested(decision.checkpoint, dict(decision.config))
                 if state.has_actor:
-                    dispatcher.request(rt, event)
+                    port.request(rt, event)
                 else:  # paused: it needs a slot; keep the donor's checkpoint till then
-                    dispatcher.pins.add(decision.checkpoint.key)
+                    port.pin(decision.checkpoint.key)
                     self._queued.append((rt, event))
             elif isinstance(decision, Continue) and rt.machine.held:
-                dispatcher.request(rt, Decided(CONTINUE))
+                port.request(rt, Decided(CONTINUE))
         self._changed.set()
 
     # -- the searcher's thread, and the journal ----------------------------------------------

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
-    from orchestrator.api.orchestrator import Orchestrator
     from orchestrator.search import Searcher, SearchSpace
     from orchestrator.sweeps.driver import Sweep
+    from orchestrator.sweeps.port import SweepPort
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class SweepPlan:
 
 
 def check_sweep(
-    orch: Orchestrator,
+    port: SweepPort,
     *,
     trainable: Any,
     space: Any,
@@ -88,29 +88,31 @@ def check_sweep(
     options = dict(trial_options)
     # A dry run of one trial's spec: the trainable and every per-trial option, checked.
     probe = checked_space.sample(random.Random(0), checked_space.grid_points[0])
-    orch.trial_spec(trainable, probe, trial_id=f"{name}-check", **options)
+    port.trial_spec(trainable, probe, trial_id=f"{name}-check", **options)
     return SweepPlan(checked_space, searcher, options)
 
 
 def plan_sweep(
-    orch: Orchestrator, *, reuse_actors: Any, trial_options: Mapping[str, Any], **call: Any
+    port: SweepPort,
+    *,
+    journaled: Mapping[str, Any] | None,
+    reuse_actors: Any,
+    trial_options: Mapping[str, Any],
+    **call: Any,
 ) -> Sweep:
     """``Orchestrator.sweep``'s arguments, checked (``call``: :func:`check_sweep`'s), as a
-    :class:`Sweep` ready to run."""
+    :class:`Sweep` ready to run; ``journaled`` is the same sweep's journal document when
+    a resumed experiment holds one."""
     from orchestrator.core.codec import pickle_b64
     from orchestrator.sweeps.driver import Sweep
 
-    plan = check_sweep(orch, trial_options=trial_options, **call)
+    plan = check_sweep(port, trial_options=trial_options, **call)
     name = call["name"]
-    running = orch._sweeps.get(name)
-    if running is not None and not running._finished:
-        raise ConfigError(f"sweep {name!r} is already running in experiment {orch.name!r}")
-    journaled = orch._journaled_sweeps.get(name)
     if journaled is not None:
         check_continues(journaled, name, call["trainable"])
     recorded = {**call, "space": dict(call["space"]), "searcher": plan.searcher}
     return Sweep(
-        orch,
+        port,
         name=name,
         trainable=call["trainable"],
         space=plan.space,
@@ -124,7 +126,7 @@ def plan_sweep(
         seed=call["seed"],
         reuse_actors=bool(reuse_actors),
         call=pickle_b64({**recorded, "reuse_actors": reuse_actors, **plan.trial_options}),
-        journaled=orch._journaled_sweeps.get(name),
+        journaled=journaled,
     )
 
 

@@ -1,0 +1,189 @@
+"""One experiment's trials and what runs them: the state behind an ``Orchestrator``.
+
+``Orchestrator`` is the public surface (its arguments, ``add_trial``, ``run``, ``sweep``,
+``async with``); this object is what the session, the resumption, the sweeps' port and
+the trial handles share: the settings, the trials by id, and, while entered, the
+session's loop, hooks and journal. Nothing here reaches into the ``Orchestrator``: it
+hands this object to the session, which opens the parts and sets them here, and to a
+sweep's port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.api.trial import Trial
+from orchestrator.core.machine import TrialState
+from orchestrator.errors import ConfigError, OrchestratorError
+
+if TYPE_CHECKING:
+    from orchestrator.api.resumption import Resumption
+    from orchestrator.core.judge import Judge
+    from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
+    from orchestrator.engine.hooks import HookRunner
+    from orchestrator.engine.loop import Dispatcher
+    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.journal.writer import Journal
+    from orchestrator.sweeps.driver import Sweep
+
+__all__ = ["Experiment", "Opening"]
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What entering the experiment opens with: storage, Ray, hooks, logs, progress."""
+
+    storage_uri: str
+    storage_options: Mapping[str, Any]
+    ray_address: str | None
+    num_cpus: float | None
+    log_to_driver: bool
+    runtime_env: Mapping[str, Any] | None
+    hooks: list[Any]
+    logger_names: tuple[str, ...]
+    progress: bool
+    take_over: bool
+
+
+class Experiment:
+    """See the module docstring."""
+
+    def __init__(
+        self, settings: ExperimentSettings, storage_mode: StorageMode, opening: Opening
+    ) -> None:
+        self.settings = settings
+        self.storage_mode = storage_mode
+        self.opening = opening
+        self.trials: dict[str, TrialRuntime] = {}
+        self.token = secrets.token_hex(3)  # in default trial ids: one per Orchestrator
+        # The session's parts, while entered.
+        self.dispatcher: Dispatcher | None = None
+        self.hooks: HookRunner | None = None
+        self.journal: Journal | None = None
+        self.resumption: Resumption | None = None
+        self.logger: Any = None  # the built-in ExperimentLogger
+        self.progress: Any = None  # the ProgressReporter
+        self.runs_in_progress = 0
+        self.sweeps: dict[str, Sweep] = {}  # running or run in this session
+        self.journaled_sweeps: dict[str, Any] = {}  # as a resumed journal had them
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def storage_uri(self) -> str:
+        return self.opening.storage_uri
+
+    # -- trials ----------------------------------------------------------------------
+
+    def trial_spec(self, trainable: Any, *args: Any, **kwargs: Any) -> TrialSpec:
+        """The validated spec ``add_trial(trainable, *args, **kwargs)`` would build."""
+        from orchestrator.api.specs import build_trial_spec
+
+        return build_trial_spec(
+            self.settings,
+            trainable,
+            *args,
+            index=len(self.trials),
+            token=self.token,
+            taken=self._taken_ids(),
+            **kwargs,
+        )
+
+    def add(self, spec: TrialSpec, *, judge: Judge | None = None) -> TrialRuntime:
+        """A new trial of ``spec``, PENDING (started now when ``run()`` is in progress),
+        its policy asking ``judge`` after its stop criterion."""
+        from orchestrator.core.spec import policy_for
+        from orchestrator.engine.record import TrialRuntime
+
+        if spec.trial_id in self.trials:
+            raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
+        rt = TrialRuntime(spec, policy_for(spec, self.settings, judge))
+        Trial(rt, self.request_sink)
+        self.trials[rt.id] = rt
+        self.attach(rt)
+        return rt
+
+    def claim(self, spec: TrialSpec) -> TrialRuntime | None:
+        """The journaled trial an ``add_trial`` call of a resumed experiment adopts, or
+        None when the call adds a new trial (or the experiment was not resumed)."""
+        if self.resumption is None:
+            return None
+        from orchestrator.api.resumption import claim
+
+        adopted = claim(self, self.resumption, spec)
+        if adopted is not None and (
+            self.dispatcher is not None and self.dispatcher.trials.get(adopted.id) is not adopted
+        ):
+            self.attach(adopted)  # its journaled spec was lost: it was rebuilt now
+        return adopted
+
+    def attach(self, rt: TrialRuntime) -> None:
+        """Give ``rt`` to the loop, if one runs (and start it if ``run()`` is on)."""
+        if self.dispatcher is not None:
+            self.dispatcher.attach(rt)
+            if self.runs_in_progress and rt.machine.state is TrialState.PENDING:
+                self.dispatcher.launch(rt)
+
+    def request_sink(self) -> Dispatcher | None:
+        """Where the trial handles' requests go: the loop, while entered."""
+        return self.dispatcher
+
+    def handles(self) -> list[Trial]:
+        return [rt.handle for rt in self.trials.values()]
+
+    def _taken_ids(self) -> Container[str]:
+        """The ids a new trial may not take. In a resumed experiment a call naming a
+        journaled trial adopts it (or is refused with why), so those are left out."""
+        if self.resumption is None:
+            return self.trials
+        return _NotJournaled(self.trials, self.resumption.matcher.journaled)
+
+    # -- running -----------------------------------------------------------------------
+
+    def entered(self) -> tuple[Dispatcher, HookRunner]:
+        if self.dispatcher is None or self.hooks is None:
+            raise OrchestratorError(
+                f"experiment {self.name!r}: use `async with Orchestrator(...) as orch:` "
+                "(or orch.run_sync()) before running"
+            )
+        return self.dispatcher, self.hooks
+
+    async def wait_settled(self) -> None:
+        """Until every trial is settled and every hook has run (a hook may revive one)."""
+        dispatcher, hooks = self.entered()
+        while True:
+            await dispatcher.wait_settled()
+            await hooks.wait_idle()
+            await asyncio.sleep(0)
+            if dispatcher.settled_now() and hooks.statistics().backlog == 0:
+                return
+
+    async def end_hooks(self, trials: list[Any]) -> None:
+        _, hooks = self.entered()
+        await hooks.call_now("on_experiment_end", trials)
+
+    def touch_journal(self) -> None:
+        if self.journal is not None:
+            self.journal.touch()
+
+    def journal_extras(self) -> dict[str, Any]:
+        """The sweeps' documents, for every journal write."""
+        sweeps = dict(self.journaled_sweeps)
+        sweeps.update({name: sweep.journal_doc() for name, sweep in self.sweeps.items()})
+        return {"sweeps": list(sweeps.values())} if sweeps else {}
+
+
+class _NotJournaled(Container[str]):
+    """The ids of ``trials`` that ``journaled`` says no. A view: O(1) per lookup."""
+
+    def __init__(self, trials: Container[str], journaled: Callable[[str], bool]) -> None:
+        self._trials, self._journaled = trials, journaled
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._trials and not self._journaled(str(trial_id))

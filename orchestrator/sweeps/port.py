@@ -1,0 +1,69 @@
+"""What a sweep needs from the experiment it runs in, declared here and implemented by
+the API layer (:class:`orchestrator.api.sweep_port.ExperimentPort`).
+
+A sweep never holds the ``Orchestrator``: it builds and adds trials, sends them
+requests, keeps or retires idle workers and asks for journal writes through this port,
+so what it may touch is this list and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.core.events import Event
+    from orchestrator.core.judge import Judge
+    from orchestrator.core.spec import TrialSpec
+    from orchestrator.engine.record import TrialRuntime
+
+__all__ = ["SweepPort"]
+
+
+class SweepPort(Protocol):
+    @property
+    def strict_metrics(self) -> bool:
+        """Whether a metric missing from a trial's first result is an error."""
+        ...
+
+    def trial_spec(
+        self, trainable: Any, config: Mapping[str, Any], *, trial_id: str, **options: Any
+    ) -> TrialSpec:
+        """A checked spec, as ``add_trial`` would build it (raises ``ConfigError``)."""
+        ...
+
+    def add(self, spec: TrialSpec, *, judge: Judge | None = None) -> TrialRuntime:
+        """A new PENDING trial whose policy asks ``judge`` after its stop criterion."""
+        ...
+
+    def trial(self, trial_id: str) -> TrialRuntime | None:
+        """A trial the experiment holds (a resumed sweep's earlier trials)."""
+        ...
+
+    def launch(self, rt: TrialRuntime) -> None: ...
+
+    def request(self, rt: TrialRuntime, event: Event) -> None: ...
+
+    def is_settled(self, rt: TrialRuntime) -> bool: ...
+
+    def pin(self, key: str) -> None:
+        """Keep checkpoint ``key`` until :meth:`unpin` (a queued exploit's donor)."""
+        ...
+
+    def unpin(self, key: str) -> None: ...
+
+    def keep_idle_workers(self, keep: bool) -> bool:
+        """Keep finished trials' workers for the next trial; returns the old setting."""
+        ...
+
+    def retire_idle_workers(self) -> None: ...
+
+    def touch_journal(self) -> None: ...
+
+    def set_objective(self, metric: str, mode: str | None) -> None:
+        """Show ``metric`` as the objective in the live progress display."""
+        ...
+
+    async def wait_settled(self) -> None: ...
+
+    async def end_hooks(self, trials: list[Any]) -> None: ...
