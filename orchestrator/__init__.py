@@ -1,8 +1,13 @@
 """trialflow's orchestrator: an asyncio event-driven control plane for trials on Ray.
 
-The public names load on first use (PEP 562): Ray workers unpickle
-``orchestrator.actor.trial_actor`` for every trial actor, and should not pay for importing the
-driver's loop, journal, hooks and storage to do so.
+The public names load on first use (PEP 562): Ray workers import
+``orchestrator.actor.trial_actor`` for every trial actor, and should not pay for
+importing the driver's loop, journal, hooks and storage to do so.
+
+The package is in layers, one folder each (ARCHITECTURE.md draws them; ``make lint``
+checks them): ``core`` (sans-IO rules), ``search`` and ``schedulers`` (decisions),
+``actor`` (what runs in workers), ``engine`` (the driver's I/O), ``journal``, ``views``,
+``sweeps``, ``api`` and ``cli``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from orchestrator.actor.function import get_checkpoint, report
-    from orchestrator.actor.trial_actor import Trainable
+    from orchestrator.actor.trainable import Trainable
     from orchestrator.api.orchestrator import Orchestrator, OrchestratorStatistics
     from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
@@ -45,7 +50,7 @@ _WHERE = {
     "OrchestratorStatistics": ".api.orchestrator",
     "RetentionPolicy": ".core.checkpoints",
     "SweepResult": ".api.sweep_result",
-    "Trainable": ".actor.trial_actor",
+    "Trainable": ".actor.trainable",
     "Trial": ".api.trial",
     "TrialError": ".errors",
     "TrialNotRunning": ".errors",

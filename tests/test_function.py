@@ -27,16 +27,10 @@ from orchestrator.actor import function as fmod
 from orchestrator.actor.function import FunctionTrainable, is_function, wrap_function
 from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.codec import class_path
-from orchestrator.core.events import (
-    FUNCTION_DONE,
-    REPORTED_CHECKPOINT,
-    PauseRequested,
-    Report,
-    SaveDone,
-    TrainResult,
-)
+from orchestrator.core.events import PauseRequested, Report, SaveDone, TrainResult
 from orchestrator.core.spec import TrialSpec
 from orchestrator.core.stopping import StopCondition
+from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import NotInTrial
 from storage import MANIFEST_NAME, open_storage
 

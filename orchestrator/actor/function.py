@@ -53,8 +53,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from orchestrator.actor.trial_actor import Trainable
-from orchestrator.core.events import FUNCTION_DONE, REPORTED_CHECKPOINT
+from orchestrator.actor.trainable import Trainable
+from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import ConfigError, NotInTrial
 
 __all__ = [

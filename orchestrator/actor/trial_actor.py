@@ -1,7 +1,6 @@
-"""The user's base class, :class:`Trainable`, and the Ray actor that hosts it.
+"""The Ray actor that hosts trainables (:class:`~orchestrator.actor.trainable.Trainable`).
 
-A trainable is ordinary Python: ``setup``, ``step``, ``save_checkpoint`` and
-``load_checkpoint``, each either a plain or an ``async def`` method. The actor wraps it
+The actor wraps each trainable
 so that the driver never waits on it: every call returns an ``ObjectRef`` that the loop
 awaits together with all the others.
 
@@ -20,58 +19,15 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import ray
 
 from orchestrator.actor.io import ActorIO
 from orchestrator.actor.scratch import fresh_dir, remove_dead_scratch, remove_stale_fetches
-from orchestrator.core.events import FUNCTION_DONE, REPORTED_CHECKPOINT
-
-
-class Trainable:
-    """Subclass this and implement :meth:`step` (and the others as needed).
-
-    Attributes set by the framework before :meth:`setup` runs: ``config`` (the trial's
-    config dict), ``trial_id``, and ``iteration`` (completed steps, kept up to date,
-    restored with checkpoints).
-    """
-
-    config: dict[str, Any]
-    trial_id: str
-    iteration: int
-
-    def setup(self, config: dict[str, Any]) -> None | Awaitable[None]:
-        """Build the model, load data... Called once per actor, before anything else."""
-        return None
-
-    def step(self) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-        """Run one training iteration and return its metrics as a dict."""
-        raise NotImplementedError(f"{type(self).__name__} must implement step()")
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None | Awaitable[None]:
-        """Write everything needed to resume into ``checkpoint_dir`` (it exists, empty)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement save_checkpoint() to be checkpointed"
-        )
-
-    def load_checkpoint(self, checkpoint_dir: str) -> None | Awaitable[None]:
-        """Restore the state that :meth:`save_checkpoint` wrote into ``checkpoint_dir``."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement load_checkpoint() to be restored"
-        )
-
-    def cleanup(self) -> None | Awaitable[None]:
-        """Release resources when the trial stops or pauses (best effort)."""
-        return None
-
-    def reset_config(self, new_config: dict[str, Any]) -> bool | Awaitable[bool]:
-        """Take ``new_config`` in place, without a new process (a PBT exploit restores
-        another trial's checkpoint with an explored config). Return True if done (the
-        framework then sets ``self.config`` and loads the checkpoint), False to have a
-        new actor set up with it instead (the default)."""
-        return False
+from orchestrator.actor.trainable import Trainable
+from orchestrator.core.wire import CONFIG_REFUSED, FUNCTION_DONE, NOT_VISIBLE, REPORTED_CHECKPOINT
 
 
 class _Awaiter:
@@ -504,13 +460,3 @@ def _announce_log_name(trials: Mapping[str, Any]) -> None:
         name += f" +{len(ids) - 3}"
     for stream in (sys.stdout, sys.stderr):
         print(LOG_PREFIX_ACTOR_NAME + name, file=stream, flush=True)
-
-
-#: What :meth:`TrialActor.restore` returns when it does not see the checkpoint...
-NOT_VISIBLE = "not-visible"
-#: ...and when the trainable cannot take a new config in place.
-CONFIG_REFUSED = "config-refused"
-
-
-def is_trainable_class(obj: object) -> bool:
-    return isinstance(obj, type) and issubclass(obj, Trainable)

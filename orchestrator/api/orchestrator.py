@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.actor.trial_actor import Trainable
+from orchestrator.actor.trainable import Trainable
 from orchestrator.core.spec import ExperimentSettings
 from orchestrator.core.stopping import StopSpec
 from orchestrator.errors import ConfigError, OrchestratorError

@@ -7,7 +7,7 @@ from collections.abc import Container, Mapping
 from typing import Any, cast
 
 from orchestrator.actor.function import function_name, is_function, wrap_function
-from orchestrator.actor.trial_actor import is_trainable_class
+from orchestrator.actor.trainable import is_trainable_class
 from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
 from orchestrator.core.journal_format import RESERVED_NAMES
 from orchestrator.core.spec import ExperimentSettings, TrialSpec

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator.actor.trial_actor import Trainable
+from orchestrator.actor.trainable import Trainable
 
 __all__ = ["CHECKPOINT_FILE", "DEFAULTS", "DigitsMLP", "load_digits_split"]
 

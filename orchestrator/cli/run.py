@@ -25,7 +25,7 @@ from orchestrator.errors import ConfigError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.actor.trial_actor import Trainable
+    from orchestrator.actor.trainable import Trainable
     from orchestrator.api.trial import Trial
 
 __all__ = [
@@ -209,7 +209,7 @@ def handle_resume(args: argparse.Namespace, console: Console) -> int:
 
 def load_trainable(spec: str) -> type[Trainable]:
     """Import ``module:Class`` (or ``module.Class``) and check it is a Trainable."""
-    from orchestrator.actor.trial_actor import is_trainable_class
+    from orchestrator.actor.trainable import is_trainable_class
 
     module_name, sep, attr = spec.partition(":")
     if not sep:

@@ -10,14 +10,6 @@ from typing import Any
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.judge import Judgement
 
-#: A result key set by a trainable whose step reported a checkpoint of its own (a
-#: function trainable's ``report(metrics, checkpoint=dir)``): the machine saves right
-#: after that result, whatever ``checkpoint_every`` says. It never reaches the history.
-REPORTED_CHECKPOINT = "_trialflow_checkpoint"
-#: A result key that marks a pseudo-result: a function trainable's function returned.
-#: The machine finishes the trial on it and records nothing of it.
-FUNCTION_DONE = "_trialflow_function_done"
-
 # --------------------------------------------------------------------------- events
 
 

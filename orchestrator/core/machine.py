@@ -43,8 +43,6 @@ from typing import Any
 from orchestrator.core.best import has_metric
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import (
-    FUNCTION_DONE,
-    REPORTED_CHECKPOINT,
     Action,
     ActorEvent,
     ActorReady,
@@ -72,6 +70,7 @@ from orchestrator.core.events import (
 )
 from orchestrator.core.judge import Judgement, Verdict
 from orchestrator.core.machine_state import Intent, MachineState, TrialPolicy, TrialState
+from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import InvalidTransition, TrialError
 
 __all__ = [

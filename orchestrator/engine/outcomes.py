@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ray.exceptions import RayTaskError
 
 from orchestrator.actor.io import is_permanent
-from orchestrator.actor.trial_actor import CONFIG_REFUSED, NOT_VISIBLE
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import (
     ActorReady,
@@ -34,6 +33,7 @@ from orchestrator.core.events import (
     SaveFailed,
     TrainResult,
 )
+from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
 from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageError
 from transfer.ray_errors import is_lost
