@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ray import exceptions as rex
 
-__all__ = ["LOST", "is_lost"]
+__all__ = ["LOST", "is_lost", "raised"]
 
 LOST: tuple[type[BaseException], ...] = (
     rex.RayActorError,  # ActorDiedError and ActorUnavailableError are among its kinds
@@ -30,3 +30,11 @@ LOST: tuple[type[BaseException], ...] = (
 def is_lost(err: BaseException) -> bool:
     """Whether ``err`` says the worker or node died (not that the code in it raised)."""
     return isinstance(err, LOST) and not isinstance(err, rex.RayTaskError)
+
+
+def raised(err: BaseException) -> BaseException:
+    """What the code in the worker raised, when ``err`` wraps it (a ``RayTaskError``);
+    ``err`` itself otherwise."""
+    if isinstance(err, rex.RayTaskError):
+        return getattr(err, "cause", None) or err
+    return err

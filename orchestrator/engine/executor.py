@@ -53,6 +53,7 @@ from orchestrator.engine.outcomes import (
     Payload,
     Pending,
     PersisterMaybeDied,
+    Placed,
     RestorePayload,
     SavePayload,
     StartPersister,
@@ -474,6 +475,9 @@ class Executor:
     def _want_spare(self, rt: TrialRuntime, item: WantSpare) -> None:
         self.spares.consider(item.resources)
 
+    def _placed(self, rt: TrialRuntime, item: Placed) -> None:
+        rt.node_id, rt.host_name = item.node_id, item.host
+
     def _start_persister(self, rt: TrialRuntime, item: StartPersister) -> None:
         self.persisters.for_node(item.node_id)  # starts with the trial, not at its save
 
@@ -493,6 +497,7 @@ _ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
 }
 
 _FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {
+    Placed: Executor._placed,
     Upload: Executor._upload,
     Stream: Executor._stream,
     LoadStreamed: Executor._load_streamed,

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray.exceptions import RayTaskError
-
 from orchestrator.actor.io import is_permanent
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import (
@@ -36,7 +34,7 @@ from orchestrator.core.events import (
 from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
 from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageError
-from transfer.ray_errors import is_lost
+from transfer.ray_errors import is_lost, raised
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -150,6 +148,14 @@ class PersisterMaybeDied:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """The trial's actor is up on ``node_id`` (of host ``host``): record where."""
+
+    node_id: str
+    host: str | None
+
+
+@dataclass(frozen=True)
 class StartPersister:
     node_id: str
 
@@ -162,7 +168,8 @@ class WantSpare:
 
 
 FollowUp = (
-    Upload
+    Placed
+    | Upload
     | Stream
     | LoadStreamed
     | Kill
@@ -202,11 +209,13 @@ class Outcomes:
             self.results += len(results)
             return TrainResult(gen, results), []
         if kind is Kind.READY:
-            rt.node_id, rt.host_name = value
+            node_id, host = value
             policy = rt.machine.policy
             checkpoints = policy.checkpoint_every > 0 or not policy.saves_on_demand  # a function
             wants_persister = checkpoints and self._remote
-            follow: list[FollowUp] = [StartPersister(rt.node_id)] if wants_persister else []
+            follow: list[FollowUp] = [Placed(node_id, host)]
+            if wants_persister:
+                follow.append(StartPersister(node_id))
             if rt.spec.max_failures != 0:
                 follow.append(WantSpare(rt.spec.resources))  # for when it fails
             return ActorReady(gen), follow
@@ -303,7 +312,7 @@ def trial_error(rt: TrialRuntime, kind: Kind, err: BaseException) -> TrialError:
         message = f"its actor or node died during {what}: {first_line(err)}"
         cause: BaseException = err
     else:
-        cause = getattr(err, "cause", None) or err if isinstance(err, RayTaskError) else err
+        cause = raised(err)
         if isinstance(cause, TrainableExited):
             message = f"{what} exited: {first_line(cause)}"
         else:
