@@ -236,7 +236,7 @@ async def test_inspection_leaves_a_running_drivers_lease_alone(
     from orchestrator.api.lease import acquire_lease
     from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 
-    lease = await acquire_lease(Orchestrator(storage=results, name=NAME, resume=True))
+    lease = await acquire_lease(Orchestrator(storage=results, name=NAME, resume=True)._exp)
     try:
         plot = ["plot", "--storage", str(results), "--name", NAME, "--metric", "score"]
         for argv in (

@@ -131,7 +131,7 @@ async def leases() -> AsyncIterator[list[ExperimentLease]]:
 
 
 async def take(storage: Path, held: list[ExperimentLease], **options: object) -> ExperimentLease:
-    lease = await acquire_lease(Orchestrator(storage=storage, name="exp", **options))
+    lease = await acquire_lease(Orchestrator(storage=storage, name="exp", **options)._exp)
     held.append(lease)
     return lease
 
@@ -241,9 +241,9 @@ async def test_a_refused_resume_creates_nothing(tmp_path: Path) -> None:
     from orchestrator.errors import ExperimentNotFound
 
     with pytest.raises(ExperimentNotFound):
-        await acquire_lease(Orchestrator(storage=tmp_path, name="exp", resume=True))
+        await acquire_lease(Orchestrator(storage=tmp_path, name="exp", resume=True)._exp)
     assert list(tmp_path.iterdir()) == []
-    lease = await acquire_lease(Orchestrator(storage=tmp_path, name="exp"))
+    lease = await acquire_lease(Orchestrator(storage=tmp_path, name="exp")._exp)
     assert (tmp_path / "exp" / LEASE_KEY).exists()
     await lease.release()  # nothing else was written: the directory it made goes too
     assert list(tmp_path.iterdir()) == []
