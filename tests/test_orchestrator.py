@@ -547,7 +547,7 @@ async def test_a_judge_ends_a_buffered_trial_exactly_at_its_decision_point(
 ) -> None:
     async with Orchestrator(storage=tmp_path, name="judge", result_buffer=10) as orch:
         spec = orch.trial_spec(Counter, stop={"training_iteration": 50}, resources=CPU)
-        trial = orch._add(spec, judge=JudgeStopsAt(3)).handle
+        trial = orch._exp.add(spec, judge=JudgeStopsAt(3)).handle
         await orch.run()
     assert trial.state is TrialState.TERMINATED
     assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]
