@@ -53,14 +53,15 @@ class SlowWrites(StorageView):
 
 
 async def _gaps_between_writes(store: Storage, *, delay: float, seconds: float) -> list[float]:
-    """Run a journal that always has something new to write for ``seconds``, through a
-    storage whose writes take ``delay``; the gaps between its writer's writes (the last
-    write is aclose()'s own, not the writer's)."""
+    """Run a journal that always has something new to write, through a storage whose
+    writes take ``delay``, until its writer has written four times (or ``seconds`` x 4
+    have passed, on a very loaded machine); the gaps between the writer's writes (the
+    last write is aclose()'s own, not the writer's)."""
     timed = SlowWrites(store, delay=delay)
     journal = Journal(timed, name="exp", interval=0.01)
     journal.start()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 4 * seconds
+    while len(timed.started) < 4 and time.monotonic() < deadline:
         journal.touch()
         await asyncio.sleep(0.02)
     await journal.aclose()
