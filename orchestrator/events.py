@@ -139,6 +139,14 @@ class Decided(Event):
     judgement: Judgement
 
 
+@dataclass(frozen=True)
+class HooksCaughtUp(Event):
+    """The trial's queued ``on_trial_result`` hooks have now processed ``seen`` of its
+    results, counted since the experiment was entered (see :class:`WaitForHooks`)."""
+
+    seen: int
+
+
 # -------------------------------------------------------------------------- actions
 
 
@@ -205,6 +213,14 @@ class Report(Action):
     """Record a result (``training_iteration`` already set) and run ``on_trial_result``."""
 
     result: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WaitForHooks(Action):
+    """The trial trains no further until its result hooks have processed ``seen`` of its
+    results: send :class:`HooksCaughtUp` then (at once if they already have)."""
+
+    seen: int
 
 
 @dataclass(frozen=True)

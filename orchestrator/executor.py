@@ -27,6 +27,7 @@ from .events import (
     ApplyConfig,
     DeleteCheckpoints,
     Failure,
+    HooksCaughtUp,
     Notify,
     Report,
     Restore,
@@ -35,6 +36,7 @@ from .events import (
     StartActor,
     StopActor,
     Train,
+    WaitForHooks,
 )
 from .hooks import HookRunner
 from .hosts import Host, HostPool, resource_key
@@ -106,6 +108,9 @@ class Executor:
         self._storage_options = dict(storage_options)
         self._mode = storage_mode
         self._hooks = hooks
+        hooks.watch_results(self._hooks_saw)
+        # Trials whose training waits for their result hooks: the count they wait for.
+        self._hook_waits: dict[str, int] = {}
         self._collector = collector
         self._journal = journal
         self._save_retry_for = save_retry_for
@@ -373,6 +378,22 @@ class Executor:
         if rt.observer is not None:
             rt.observer.on_result(rt, result)
 
+    def _wait_for_hooks(self, rt: TrialRuntime, action: WaitForHooks) -> None:
+        seen = self._hooks.results_seen(rt.id)
+        if seen >= action.seen:
+            self._dispatcher.notify(rt, HooksCaughtUp(seen))
+        else:
+            self._hook_waits[rt.id] = action.seen
+
+    def _hooks_saw(self, key: str, seen: int) -> None:
+        wanted = self._hook_waits.get(key)
+        if wanted is None or seen < wanted:
+            return
+        del self._hook_waits[key]
+        rt = self._dispatcher.trials.get(key)
+        if rt is not None:
+            self._dispatcher.notify(rt, HooksCaughtUp(seen))
+
     def _run_started(self, rt: TrialRuntime, action: RunStarted) -> None:
         rt.runs_started += 1
         keep = action.iteration
@@ -453,6 +474,7 @@ _ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
     ApplyConfig: Executor._apply_config,
     StopActor: Executor._stop_actor,
     Report: Executor._report,
+    WaitForHooks: Executor._wait_for_hooks,
     RunStarted: Executor._run_started,
     DeleteCheckpoints: Executor._delete_checkpoints,
     Notify: Executor._notify,

@@ -8,6 +8,9 @@ ordered queue, drained by a short-lived task, so
 * a slow hook delays only later hooks of the same trial, and is logged when it passes
   ``slow_after`` seconds; a plain (sync) hook runs in a worker thread, so even a
   blocking one never stalls the loop;
+* the runner counts each trial's results its queued ``on_trial_result`` hooks have
+  processed and tells a watcher (:meth:`HookRunner.watch_results`): that is how a trial
+  is kept from training far past what its hooks have seen (``WaitForHooks``);
 * a hook that raises is logged with the trial id, and the experiment goes on;
 * a hook may ``await trial.restore(...)`` or ``trial.pause()``: it waits on the loop,
   which keeps running, and the hook events those produce queue up behind it.
@@ -21,7 +24,7 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +113,8 @@ class HookRunner:
         self._idle.set()
         self._executor: ThreadPoolExecutor | None = None
         self._calls = self._failures = self._slow = 0
+        self._results_seen: dict[str, int] = {}
+        self._on_results_seen: Callable[[str, int], None] | None = None
 
     def wants(self, name: str) -> bool:
         return bool(self._callbacks.get(name)) or bool(self._inline.get(name))
@@ -127,6 +132,27 @@ class HookRunner:
             self._workers[key] = asyncio.get_running_loop().create_task(
                 self._drain(key), name=f"hooks:{key}"
             )
+
+    def queues(self, name: str) -> bool:
+        """Hook ``name`` has queued (not inline) callbacks: a user's hook."""
+        return bool(self._callbacks.get(name))
+
+    def watch_results(self, callback: Callable[[str, int], None]) -> None:
+        """Call ``callback(key, seen)`` each time the queued ``on_trial_result`` hooks
+        have processed another result of ``key`` (``seen`` of them so far)."""
+        self._on_results_seen = callback
+
+    def results_seen(self, key: str) -> int:
+        return self._results_seen.get(key, 0)
+
+    def count_results_from(self, key: str, seen: int) -> None:
+        """Count ``key``'s processed results from ``seen`` on (a trial run before)."""
+        self._results_seen[key] = seen
+
+    def is_draining(self, key: str) -> bool:
+        """The caller runs inside one of ``key``'s queued hooks."""
+        worker = self._workers.get(key)
+        return worker is not None and asyncio.current_task() is worker
 
     async def wait_idle(self) -> None:
         """Return once every queued hook has run."""
@@ -177,6 +203,10 @@ class HookRunner:
                 name, subject, args = queue.popleft()
                 for callback in self._callbacks[name]:
                     await self._invoke(callback, name, key, subject, args)
+                if name == "on_trial_result":
+                    seen = self._results_seen[key] = self._results_seen.get(key, 0) + 1
+                    if self._on_results_seen is not None:
+                        self._on_results_seen(key, seen)
         finally:
             self._workers.pop(key, None)
             if not queue:
@@ -210,7 +240,8 @@ class HookRunner:
     def _report_slow(self, callback: Any, name: str, key: str) -> None:
         self._slow += 1
         log.warning(
-            "hook %s for %s has run for more than %.1f s; later hooks of %s wait for it "
+            "hook %s for %s has run for more than %.1f s; later hooks of %s wait for it, "
+            "and so does its training once it is two calls ahead of its result hooks "
             "(the loop and other trials do not)",
             _label(callback),
             key,

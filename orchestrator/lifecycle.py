@@ -55,6 +55,7 @@ from .events import (
     DeleteCheckpoints,
     Event,
     Failure,
+    HooksCaughtUp,
     Launch,
     Notify,
     PauseRequested,
@@ -70,6 +71,7 @@ from .events import (
     StopRequested,
     Train,
     TrainResult,
+    WaitForHooks,
 )
 from .judge import Judgement, Verdict
 from .trial_state import Intent, MachineState, TrialPolicy, TrialState
@@ -128,6 +130,8 @@ class TrialMachine(MachineState):
 
     def _train(self) -> list[Action]:
         self.train_in_flight = True
+        self.waiting_for_hooks = False
+        self.reported_at_call = self.results_reported
         steps = self.policy.steps_per_call
         slice_s = self.policy.time_slice
         if slice_s is not None and self.last_step_s >= slice_s:
@@ -142,10 +146,14 @@ class TrialMachine(MachineState):
         return [Train(self.generation, steps, slice_s if steps > 1 else None)]
 
     def _next_step(self) -> list[Action]:
-        """The next step, unless the judge holds the trial or too many saves are still
-        being persisted: then ``Decided`` or ``SaveDone`` asks for it."""
+        """The next step, unless the judge holds the trial, too many saves are still
+        being persisted or its result hooks lag: then ``Decided``, ``SaveDone`` or
+        ``HooksCaughtUp`` asks for it."""
         if self.held or self.saves_in_flight > self.policy.max_pending_saves:
             return []
+        if self._behind_hooks():
+            self.waiting_for_hooks = True
+            return [WaitForHooks(self.reported_at_call)]
         return self._train()
 
     def _apply(self, judgement: Judgement) -> None:
@@ -188,7 +196,7 @@ class TrialMachine(MachineState):
             actions.append(Notify("on_trial_restore", (ckpt,)))
         if self.intent is not None:
             return actions + self._settle_if_idle()
-        return actions + self._train()
+        return actions + self._next_step()
 
     def _on_train_result(self, event: TrainResult) -> list[Action]:
         if not self.train_in_flight:
@@ -217,12 +225,15 @@ class TrialMachine(MachineState):
             if type(took) is float:
                 self.last_step_s = took
             actions.append(Report(result))
+            self.results_reported += 1
             if not self.metrics_checked:
                 self.metrics_checked = True
                 missing = [k for k in self.policy.required_metrics if k not in result]
                 if missing:
                     return actions + self._fail_at_once(_missing_metrics(self, missing, result))
-            if not decided:
+            # A result of a run about to be rolled back (a restore is pending) is not
+            # judged: its stop criterion or a scheduler must not override the restore.
+            if not decided and self.intent is not Intent.RESTORE:
                 judgement = judge.judge(result)
                 if judgement.verdict is not Verdict.CONTINUE:
                     self._apply(judgement)
@@ -407,6 +418,13 @@ class TrialMachine(MachineState):
             return self._next_step()
         return []
 
+    def _on_hooks_caught_up(self, event: HooksCaughtUp) -> list[Action]:
+        self.results_hooked = max(self.results_hooked, event.seen)
+        waiting = self.waiting_for_hooks and self.state is TrialState.RUNNING
+        if not waiting or self.intent is not None or self.train_in_flight:
+            return []
+        return self._next_step()  # waits again if the hooks are still behind
+
     def _ignore(self, event: Event) -> list[Action]:
         return []
 
@@ -426,11 +444,13 @@ def _missing_metrics(
 
 _ACTOR_EVENTS: dict[type[Event], Handler] = {Failure: TrialMachine._on_failure}
 _REQUESTS: dict[type[Event], Handler] = {
+    HooksCaughtUp: TrialMachine._on_hooks_caught_up,
     StopRequested: TrialMachine._on_stop,
     PauseRequested: TrialMachine._on_pause,
     RestoreRequested: TrialMachine._on_restore_request,
 }
 _SETTLED: dict[type[Event], Handler] = {
+    HooksCaughtUp: TrialMachine._on_hooks_caught_up,
     StopRequested: TrialMachine._ignore,
     PauseRequested: TrialMachine._ignore,
     Decided: TrialMachine._ignore,  # too late: it settled meanwhile
@@ -494,6 +514,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     ResumeRequested,
     RestoreRequested,
     Decided,
+    HooksCaughtUp,
 )
 
 

@@ -90,6 +90,7 @@ class Dispatcher:
         )
         self._journal = journal
         self._collector = collector
+        self._hooks = hooks
         self._trials: dict[str, TrialRuntime] = {}
         self._unsettled: set[str] = set()
         self._launch_queued: set[str] = set()  # trials with a Launch not yet handled
@@ -153,9 +154,18 @@ class Dispatcher:
     def trials(self) -> Mapping[str, TrialRuntime]:
         return self._trials
 
+    @property
+    def hooks(self) -> HookRunner:
+        return self._hooks
+
     def attach(self, rt: TrialRuntime) -> None:
         self._trials[rt.id] = rt
         rt.dispatcher = self
+        # A user's result hook paces the trial (lifecycle: WaitForHooks); the built-in
+        # loggers and progress display are inline and never do.
+        rt.machine.policy.wait_for_hooks = self._hooks.queues("on_trial_result")
+        rt.machine.hooks_restarted()
+        self._hooks.count_results_from(rt.id, rt.machine.results_reported)
         self.executor.known_keys(rt)
         if self._journal is not None:
             self._journal.track(rt)
@@ -172,6 +182,12 @@ class Dispatcher:
         """Queue ``event`` for the trial; the loop handles it in order with all others."""
         self._unsettled.add(rt.id)
         self._settled.clear()
+        self._inbox.append((rt, event))
+        self._wake.set()
+
+    def notify(self, rt: TrialRuntime, event: Event) -> None:
+        """Queue an event of the loop's own (not a request: the trial's settledness is
+        the machine's to say)."""
         self._inbox.append((rt, event))
         self._wake.set()
 
@@ -288,7 +304,7 @@ class Dispatcher:
         for action in actions:
             if not self._carry_out(rt, self.executor.execute, action):
                 break
-        rt.wake_waiters()
+        rt.wake_waiters(event)
         self._note_settled(rt)
         settled = rt.machine.state is not before and rt.machine.state.is_settled
         if self._journal is not None:

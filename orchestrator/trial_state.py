@@ -79,6 +79,11 @@ class TrialPolicy:
     # report(checkpoint=...)): no final save on pause or stop, which could only write
     # an empty checkpoint; a paused one resumes from its newest reported checkpoint.
     saves_on_demand: bool = True
+    # A queued (user's) on_trial_result hook watches the trial: a train call is asked
+    # for only once those hooks have seen every result up to those of the call before,
+    # so the trial never runs more than two calls past what its hooks have seen, and a
+    # hook's request on a result lands near it (set when the trial is attached).
+    wait_for_hooks: bool = False
 
 
 class MachineState:
@@ -109,6 +114,13 @@ class MachineState:
         self.intent_checkpoint: Checkpoint | None = None
         self.intent_config: Mapping[str, Any] | None = None  # a RESTORE with a new config
         self.held = False  # the judge holds it: no step until a Decided event
+        # Results reported, results its result hooks have processed (both counted from
+        # this machine's start), the first count when the newest train call was asked
+        # for, and whether training waits for the hooks (see TrialPolicy.wait_for_hooks).
+        self.results_reported = 0
+        self.results_hooked = 0
+        self.reported_at_call = 0
+        self.waiting_for_hooks = False
         # What a starting actor restores once it is ready (None: a fresh start), and
         # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
@@ -173,6 +185,7 @@ class MachineState:
         self.intent_checkpoint = None
         self.intent_config = None
         self.held = False
+        self.waiting_for_hooks = False
         self.restore_target = None
         self.restore_config = None
 
@@ -198,6 +211,16 @@ class MachineState:
                 self.intent, self.intent_checkpoint, self.intent_config = intent, checkpoint, config
         elif self.intent is None or intent.value > self.intent.value:
             self.intent, self.intent_checkpoint, self.intent_config = intent, None, None
+
+    def hooks_restarted(self) -> None:
+        """A new hook runner watches the trial (the experiment was entered again): what
+        an earlier one had not shown is gone, so nothing is owed to it."""
+        self.results_hooked = self.reported_at_call = self.results_reported
+
+    def _behind_hooks(self) -> bool:
+        """The trial's result hooks have not yet seen every result reported before its
+        newest train call: the next call waits for them."""
+        return self.policy.wait_for_hooks and self.results_hooked < self.reported_at_call
 
     def _save(self) -> list[Action]:
         self.saves_in_flight += 1

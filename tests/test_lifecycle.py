@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orchestrator.backoff import Backoff
 from orchestrator.checkpoints import Checkpoint, RetentionPolicy
 from orchestrator.errors import InvalidTransition
-from orchestrator.events import ConfigRefused, Decided
+from orchestrator.events import ConfigRefused, Decided, HooksCaughtUp
 from orchestrator.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.lifecycle import (
     ALL_EVENT_TYPES,
@@ -451,6 +451,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         RestoreRequested: RestoreRequested(ckpt(1)),
         ConfigRefused: ConfigRefused(gen, ckpt(1)),
         Decided: Decided(CONTINUE),
+        HooksCaughtUp: HooksCaughtUp(m.results_reported),
     }
     return samples[event_type]
 
@@ -526,6 +527,8 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
         retention=RetentionPolicy(keep=2),
         max_pending_saves=1,
         judge=HoldsAt(3),
+        steps_per_call=3,
+        wait_for_hooks=True,
     )
     by_name = {t.__name__: t for t in ALL_EVENT_TYPES}
     for name, gen_offset in seq:
@@ -541,8 +544,12 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
         assert not (m.state.is_settled and (m.train_in_flight or m.saves_in_flight))
         if m.state is TrialState.RUNNING:
             assert m.train_in_flight or m.saves_in_flight or m.intent is not None
-            if m.intent is None and not m.train_in_flight:  # saves or the judge hold it
-                assert m.held or m.saves_in_flight > m.policy.max_pending_saves
+            if m.intent is None and not m.train_in_flight:  # saves, judge or hooks hold it
+                assert (
+                    m.held
+                    or m.saves_in_flight > m.policy.max_pending_saves
+                    or (m.waiting_for_hooks and m.results_hooked < m.reported_at_call)
+                )
         assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
         assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
 
