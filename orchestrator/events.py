@@ -109,6 +109,14 @@ class Failure(ActorEvent):
 
 
 @dataclass(frozen=True)
+class GraceExpired(ActorEvent):
+    """The grace period armed by :class:`ArmGrace` ``token`` is over: if the trial's
+    actor still has not answered the stop or pause, it is stuck and must go."""
+
+    token: int
+
+
+@dataclass(frozen=True)
 class StopRequested(Event):
     """The user (or a hook) asked the trial to end now."""
 
@@ -202,10 +210,22 @@ class ApplyConfig(Action):
 
 @dataclass(frozen=True)
 class StopActor(Action):
-    """Release the actor of ``generation``: ``graceful`` lets it clean up first."""
+    """Release the actor of ``generation``: ``graceful`` lets it clean up first;
+    ``stuck``: a call of the trial never returned, so its process is killed now, even
+    when it hosts other trials (they are stuck behind that call too)."""
 
     generation: int
     graceful: bool = True
+    stuck: bool = False
+
+
+@dataclass(frozen=True)
+class ArmGrace(Action):
+    """Send :class:`GraceExpired` (``generation``, ``token``) in ``seconds``."""
+
+    generation: int
+    token: int
+    seconds: float
 
 
 @dataclass(frozen=True)

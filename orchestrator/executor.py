@@ -25,8 +25,10 @@ from .errors import CheckpointNotVisible, OrchestratorError, TrialError
 from .events import (
     Action,
     ApplyConfig,
+    ArmGrace,
     DeleteCheckpoints,
     Failure,
+    GraceExpired,
     HooksCaughtUp,
     Notify,
     Report,
@@ -73,8 +75,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator.loop")
 
-#: Seconds a stopping actor gets to run its cleanup before it is killed.
-STOP_GRACE_S = 10.0
 #: With ``trials_per_worker > 1``: how long trials about to start are gathered, so that
 #: those failing together (their process died) are placed together.
 PLACE_GATHER_S = 0.1
@@ -97,6 +97,7 @@ class Executor:
         runtime_env: Mapping[str, Any] | None,
         trials_per_worker: int,
         spare_actors: int = 1,
+        stop_grace_s: float = 30.0,
     ) -> None:
         from .spares import Spares
 
@@ -115,6 +116,10 @@ class Executor:
         self._journal = journal
         self._save_retry_for = save_retry_for
         self._runtime_env = dict(runtime_env) if runtime_env else None
+        self._stop_grace_s = stop_grace_s
+        # Actors told to shut down, killed once they have (or at their deadline): by
+        # ``id``, with their shutdown's ref and the loop time they are killed at anyway.
+        self._retiring: dict[int, tuple[Any, Any, float]] = {}
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[TrialRuntime, int]] = []
@@ -338,6 +343,18 @@ class Executor:
         if actor is None or host is None:
             return
         last = self.hosts.leave(host, rt.id, reusable=action.graceful)
+        if action.stuck:
+            # Its call never returned: nothing queued behind it would ever run, so the
+            # process goes now (failing any other trial it hosts, which recovers).
+            log.warning(
+                "trial %s: its actor did not answer within its grace period after a "
+                "stop or pause (a step, restore or save that does not return); killed it",
+                rt.id,
+            )
+            rt.note("killed", rt.machine.iteration)
+            self.hosts.mark_dead(host)
+            kill(actor)
+            return
         if not action.graceful:
             if last:
                 kill(actor)
@@ -348,15 +365,46 @@ class Executor:
         if not last:
             self._dispatcher.track(rt, Kind.STOP, stopped, StopPayload(host=host))
             return
-        self._dispatcher.track(rt, Kind.STOP, actor.shutdown.remote(stopped), StopPayload(actor))
-        self._loop.call_later(STOP_GRACE_S, kill, actor)
+        shutdown = actor.shutdown.remote(stopped)
+        self._dispatcher.track(rt, Kind.STOP, shutdown, StopPayload(actor))
+        self._retire(actor, shutdown)
 
     def retire_idle(self) -> None:
         """Kill the actors of idle hosts that no trial took (actor reuse is over)."""
         for host in self.hosts.take_idle():
             if host.actor is not None:
-                host.actor.shutdown.remote()
-                self._loop.call_later(STOP_GRACE_S, kill, host.actor)
+                self._retire(host.actor, host.actor.shutdown.remote())
+
+    def _retire(self, actor: Any, shutdown: Any) -> None:
+        """``actor`` is shutting down: it is killed once it has, or after the grace
+        period (its cleanup may hang), or at exit (:meth:`finish_retiring`)."""
+        deadline = self._loop.time() + self._stop_grace_s
+        self._retiring[id(actor)] = (actor, shutdown, deadline)
+        self._loop.call_later(self._stop_grace_s, self._kill_retired, actor)
+
+    def _kill_retired(self, actor: Any) -> None:
+        self._retiring.pop(id(actor), None)
+        kill(actor)
+
+    async def finish_retiring(self) -> None:
+        """At exit: let the actors shutting down finish (until their deadlines), then
+        kill them; the loop's timers that would have will not run any more."""
+        retiring, self._retiring = list(self._retiring.values()), {}
+        if not retiring:
+            return
+        wait = max(deadline for _, _, deadline in retiring) - self._loop.time()
+        futures = [asyncio.wrap_future(ref.future()) for _, ref, _ in retiring]
+        try:
+            if wait > 0:
+                await asyncio.wait(futures, timeout=wait)
+        finally:
+            for future in futures:
+                if future.done() and not future.cancelled():
+                    future.exception()  # retrieved: a failed shutdown is no news now
+                else:
+                    future.cancel()
+            for actor, _, _ in retiring:
+                kill(actor)
 
     def close(self) -> None:
         self.persisters.close()
@@ -377,6 +425,10 @@ class Executor:
             self._hooks.emit(rt.id, "on_trial_result", rt.handle, result)
         if rt.observer is not None:
             rt.observer.on_result(rt, result)
+
+    def _arm_grace(self, rt: TrialRuntime, action: ArmGrace) -> None:
+        expired = GraceExpired(action.generation, action.token)
+        self._loop.call_later(action.seconds, self._dispatcher.notify, rt, expired)
 
     def _wait_for_hooks(self, rt: TrialRuntime, action: WaitForHooks) -> None:
         seen = self._hooks.results_seen(rt.id)
@@ -440,7 +492,7 @@ class Executor:
     # -- follow-ups -----------------------------------------------------------------------
 
     def _kill(self, rt: TrialRuntime, item: Kill) -> None:
-        kill(item.actor)
+        self._kill_retired(item.actor)
 
     def _collect(self, rt: TrialRuntime, item: Collect) -> None:
         self._collector.submit((item.checkpoint,))
@@ -475,6 +527,7 @@ _ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
     StopActor: Executor._stop_actor,
     Report: Executor._report,
     WaitForHooks: Executor._wait_for_hooks,
+    ArmGrace: Executor._arm_grace,
     RunStarted: Executor._run_started,
     DeleteCheckpoints: Executor._delete_checkpoints,
     Notify: Executor._notify,

@@ -55,6 +55,7 @@ from .events import (
     DeleteCheckpoints,
     Event,
     Failure,
+    GraceExpired,
     HooksCaughtUp,
     Launch,
     Notify,
@@ -224,6 +225,8 @@ class TrialMachine(MachineState):
             took = result.get("time_this_iter_s")
             if type(took) is float:
                 self.last_step_s = took
+                if took > self.longest_step_s:
+                    self.longest_step_s = took
             actions.append(Report(result))
             self.results_reported += 1
             if not self.metrics_checked:
@@ -368,14 +371,32 @@ class TrialMachine(MachineState):
     def _end_or_pause(self, intent: Intent, settled: TrialState) -> list[Action]:
         if self.state is TrialState.RUNNING or self.state is TrialState.RESTORING:
             self._want(intent)
-            if self.state is TrialState.RESTORING:
-                return []
-            if self.train_in_flight:
-                return []  # the step's result will save (a save now would run after it)
+            if self.state is TrialState.RESTORING or self.train_in_flight:
+                # The step's result will save (a save now would run after it); a call
+                # that never returns ends with the grace period.
+                return self._arm_grace()
             if self._needs_final_save():
-                return self._save()
-            return self._settle_if_idle()
+                return self._save() + self._arm_grace()
+            actions = self._settle_if_idle()
+            return actions + self._arm_grace() if self.state.has_actor else actions
         return self._release(settled)
+
+    def _on_grace_expired(self, event: GraceExpired) -> list[Action]:
+        """A stop or pause waited its grace period for the call in flight."""
+        if event.token != self.grace_token or self.intent in (None, Intent.RESTORE):
+            return []
+        if self.state is TrialState.RUNNING and not self.train_in_flight:
+            if not self.saves_in_flight:
+                return []
+            if not self.grace_extended:  # only saves are left: an upload has its own limit
+                self.grace_extended = True
+                return self._arm_grace(self.policy.save_grace_s)
+        # Stuck: kill the process, and settle as asked without what was in flight (a
+        # paused trial resumes from its newest persisted checkpoint).
+        settled = TrialState.PAUSED if self.intent is Intent.PAUSE else TrialState.TERMINATED
+        actions: list[Action] = [StopActor(self.generation, graceful=False, stuck=True)]
+        self.state = TrialState.PENDING  # no actor any more
+        return actions + self._release(settled)
 
     def _on_resume(self, event: ResumeRequested) -> list[Action]:
         self._revive()
@@ -385,6 +406,7 @@ class TrialMachine(MachineState):
         """Resuming a trial that is still pausing cancels the pause."""
         if self.intent is Intent.PAUSE:
             self.intent = None
+            self._disarm_grace()
             if self.state is TrialState.RUNNING and not self.train_in_flight:
                 return self._next_step()  # the pause's save may still be in flight
         return []
@@ -442,7 +464,10 @@ def _missing_metrics(
     )
 
 
-_ACTOR_EVENTS: dict[type[Event], Handler] = {Failure: TrialMachine._on_failure}
+_ACTOR_EVENTS: dict[type[Event], Handler] = {
+    Failure: TrialMachine._on_failure,
+    GraceExpired: TrialMachine._on_grace_expired,
+}
 _REQUESTS: dict[type[Event], Handler] = {
     HooksCaughtUp: TrialMachine._on_hooks_caught_up,
     StopRequested: TrialMachine._on_stop,
@@ -515,6 +540,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     RestoreRequested,
     Decided,
     HooksCaughtUp,
+    GraceExpired,
 )
 
 

@@ -69,6 +69,7 @@ class Dispatcher:
         runtime_env: Mapping[str, Any] | None = None,
         trials_per_worker: int = 1,
         spare_actors: int = 1,
+        stop_grace_s: float = 30.0,
     ) -> None:
         self.executor = Executor(
             self,
@@ -82,6 +83,7 @@ class Dispatcher:
             runtime_env=runtime_env,
             trials_per_worker=trials_per_worker,
             spare_actors=spare_actors,
+            stop_grace_s=stop_grace_s,
         )
         self._outcomes = Outcomes(
             uri_for=uri_for,
@@ -136,6 +138,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        await self.executor.finish_retiring()
         for rt in self._trials.values():
             rt.fail_waiters(
                 TrialError(rt.id, "the orchestrator closed before the request completed")

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from .backoff import Backoff
 from .checkpoints import Checkpoint, RetentionPolicy
 from .errors import InvalidTransition, TrialError
-from .events import Action, Event, Notify, Save, StartActor, StopActor
+from .events import Action, ArmGrace, Event, Notify, Save, StartActor, StopActor
 from .judge import Judge, NoJudge
 
 __all__ = ["Intent", "MachineState", "TrialPolicy", "TrialState"]
@@ -84,6 +84,11 @@ class TrialPolicy:
     # so the trial never runs more than two calls past what its hooks have seen, and a
     # hook's request on a result lands near it (set when the trial is attached).
     wait_for_hooks: bool = False
+    # Seconds a stop or pause waits for a call in flight (a step, a restore) before the
+    # trial's actor is killed; at least twice its longest step so far. Saves in flight
+    # when that runs out get ``save_grace_s`` more (an upload has its own retry limit).
+    stop_grace_s: float = 30.0
+    save_grace_s: float = 300.0
 
 
 class MachineState:
@@ -106,6 +111,7 @@ class MachineState:
         self.metrics_checked = False
         self.last_metrics: Mapping[str, Any] | None = None
         self.last_step_s = 0.0  # the newest result's time_this_iter_s
+        self.longest_step_s = 0.0
         # Work in flight on the current actor.
         self.train_in_flight = False
         self.saves_in_flight = 0
@@ -121,6 +127,11 @@ class MachineState:
         self.results_hooked = 0
         self.reported_at_call = 0
         self.waiting_for_hooks = False
+        # The stop or pause waiting for a call in flight has a grace period (ArmGrace);
+        # the token tells its expiry from an earlier one's.
+        self.grace_armed = False
+        self.grace_extended = False  # saves in flight got their extra time
+        self.grace_token = 0
         # What a starting actor restores once it is ready (None: a fresh start), and
         # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
@@ -186,6 +197,7 @@ class MachineState:
         self.intent_config = None
         self.held = False
         self.waiting_for_hooks = False
+        self.grace_armed = self.grace_extended = False
         self.restore_target = None
         self.restore_config = None
 
@@ -216,6 +228,20 @@ class MachineState:
         """A new hook runner watches the trial (the experiment was entered again): what
         an earlier one had not shown is gone, so nothing is owed to it."""
         self.results_hooked = self.reported_at_call = self.results_reported
+
+    def _arm_grace(self, seconds: float | None = None) -> list[Action]:
+        """Give the call in flight a grace period, once per stop or pause."""
+        if self.grace_armed and seconds is None:
+            return []
+        self.grace_armed = True
+        self.grace_token += 1
+        if seconds is None:
+            seconds = max(self.policy.stop_grace_s, 2 * self.longest_step_s)
+        return [ArmGrace(self.generation, self.grace_token, seconds)]
+
+    def _disarm_grace(self) -> None:
+        self.grace_armed = self.grace_extended = False
+        self.grace_token += 1
 
     def _behind_hooks(self) -> bool:
         """The trial's result hooks have not yet seen every result reported before its

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orchestrator.backoff import Backoff
 from orchestrator.checkpoints import Checkpoint, RetentionPolicy
 from orchestrator.errors import InvalidTransition
-from orchestrator.events import ConfigRefused, Decided, HooksCaughtUp
+from orchestrator.events import ConfigRefused, Decided, GraceExpired, HooksCaughtUp
 from orchestrator.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.lifecycle import (
     ALL_EVENT_TYPES,
@@ -289,7 +289,8 @@ def test_backoff_grows_between_consecutive_failures() -> None:
 def test_pause_saves_then_releases() -> None:
     m = running(checkpoint_every=0)
     result(m)
-    assert m.handle(PauseRequested()) == []  # a step is in flight: wait for it
+    # a step is in flight: wait for it (a grace period, should it never return)
+    assert kinds(m.handle(PauseRequested())) == ["ArmGrace"]
     actions = result(m)
     assert kinds(actions) == ["Report", "Save"]
     actions = m.handle(SaveDone(m.generation, ckpt(2)))
@@ -355,7 +356,7 @@ def test_max_pending_saves_zero_persists_each_checkpoint_before_training_on() ->
 def test_stop_while_training_waits_for_saves_settles_after_them() -> None:
     m = running(checkpoint_every=1, max_pending_saves=0, stop={"training_iteration": 10})
     result(m)  # saves 1 and waits
-    assert m.handle(StopRequested()) == []
+    assert kinds(m.handle(StopRequested())) == ["ArmGrace"]
     actions = m.handle(SaveDone(m.generation, ckpt(1)))
     assert "StopActor" in kinds(actions) and "Train" not in kinds(actions)
     assert m.state is TrialState.TERMINATED
@@ -452,6 +453,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         ConfigRefused: ConfigRefused(gen, ckpt(1)),
         Decided: Decided(CONTINUE),
         HooksCaughtUp: HooksCaughtUp(m.results_reported),
+        GraceExpired: GraceExpired(gen, m.grace_token),
     }
     return samples[event_type]
 
