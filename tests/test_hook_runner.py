@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -56,4 +57,47 @@ async def test_counting_starts_where_a_trial_left_off() -> None:
     runner.emit("t", "on_trial_result", None, {})
     await asyncio.wait_for(runner.wait_idle(), 30)
     assert runner.results_seen("t") == 41
+    await runner.aclose()
+
+
+async def test_plain_hooks_run_in_batches_in_order_with_failures_and_slow_calls(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Consecutive events whose hooks are all plain methods share a trip to a worker
+    thread; order, failure isolation and the watchdog hold within a batch, and an
+    ``async def`` hook between them keeps its place."""
+    calls: list[str] = []
+    runner: HookRunner | None = None
+
+    class Plain:
+        def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            calls.append(f"r{result['i']}")
+            if result["i"] == 3:
+                raise KeyError("hook bug")
+            if result["i"] in (200, 400):  # two slow calls in one batch: both reported
+                assert runner is not None
+                want = 1 if result["i"] == 200 else 2
+                while runner.statistics().slow_calls < want:
+                    time.sleep(0.01)
+
+    class Async:
+        async def on_checkpoint(self, trial: Any, checkpoint: int) -> None:
+            calls.append(f"c{checkpoint}")
+
+    caplog.set_level(logging.WARNING, logger="orchestrator.hooks")
+    runner = HookRunner([Plain(), Async()], slow_after=0.1)
+    expected = []
+    for i in range(600):
+        runner.emit("t", "on_trial_result", None, {"i": i})
+        expected.append(f"r{i}")
+        if i % 100 == 50:
+            runner.emit("t", "on_checkpoint", None, i)
+            expected.append(f"c{i}")
+    await asyncio.wait_for(runner.wait_idle(), 60)
+    stats = runner.statistics()
+    assert calls == expected
+    assert stats.calls == len(expected) and stats.failures == 1 and stats.slow_calls == 2
+    assert "hook Plain.on_trial_result failed for t" in caplog.text and "KeyError" in caplog.text
+    assert caplog.text.count("hook Plain.on_trial_result for t has run for more than") == 2
+    assert runner.results_seen("t") == 600
     await runner.aclose()
