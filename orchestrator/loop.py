@@ -166,7 +166,9 @@ class Dispatcher:
         rt.dispatcher = self
         # A user's result hook paces the trial (lifecycle: WaitForHooks); the built-in
         # loggers and progress display are inline and never do.
-        rt.machine.policy.wait_for_hooks = self._hooks.queues("on_trial_result")
+        paced = self._hooks.queues("on_trial_result")
+        hooks_seen = functools.partial(self._hooks.results_seen, rt.id) if paced else None
+        rt.machine.policy.hooks_seen = hooks_seen
         rt.machine.hooks_restarted()
         self._hooks.count_results_from(rt.id, rt.machine.results_reported)
         self.executor.known_keys(rt)

@@ -202,11 +202,11 @@ class Trial:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing
 
     def _refuse_waiting_from_own_hook(self) -> None:
-        """A trial's training waits for its result hooks (``TrialPolicy.wait_for_hooks``):
+        """A trial's training waits for its result hooks (``TrialPolicy.hooks_seen``):
         one of them waiting for the trial to settle would wait forever."""
         dispatcher = self._rt.dispatcher
         if (
-            self._rt.machine.policy.wait_for_hooks
+            self._rt.machine.policy.hooks_seen is not None
             and dispatcher is not None
             and dispatcher.hooks.is_draining(self.id)
         ):

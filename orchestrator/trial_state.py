@@ -11,7 +11,7 @@ asyncio.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,11 +79,12 @@ class TrialPolicy:
     # report(checkpoint=...)): no final save on pause or stop, which could only write
     # an empty checkpoint; a paused one resumes from its newest reported checkpoint.
     saves_on_demand: bool = True
-    # A queued (user's) on_trial_result hook watches the trial: a train call is asked
-    # for only once those hooks have seen every result up to those of the call before,
-    # so the trial never runs more than two calls past what its hooks have seen, and a
-    # hook's request on a result lands near it (set when the trial is attached).
-    wait_for_hooks: bool = False
+    # How many of the trial's results its queued (user's) on_trial_result hooks have
+    # processed so far; None: it has none. With them, a train call is asked for only
+    # once they have seen every result up to those of the call before, so the trial
+    # never runs more than two calls past what its hooks have seen, and a hook's
+    # request on a result lands near it (set when the trial is attached to a loop).
+    hooks_seen: Callable[[], int] | None = None
     # Seconds a stop or pause waits for a call in flight (a step, a restore) before the
     # trial's actor is killed; at least twice its longest step so far. Saves in flight
     # when that runs out get ``save_grace_s`` more (an upload has its own retry limit).
@@ -122,7 +123,7 @@ class MachineState:
         self.held = False  # the judge holds it: no step until a Decided event
         # Results reported, results its result hooks have processed (both counted from
         # this machine's start), the first count when the newest train call was asked
-        # for, and whether training waits for the hooks (see TrialPolicy.wait_for_hooks).
+        # for, and whether training waits for the hooks (see TrialPolicy.hooks_seen).
         self.results_reported = 0
         self.results_hooked = 0
         self.reported_at_call = 0
@@ -246,7 +247,12 @@ class MachineState:
     def _behind_hooks(self) -> bool:
         """The trial's result hooks have not yet seen every result reported before its
         newest train call: the next call waits for them."""
-        return self.policy.wait_for_hooks and self.results_hooked < self.reported_at_call
+        seen = self.policy.hooks_seen
+        if seen is None:
+            return False
+        if self.results_hooked < self.reported_at_call:
+            self.results_hooked = max(self.results_hooked, seen())
+        return self.results_hooked < self.reported_at_call
 
     def _save(self) -> list[Action]:
         self.saves_in_flight += 1

@@ -151,7 +151,7 @@ async def test_a_slow_result_hook_holds_its_trial_two_calls_behind(loop: MakeLoo
 
     lp = loop([Slow()])
     rt = lp.add(result_buffer=3)
-    assert rt.machine.policy.wait_for_hooks
+    assert rt.machine.policy.hooks_seen is not None
     lp.feed(rt, Launch())
     await lp.turn()
     gen = rt.machine.generation
