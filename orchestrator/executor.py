@@ -64,6 +64,7 @@ from .outcomes import (
 )
 from .persist import PersisterPool
 from .results import ResultWarnings, clean_result
+from .retiring import Retiring
 from .scratch import fetch_dir
 from .spec import StorageMode
 from .trainable import RemoteTrialActor
@@ -116,10 +117,7 @@ class Executor:
         self._journal = journal
         self._save_retry_for = save_retry_for
         self._runtime_env = dict(runtime_env) if runtime_env else None
-        self._stop_grace_s = stop_grace_s
-        # Actors told to shut down, killed once they have (or at their deadline): by
-        # ``id``, with their shutdown's ref and the loop time they are killed at anyway.
-        self._retiring: dict[int, tuple[Any, Any, float]] = {}
+        self.retiring = Retiring(stop_grace_s, kill)
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[TrialRuntime, int]] = []
@@ -367,44 +365,13 @@ class Executor:
             return
         shutdown = actor.shutdown.remote(stopped)
         self._dispatcher.track(rt, Kind.STOP, shutdown, StopPayload(actor))
-        self._retire(actor, shutdown)
+        self.retiring.add(actor, shutdown)
 
     def retire_idle(self) -> None:
         """Kill the actors of idle hosts that no trial took (actor reuse is over)."""
         for host in self.hosts.take_idle():
             if host.actor is not None:
-                self._retire(host.actor, host.actor.shutdown.remote())
-
-    def _retire(self, actor: Any, shutdown: Any) -> None:
-        """``actor`` is shutting down: it is killed once it has, or after the grace
-        period (its cleanup may hang), or at exit (:meth:`finish_retiring`)."""
-        deadline = self._loop.time() + self._stop_grace_s
-        self._retiring[id(actor)] = (actor, shutdown, deadline)
-        self._loop.call_later(self._stop_grace_s, self._kill_retired, actor)
-
-    def _kill_retired(self, actor: Any) -> None:
-        self._retiring.pop(id(actor), None)
-        kill(actor)
-
-    async def finish_retiring(self) -> None:
-        """At exit: let the actors shutting down finish (until their deadlines), then
-        kill them; the loop's timers that would have will not run any more."""
-        retiring, self._retiring = list(self._retiring.values()), {}
-        if not retiring:
-            return
-        wait = max(deadline for _, _, deadline in retiring) - self._loop.time()
-        futures = [asyncio.wrap_future(ref.future()) for _, ref, _ in retiring]
-        try:
-            if wait > 0:
-                await asyncio.wait(futures, timeout=wait)
-        finally:
-            for future in futures:
-                if future.done() and not future.cancelled():
-                    future.exception()  # retrieved: a failed shutdown is no news now
-                else:
-                    future.cancel()
-            for actor, _, _ in retiring:
-                kill(actor)
+                self.retiring.add(host.actor, host.actor.shutdown.remote())
 
     def close(self) -> None:
         self.persisters.close()
@@ -492,7 +459,7 @@ class Executor:
     # -- follow-ups -----------------------------------------------------------------------
 
     def _kill(self, rt: TrialRuntime, item: Kill) -> None:
-        self._kill_retired(item.actor)
+        self.retiring.kill(item.actor)
 
     def _collect(self, rt: TrialRuntime, item: Collect) -> None:
         self._collector.submit((item.checkpoint,))

@@ -138,7 +138,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        await self.executor.finish_retiring()
+        await self.executor.retiring.finish()  # cleanups get the rest of their grace
         for rt in self._trials.values():
             rt.fail_waiters(
                 TrialError(rt.id, "the orchestrator closed before the request completed")
