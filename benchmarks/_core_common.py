@@ -40,6 +40,10 @@ class RunSpec:
     #: The trainable as a function (``def trivial(config)`` calling ``report``) rather
     #: than a class: the systems ``ours-fn`` and ``tune-fn``.
     function: bool = False
+    #: A trivial user result hook (it counts results): "async" (``async def``), "sync"
+    #: (run in the hook thread pool) or None. The systems ``ours-hook`` and
+    #: ``ours-hook-sync``: what a user's hook costs, its pacing of the trials included.
+    result_hook: str | None = None
 
 
 def summarize(

@@ -61,10 +61,32 @@ def trivial(config: dict[str, Any]) -> None:
             report({"x": i, "t": time.time()})
 
 
+class CountingHook:
+    """A trivial user hook: it counts results (``async def``, or sync with ``sync``)."""
+
+    def __init__(self) -> None:
+        self.results = 0
+
+    async def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+        self.results += 1
+
+
+class CountingSyncHook:
+    def __init__(self) -> None:
+        self.results = 0
+
+    def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+        self.results += 1
+
+
+HOOKS = {"async": CountingHook, "sync": CountingSyncHook}
+
+
 async def run(spec: RunSpec) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp:
         t0 = time.time()
         sampler = CpuSampler()
+        hooks = [HOOKS[spec.result_hook]()] if spec.result_hook else []
         orch = Orchestrator(
             storage=tmp,
             name="bench",
@@ -73,6 +95,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             log_to_driver=False,
             result_buffer=spec.result_buffer,
             trials_per_worker=spec.trials_per_worker,
+            hooks=hooks,
             **({"loggers": [], "progress": False} if spec.quiet else {}),
         )
         async with orch:
@@ -111,5 +134,9 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             stamps=stamps,
             cpu=cpu,
             checkpoints_kept=kept,
-            extra={"states": states, "loop_events": stats.loop.events},
+            extra={
+                "states": states,
+                "loop_events": stats.loop.events,
+                "hooked": sum(h.results for h in hooks) if hooks else None,
+            },
         )

@@ -11,6 +11,10 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
 * ``ours-buf``: the orchestrator with ``result_buffer`` (default 10) steps per call,
 * ``ours-pack``: the orchestrator with ``trials_per_worker`` (default 10): the 20 trials
   share 2 worker processes instead of starting 20, one step per call,
+* ``ours-hook``, ``ours-hook-sync``: ``ours`` plus a trivial user hook whose
+  ``on_trial_result`` counts results (``async def``, or a plain method, run in the hook
+  thread pool): a user's result hook paces its trial (it never trains more than two
+  calls past what the hook has seen), and this is what that costs,
 * ``raw``: one coroutine per trial awaiting ``actor.step.remote()``, no framework,
 * ``ours-fn``: the orchestrator with a *function* trainable (``def trivial(config)``
   calling ``report(metrics)``, and ``report(metrics, checkpoint=d)`` with the state
@@ -35,7 +39,8 @@ run and shown per result: on a busy machine they move far less than wall-clock r
 
 Ratios (of medians): for ``ours``, ``ours-buf`` and ``ours-pack``, the end-to-end rate
 over Tune's (targets by workload) and the steady rate over the raw loop's (>= 90 %);
-``ours`` over ``ours-quiet`` (>= 90 %); ``ours-fn``'s end-to-end rate over
+``ours`` over ``ours-quiet`` (>= 90 %); ``ours-hook`` over ``ours`` (>= 90 %, issue 24;
+``ours-hook-sync`` for information); ``ours-fn``'s end-to-end rate over
 ``tune-fn``'s (function API against function API, target >= 4x) and over ``ours``'s
 (the price of a function trainable against a class, target >= 85 %), with its steady
 and active rates over ``ours``'s for information.
@@ -46,6 +51,7 @@ Usage::
     python -m benchmarks.bench_core --repeat 3      # medians of 3
     python -m benchmarks.bench_core --quick         # 20x100 and 20x60: a sanity run
     python -m benchmarks.bench_core --systems ours,ours-fn,tune,tune-fn   # function API
+    python -m benchmarks.bench_core --hook --steps 1000 --repeat 3   # a user's result hook
 
 Figures go to stdout and to ``benchmarks/out/core.json``.
 """
@@ -72,6 +78,8 @@ SYSTEMS = (
     "tune",
     "ours",
     "ours-quiet",
+    "ours-hook",
+    "ours-hook-sync",
     "ours-buf",
     "ours-pack",
     "raw",
@@ -83,6 +91,8 @@ LABELS = {
     "tune": "Ray Tune",
     "ours": "ours",
     "ours-quiet": "ours, no logs/progress",
+    "ours-hook": "ours + result hook",
+    "ours-hook-sync": "ours + sync hook",
     "baseline": "ours, --baseline",
     "ours-buf": "ours (buffer={buffer})",
     "ours-pack": "ours (pack={pack})",
@@ -97,6 +107,10 @@ E2E_TARGETS = {1000: 4.0, 200: 3.5}
 STEADY_TARGET = 0.90
 #: ours with its default loggers and progress / ours without, end to end.
 LOGGING_TARGET = 0.90
+#: ours with a trivial user result hook / ours without, end to end (issue 24).
+HOOK_TARGET = 0.90
+#: The systems with a user result hook, and which kind (``RunSpec.result_hook``).
+HOOK_SYSTEMS = {"ours-hook": "async", "ours-hook-sync": "sync"}
 #: ours with a function trainable / Ray Tune's function API, end to end (every workload).
 FUNCTION_VS_TUNE_TARGET = 4.0
 #: ours with a function trainable / ours with the class, end to end: within 15 %.
@@ -122,6 +136,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pack", type=int, default=10, help="trials_per_worker for ours-pack")
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
+    )
+    parser.add_argument(
+        "--hook",
+        action="store_true",
+        help="only ours with and without a trivial user result hook (ours, ours-hook, "
+        "ours-hook-sync): the cost of a hook's pacing",
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument(
@@ -159,6 +179,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = "100,60" if args.quick else "1000,200"
+    if args.hook:
+        args.systems = "ours,ours-hook,ours-hook-sync"
     if args.baseline is not None and "baseline" not in args.systems:
         args.systems += ",baseline"
     elif args.baseline is None:
@@ -191,6 +213,7 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
         trials_per_worker=args.pack if system == "ours-pack" else 1,
         quiet=system == "ours-quiet",
         function=system in FUNCTION_SYSTEMS,
+        result_hook=HOOK_SYSTEMS.get(system),
     )
 
 
@@ -308,6 +331,13 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
             if quiet is not None and system == "ours":
                 entry["e2e_vs_quiet"] = _ratio(ours["e2e_rate"], quiet["e2e_rate"])
                 entry["e2e_vs_quiet_target"] = LOGGING_TARGET
+            for hooked in HOOK_SYSTEMS:
+                with_hook = rows[key].get(hooked)
+                if with_hook is not None and system == "ours":
+                    entry[f"{hooked}_e2e"] = _ratio(with_hook["e2e_rate"], ours["e2e_rate"])
+                    entry[f"{hooked}_active"] = _ratio(
+                        with_hook["active_rate"], ours["active_rate"]
+                    )
             if base is not None and system == "ours":
                 entry["e2e_vs_baseline"] = _ratio(ours["e2e_rate"], base["e2e_rate"])
                 entry["steady_vs_baseline"] = _ratio(ours["steady_rate"], base["steady_rate"])
@@ -413,6 +443,20 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                     f"{key:<9} {label:<20} with logs / without {_fmt(pct, '6.0f')}{_unit(pct, '%')}"
                     f"{_verdict(value, LOGGING_TARGET, f'{LOGGING_TARGET * 100:.0f}%')}"
                 )
+            for hooked in HOOK_SYSTEMS:
+                if f"{hooked}_e2e" not in entry:
+                    continue
+                for what in ("e2e", "active"):
+                    value = entry[f"{hooked}_{what}"]
+                    pct = None if value is None else value * 100
+                    verdict = ""
+                    if hooked == "ours-hook" and what == "e2e":
+                        verdict = _verdict(value, HOOK_TARGET, f"{HOOK_TARGET * 100:.0f}%")
+                    name = "end to end" if what == "e2e" else what
+                    print(
+                        f"{key:<9} {LABELS[hooked]:<20} {name} / ours".ljust(51)
+                        + f"{_fmt(pct, '6.0f')}{_unit(pct, '%')}{verdict}"
+                    )
             if "e2e_vs_baseline" in entry:
                 for what in ("e2e", "steady", "active"):
                     value = entry[f"{what}_vs_baseline"]

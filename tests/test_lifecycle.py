@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
-from orchestrator.core.events import ConfigRefused, Decided
+from orchestrator.core.events import ConfigRefused, Decided, GraceExpired, HooksCaughtUp
 from orchestrator.core.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.core.machine import (
     ALL_EVENT_TYPES,
@@ -303,7 +303,8 @@ def test_backoff_grows_between_consecutive_failures() -> None:
 def test_pause_saves_then_releases() -> None:
     m = running(checkpoint_every=0)
     result(m)
-    assert m.handle(PauseRequested()) == []  # a step is in flight: wait for it
+    # a step is in flight: wait for it (a grace period, should it never return)
+    assert kinds(m.handle(PauseRequested())) == ["ArmGrace"]
     actions = result(m)
     assert kinds(actions) == ["Report", "Save"]
     actions = m.handle(SaveDone(m.generation, ckpt(2)))
@@ -369,7 +370,7 @@ def test_max_pending_saves_zero_persists_each_checkpoint_before_training_on() ->
 def test_stop_while_training_waits_for_saves_settles_after_them() -> None:
     m = running(checkpoint_every=1, max_pending_saves=0, stop={"training_iteration": 10})
     result(m)  # saves 1 and waits
-    assert m.handle(StopRequested()) == []
+    assert kinds(m.handle(StopRequested())) == ["ArmGrace"]
     actions = m.handle(SaveDone(m.generation, ckpt(1)))
     assert "StopActor" in kinds(actions) and "Train" not in kinds(actions)
     assert m.state is TrialState.TERMINATED
@@ -465,6 +466,8 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         RestoreRequested: RestoreRequested(ckpt(1)),
         ConfigRefused: ConfigRefused(gen, ckpt(1)),
         Decided: Decided(CONTINUE),
+        HooksCaughtUp: HooksCaughtUp(m.results_reported),
+        GraceExpired: GraceExpired(gen, m.grace_token),
     }
     return samples[event_type]
 
@@ -540,6 +543,8 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
         retention=RetentionPolicy(keep=2),
         max_pending_saves=1,
         judge=HoldsAt(3),
+        steps_per_call=3,
+        hooks_seen=lambda: 0,  # the hooks' progress comes as HooksCaughtUp events
     )
     by_name = {t.__name__: t for t in ALL_EVENT_TYPES}
     for name, gen_offset in seq:
@@ -555,8 +560,12 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
         assert not (m.state.is_settled and (m.train_in_flight or m.saves_in_flight))
         if m.state is TrialState.RUNNING:
             assert m.train_in_flight or m.saves_in_flight or m.intent is not None
-            if m.intent is None and not m.train_in_flight:  # saves or the judge hold it
-                assert m.held or m.saves_in_flight > m.policy.max_pending_saves
+            if m.intent is None and not m.train_in_flight:  # saves, judge or hooks hold it
+                assert (
+                    m.held
+                    or m.saves_in_flight > m.policy.max_pending_saves
+                    or (m.waiting_for_hooks and m.results_hooked < m.reported_at_call)
+                )
         assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
         if m.state is TrialState.RUNNING:  # nothing newer than the run's own point
             assert all(c.iteration <= m.iteration for c in m.checkpoints)

@@ -199,3 +199,38 @@ async def test_a_cancelled_aclose_still_stops_the_display() -> None:
     assert len(draw_tasks()) == 1
     await reporter.aclose()
     assert out.getvalue().rstrip().endswith("best loss=0.5 (t1)")
+
+
+async def test_a_running_trial_silent_much_longer_than_its_steps_is_shown() -> None:
+    """Silent: RUNNING, and nothing reported for over 10x its median step time (at least
+    10 s). The clock is injected, so nothing here waits."""
+    clock = Clock()
+    reporter = ProgressReporter(console=quiet_console(), live=False, clock=clock)
+    fast, slow, done, fresh = (FakeTrial(n) for n in ("fast", "slow", "done", "fresh"))
+    for i in range(1, 6):
+        await reporter.on_trial_result(fast, {"training_iteration": i, "time_this_iter_s": 0.5})
+        await reporter.on_trial_result(slow, {"training_iteration": i, "time_this_iter_s": 3.0})
+        await reporter.on_trial_result(done, {"training_iteration": i, "time_this_iter_s": 0.1})
+    await reporter.on_trial_start(fresh)  # no step yet: nothing is usual for it
+    done.state = "TERMINATED"
+    clock.now += 9.0
+    assert reporter.silent() == {}  # 9 s is within the 10 s floor
+    clock.now += 2.0
+    assert reporter.silent() == {"fast": 11.0}  # slow's steps take 3 s: 30 s is usual
+    assert "no result for: fast 11s" in reporter.render_line()
+    states = dict(
+        zip(
+            reporter.render_table().columns[0].cells,
+            reporter.render_table().columns[1].cells,
+            strict=True,
+        )
+    )
+    assert states["fast"] == "RUNNING, no result for 11s"
+    assert states["slow"] == "RUNNING" and states["done"] == "TERMINATED"
+    clock.now += 120.0
+    assert reporter.silent() == {"fast": 131.0, "slow": 131.0}
+    assert "no result for: fast 2m11s, slow 2m11s" in reporter.render_line()
+    await reporter.on_trial_result(fast, {"training_iteration": 6, "time_this_iter_s": 0.5})
+    await reporter.on_trial_restore(slow, FakeCheckpoint(3))  # its silence starts again
+    assert reporter.silent() == {}
+    await reporter.aclose()

@@ -332,3 +332,18 @@ class Announces(Counter):
         if self.count == self.config.get("announce_at"):
             open(self.config["announce"], "w").close()
         return result
+
+
+class StuckStep(Counter):
+    """A step that never returns after ``stuck_after`` steps (it sleeps for days); each
+    result carries the actor's ``pid``. Steps take ``delay`` seconds (default 0.05:
+    longer than an adaptive slice, so each result reaches the driver on its own)."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        super().setup({"delay": 0.05, **config})
+        self.stuck_after = int(config.get("stuck_after", 3))
+
+    def step(self) -> dict[str, Any]:
+        if self.count >= self.stuck_after:
+            time.sleep(10**6)
+        return {**super().step(), "pid": os.getpid()}

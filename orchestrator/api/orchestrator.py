@@ -149,6 +149,12 @@ class Orchestrator:
         at once instead of waiting for a new worker process (about a second), and a
         replacement starts in the background. A spare is started only where the
         cluster's resources are free, never ahead of a trial waiting for them.
+    stop_grace_s:
+        Seconds ``trial.stop()`` and ``trial.pause()`` wait for a call in flight (a
+        step, a restore) before they kill the trial's actor and settle the trial
+        anyway (at least twice the trial's longest step so far, so a healthy slow step
+        is never cut short; saves still in flight then get ``save_retry_for`` more).
+        A stopped actor also gets this long for its cleanup, at exit too.
     trials_per_worker:
         How many trials asking for the same resources may share one actor (one worker
         process; default 1: each trial has its own). Starting a worker costs about a
@@ -177,6 +183,7 @@ class Orchestrator:
         save_retry_for: float = 300.0,
         max_pending_saves: int = 2,
         hook_slow_after: float = 10.0,
+        stop_grace_s: float = 30.0,
         storage_options: Mapping[str, Any] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         storage_shared: bool = False,
@@ -216,6 +223,7 @@ class Orchestrator:
             overwrite=bool(overwrite),
             journal_interval=journal_interval,
             hook_slow_after=hook_slow_after,
+            stop_grace_s=stop_grace_s,
         )
         hooks_list = list(hooks)
         check_hooks(hooks_list)

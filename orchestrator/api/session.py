@@ -144,6 +144,7 @@ async def open_session(exp: Experiment) -> Session:
             runtime_env=opening.runtime_env,
             trials_per_worker=settings.trials_per_worker,
             spare_actors=settings.spare_actors,
+            stop_grace_s=settings.stop_grace_s,
         )
     except BaseException:  # one way back for any failure between opening and running
         loop.set_exception_handler(loop_handler)

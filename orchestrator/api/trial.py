@@ -207,6 +207,7 @@ class Trial:
     async def wait(self) -> Trial:
         """Return once the trial is settled: TERMINATED, ERROR or PAUSED."""
         if not self.state.is_settled:
+            self._refuse_waiting_from_own_hook()
             await self._until(lambda: self.state.is_settled)
         return self
 
@@ -235,6 +236,23 @@ class Trial:
     def _training(self) -> bool:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing
 
+    def _refuse_waiting_from_own_hook(self) -> None:
+        """A trial's training waits for its result hooks (``TrialPolicy.hooks_seen``):
+        one of them waiting for the trial to settle would wait forever."""
+        dispatcher = self._sink()
+        if (
+            self._rt.machine.policy.hooks_seen is not None
+            and dispatcher is not None
+            and dispatcher.hooks.is_draining(self.id)
+        ):
+            raise TrialError(
+                self.id,
+                "a hook of this trial awaited trial.wait(), but the trial trains only as "
+                "far as its hooks keep up, so it would never settle; await "
+                "trial.stop()/pause() instead, or wait in a task of your own "
+                "(asyncio.create_task) that the hook does not await",
+            )
+
     def _gave_up(self) -> bool:
         return self.state is TrialState.ERROR or self.state is TrialState.TERMINATED
 
@@ -245,17 +263,21 @@ class Trial:
                 f"trial {self.id}: requests need a running orchestrator; use them inside "
                 "`async with Orchestrator(...)`"
             )
-        waiter = self._add_waiter(done, after_event=True)
+        waiter = self._add_waiter(done, after=event)
         dispatcher.request(self._rt, event)
         await waiter
 
     async def _until(self, done: Callable[[], bool]) -> None:
-        await self._add_waiter(done, after_event=False)
+        await self._add_waiter(done)
 
-    def _add_waiter(self, done: Callable[[], bool], *, after_event: bool) -> asyncio.Future[None]:
+    def _add_waiter(
+        self, done: Callable[[], bool], after: Event | None = None
+    ) -> asyncio.Future[None]:
+        from orchestrator.engine.record import Waiter
+
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if not after_event and done():
+        if after is None and done():
             future.set_result(None)
             return future
-        self._rt.waiters.append((done, future))
+        self._rt.waiters.append(Waiter(done, future, after))
         return future

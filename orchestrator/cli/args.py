@@ -169,6 +169,14 @@ def add_orchestrator_args(parser: argparse.ArgumentParser) -> None:
         help="unpersisted checkpoints a trial may train ahead of (default 2)",
     )
     parser.add_argument(
+        "--stop-grace-s",
+        type=non_negative_float,
+        default=30.0,
+        metavar="S",
+        help="seconds a stop or pause waits for a step that does not return before the "
+        "trial's actor is killed (default 30; at least twice its longest step)",
+    )
+    parser.add_argument(
         "--storage-shared",
         action="store_true",
         help="a local --storage path that every node sees (NFS): skip looking for "
@@ -223,6 +231,7 @@ def orchestrator_options(args: argparse.Namespace) -> dict[str, Any]:
         "fallback_to_scratch": args.fallback_to_scratch,
         "save_retry_for": args.save_retry_for,
         "max_pending_saves": args.max_pending_saves,
+        "stop_grace_s": args.stop_grace_s,
         "storage_shared": args.storage_shared,
         "strict_metrics": args.strict_metrics,
         "take_over": args.take_over,

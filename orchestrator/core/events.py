@@ -101,6 +101,14 @@ class Failure(ActorEvent):
 
 
 @dataclass(frozen=True)
+class GraceExpired(ActorEvent):
+    """The grace period armed by :class:`ArmGrace` ``token`` is over: if the trial's
+    actor still has not answered the stop or pause, it is stuck and must go."""
+
+    token: int
+
+
+@dataclass(frozen=True)
 class StopRequested(Event):
     """The user (or a hook) asked the trial to end now."""
 
@@ -129,6 +137,14 @@ class Decided(Event):
     """The decision a held trial waits for (see ``Verdict.HOLD``), made later."""
 
     judgement: Judgement
+
+
+@dataclass(frozen=True)
+class HooksCaughtUp(Event):
+    """The trial's queued ``on_trial_result`` hooks have now processed ``seen`` of its
+    results, counted since the experiment was entered (see :class:`WaitForHooks`)."""
+
+    seen: int
 
 
 # -------------------------------------------------------------------------- actions
@@ -186,10 +202,22 @@ class ApplyConfig(Action):
 
 @dataclass(frozen=True)
 class StopActor(Action):
-    """Release the actor of ``generation``: ``graceful`` lets it clean up first."""
+    """Release the actor of ``generation``: ``graceful`` lets it clean up first;
+    ``stuck``: a call of the trial never returned, so its process is killed now, even
+    when it hosts other trials (they are stuck behind that call too)."""
 
     generation: int
     graceful: bool = True
+    stuck: bool = False
+
+
+@dataclass(frozen=True)
+class ArmGrace(Action):
+    """Send :class:`GraceExpired` (``generation``, ``token``) in ``seconds``."""
+
+    generation: int
+    token: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -197,6 +225,14 @@ class Report(Action):
     """Record a result (``training_iteration`` already set) and run ``on_trial_result``."""
 
     result: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WaitForHooks(Action):
+    """The trial trains no further until its result hooks have processed ``seen`` of its
+    results: send :class:`HooksCaughtUp` then (at once if they already have)."""
+
+    seen: int
 
 
 @dataclass(frozen=True)

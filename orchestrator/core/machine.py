@@ -52,6 +52,8 @@ from orchestrator.core.events import (
     Decided,
     Event,
     Failure,
+    GraceExpired,
+    HooksCaughtUp,
     Launch,
     Notify,
     PauseRequested,
@@ -67,6 +69,7 @@ from orchestrator.core.events import (
     StopRequested,
     Train,
     TrainResult,
+    WaitForHooks,
 )
 from orchestrator.core.judge import Judgement, Verdict
 from orchestrator.core.machine_state import Intent, MachineState, TrialPolicy, TrialState
@@ -127,6 +130,8 @@ class TrialMachine(MachineState):
 
     def _train(self) -> list[Action]:
         self.train_in_flight = True
+        self.waiting_for_hooks = False
+        self.reported_at_call = self.results_reported
         steps = self.policy.steps_per_call
         slice_s = self.policy.time_slice
         if slice_s is not None and self.last_step_s >= slice_s:
@@ -141,10 +146,14 @@ class TrialMachine(MachineState):
         return [Train(self.generation, steps, slice_s if steps > 1 else None)]
 
     def _next_step(self) -> list[Action]:
-        """The next step, unless the judge holds the trial or too many saves are still
-        being persisted: then ``Decided`` or ``SaveDone`` asks for it."""
+        """The next step, unless the judge holds the trial, too many saves are still
+        being persisted or its result hooks lag: then ``Decided``, ``SaveDone`` or
+        ``HooksCaughtUp`` asks for it."""
         if self.held or self.saves_in_flight > self.policy.max_pending_saves:
             return []
+        if self._behind_hooks():
+            self.waiting_for_hooks = True
+            return [WaitForHooks(self.reported_at_call)]
         return self._train()
 
     def _apply(self, judgement: Judgement) -> None:
@@ -187,7 +196,7 @@ class TrialMachine(MachineState):
             actions.append(Notify("on_trial_restore", (ckpt,)))
         if self.intent is not None:
             return actions + self._settle_if_idle()
-        return actions + self._train()
+        return actions + self._next_step()
 
     def _on_train_result(self, event: TrainResult) -> list[Action]:
         if not self.train_in_flight:
@@ -215,14 +224,19 @@ class TrialMachine(MachineState):
             took = result.get("time_this_iter_s")
             if type(took) is float:
                 self.last_step_s = took
+                if took > self.longest_step_s:
+                    self.longest_step_s = took
             actions.append(Report(result))
+            self.results_reported += 1
             if not self.metrics_checked:
                 self.metrics_checked = True
                 required = self.policy.required_metrics
                 missing = [k for k in required if not has_metric(result, k)]
                 if missing:
                     return actions + self._fail_at_once(_missing_metrics(self, missing, result))
-            if not decided:
+            # A result of a run about to be rolled back (a restore is pending) is not
+            # judged: its stop criterion or a scheduler must not override the restore.
+            if not decided and self.intent is not Intent.RESTORE:
                 judgement = judge.judge(result)
                 if judgement.verdict is not Verdict.CONTINUE:
                     self._apply(judgement)
@@ -355,14 +369,32 @@ class TrialMachine(MachineState):
     def _end_or_pause(self, intent: Intent, settled: TrialState) -> list[Action]:
         if self.state is TrialState.RUNNING or self.state is TrialState.RESTORING:
             self._want(intent)
-            if self.state is TrialState.RESTORING:
-                return []
-            if self.train_in_flight:
-                return []  # the step's result will save (a save now would run after it)
+            if self.state is TrialState.RESTORING or self.train_in_flight:
+                # The step's result will save (a save now would run after it); a call
+                # that never returns ends with the grace period.
+                return self._arm_grace()
             if self._needs_final_save():
-                return self._save()
-            return self._settle_if_idle()
+                return self._save() + self._arm_grace()
+            actions = self._settle_if_idle()
+            return actions + self._arm_grace() if self.state.has_actor else actions
         return self._release(settled)
+
+    def _on_grace_expired(self, event: GraceExpired) -> list[Action]:
+        """A stop or pause waited its grace period for the call in flight."""
+        if event.token != self.grace_token or self.intent in (None, Intent.RESTORE):
+            return []
+        if self.state is TrialState.RUNNING and not self.train_in_flight:
+            if not self.saves_in_flight:
+                return []
+            if not self.grace_extended:  # only saves are left: an upload has its own limit
+                self.grace_extended = True
+                return self._arm_grace(self.policy.save_grace_s)
+        # Stuck: kill the process, and settle as asked without what was in flight (a
+        # paused trial resumes from its newest persisted checkpoint).
+        settled = TrialState.PAUSED if self.intent is Intent.PAUSE else TrialState.TERMINATED
+        actions: list[Action] = [StopActor(self.generation, graceful=False, stuck=True)]
+        self.state = TrialState.PENDING  # no actor any more
+        return actions + self._release(settled)
 
     def _on_resume(self, event: ResumeRequested) -> list[Action]:
         self._revive()
@@ -372,6 +404,7 @@ class TrialMachine(MachineState):
         """Resuming a trial that is still pausing cancels the pause."""
         if self.intent is Intent.PAUSE:
             self.intent = None
+            self._disarm_grace()
             if self.state is TrialState.RUNNING and not self.train_in_flight:
                 return self._next_step()  # the pause's save may still be in flight
         return []
@@ -405,6 +438,13 @@ class TrialMachine(MachineState):
             return self._next_step()
         return []
 
+    def _on_hooks_caught_up(self, event: HooksCaughtUp) -> list[Action]:
+        self.results_hooked = max(self.results_hooked, event.seen)
+        waiting = self.waiting_for_hooks and self.state is TrialState.RUNNING
+        if not waiting or self.intent is not None or self.train_in_flight:
+            return []
+        return self._next_step()  # waits again if the hooks are still behind
+
     def _ignore(self, event: Event) -> list[Action]:
         return []
 
@@ -423,13 +463,18 @@ def _missing_metrics(
     )
 
 
-_ACTOR_EVENTS: dict[type[Event], Handler] = {Failure: TrialMachine._on_failure}
+_ACTOR_EVENTS: dict[type[Event], Handler] = {
+    Failure: TrialMachine._on_failure,
+    GraceExpired: TrialMachine._on_grace_expired,
+}
 _REQUESTS: dict[type[Event], Handler] = {
+    HooksCaughtUp: TrialMachine._on_hooks_caught_up,
     StopRequested: TrialMachine._on_stop,
     PauseRequested: TrialMachine._on_pause,
     RestoreRequested: TrialMachine._on_restore_request,
 }
 _SETTLED: dict[type[Event], Handler] = {
+    HooksCaughtUp: TrialMachine._on_hooks_caught_up,
     StopRequested: TrialMachine._ignore,
     PauseRequested: TrialMachine._ignore,
     Decided: TrialMachine._ignore,  # too late: it settled meanwhile
@@ -493,6 +538,8 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     ResumeRequested,
     RestoreRequested,
     Decided,
+    HooksCaughtUp,
+    GraceExpired,
 )
 
 

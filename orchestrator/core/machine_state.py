@@ -11,7 +11,7 @@ asyncio.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
 from orchestrator.core.events import (
     Action,
+    ArmGrace,
     DeleteCheckpoints,
     Event,
     Notify,
@@ -89,6 +90,17 @@ class TrialPolicy:
     # report(checkpoint=...)): no final save on pause or stop, which could only write
     # an empty checkpoint; a paused one resumes from its newest reported checkpoint.
     saves_on_demand: bool = True
+    # How many of the trial's results its queued (user's) on_trial_result hooks have
+    # processed so far; None: it has none. With them, a train call is asked for only
+    # once they have seen every result up to those of the call before, so the trial
+    # never runs more than two calls past what its hooks have seen, and a hook's
+    # request on a result lands near it (set when the trial is attached to a loop).
+    hooks_seen: Callable[[], int] | None = None
+    # Seconds a stop or pause waits for a call in flight (a step, a restore) before the
+    # trial's actor is killed; at least twice its longest step so far. Saves in flight
+    # when that runs out get ``save_grace_s`` more (an upload has its own retry limit).
+    stop_grace_s: float = 30.0
+    save_grace_s: float = 300.0
 
 
 class MachineState:
@@ -121,6 +133,7 @@ class MachineState:
         self.metrics_checked = False
         self.last_metrics: Mapping[str, Any] | None = None
         self.last_step_s = 0.0  # the newest result's time_this_iter_s
+        self.longest_step_s = 0.0
         # Work in flight on the current actor.
         self.train_in_flight = False
         self.saves_in_flight = 0
@@ -129,6 +142,18 @@ class MachineState:
         self.intent_checkpoint: Checkpoint | None = None
         self.intent_config: Mapping[str, Any] | None = None  # a RESTORE with a new config
         self.held = False  # the judge holds it: no step until a Decided event
+        # Results reported, results its result hooks have processed (both counted from
+        # this machine's start), the first count when the newest train call was asked
+        # for, and whether training waits for the hooks (see TrialPolicy.hooks_seen).
+        self.results_reported = 0
+        self.results_hooked = 0
+        self.reported_at_call = 0
+        self.waiting_for_hooks = False
+        # The stop or pause waiting for a call in flight has a grace period (ArmGrace);
+        # the token tells its expiry from an earlier one's.
+        self.grace_armed = False
+        self.grace_extended = False  # saves in flight got their extra time
+        self.grace_token = 0
         # What a starting actor restores once it is ready (None: a fresh start), and
         # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
@@ -262,6 +287,8 @@ class MachineState:
         self.intent_checkpoint = None
         self.intent_config = None
         self.held = False
+        self.waiting_for_hooks = False
+        self.grace_armed = self.grace_extended = False
         self.restore_target = None
         self.restore_config = None
 
@@ -287,6 +314,35 @@ class MachineState:
                 self.intent, self.intent_checkpoint, self.intent_config = intent, checkpoint, config
         elif self.intent is None or intent.value > self.intent.value:
             self.intent, self.intent_checkpoint, self.intent_config = intent, None, None
+
+    def hooks_restarted(self) -> None:
+        """A new hook runner watches the trial (the experiment was entered again): what
+        an earlier one had not shown is gone, so nothing is owed to it."""
+        self.results_hooked = self.reported_at_call = self.results_reported
+
+    def _arm_grace(self, seconds: float | None = None) -> list[Action]:
+        """Give the call in flight a grace period, once per stop or pause."""
+        if self.grace_armed and seconds is None:
+            return []
+        self.grace_armed = True
+        self.grace_token += 1
+        if seconds is None:
+            seconds = max(self.policy.stop_grace_s, 2 * self.longest_step_s)
+        return [ArmGrace(self.generation, self.grace_token, seconds)]
+
+    def _disarm_grace(self) -> None:
+        self.grace_armed = self.grace_extended = False
+        self.grace_token += 1
+
+    def _behind_hooks(self) -> bool:
+        """The trial's result hooks have not yet seen every result reported before its
+        newest train call: the next call waits for them."""
+        seen = self.policy.hooks_seen
+        if seen is None:
+            return False
+        if self.results_hooked < self.reported_at_call:
+            self.results_hooked = max(self.results_hooked, seen())
+        return self.results_hooked < self.reported_at_call
 
     def _save(self) -> list[Action]:
         self.saves_in_flight += 1

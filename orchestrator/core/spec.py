@@ -65,6 +65,7 @@ class ExperimentSettings:
     overwrite: bool = False
     journal_interval: float = 1.0
     hook_slow_after: float = 10.0
+    stop_grace_s: float = 30.0
 
     def __post_init__(self) -> None:
         name = self.name
@@ -86,7 +87,13 @@ class ExperimentSettings:
         check_int(self.trials_per_worker, "trials_per_worker", "Orchestrator")
         check_int(self.spare_actors, "spare_actors", "Orchestrator", least=0)
         check_int(self.max_pending_saves, "max_pending_saves", "Orchestrator", least=0)
-        for what in ("failure_backoff", "save_retry_for", "journal_interval", "hook_slow_after"):
+        for what in (
+            "failure_backoff",
+            "save_retry_for",
+            "journal_interval",
+            "hook_slow_after",
+            "stop_grace_s",
+        ):
             check_seconds(getattr(self, what), what, "Orchestrator")
         if self.resume and self.overwrite:
             raise ConfigError(
@@ -233,6 +240,8 @@ def policy_for(
             else {}
         ),
         saves_on_demand=bool(getattr(spec.trainable, "saves_on_demand", True)),
+        stop_grace_s=settings.stop_grace_s,
+        save_grace_s=settings.save_retry_for,
     )
 
 

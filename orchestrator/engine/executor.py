@@ -24,8 +24,11 @@ from orchestrator.actor.trial_actor import RemoteTrialActor
 from orchestrator.core.events import (
     Action,
     ApplyConfig,
+    ArmGrace,
     DeleteCheckpoints,
     Failure,
+    GraceExpired,
+    HooksCaughtUp,
     Notify,
     ReleaseCheckpoint,
     Report,
@@ -35,6 +38,7 @@ from orchestrator.core.events import (
     StartActor,
     StopActor,
     Train,
+    WaitForHooks,
 )
 from orchestrator.core.machine import TrialState
 from orchestrator.core.placement import Host, HostPool, resource_key
@@ -64,6 +68,7 @@ from orchestrator.engine.outcomes import (
     WantSpare,
 )
 from orchestrator.engine.ray_calls import actor_options, kill
+from orchestrator.engine.retiring import Retiring
 from orchestrator.engine.spares import Spares
 from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialError
 
@@ -74,8 +79,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator.engine.loop")
 
-#: Seconds a stopping actor gets to run its cleanup before it is killed.
-STOP_GRACE_S = 10.0
 #: With ``trials_per_worker > 1``: how long trials about to start are gathered, so that
 #: those failing together (their process died) are placed together.
 PLACE_GATHER_S = 0.1
@@ -99,6 +102,8 @@ class Tracker(Protocol):
 
     def request(self, rt: TrialRuntime, event: Event) -> None: ...
 
+    def notify(self, rt: TrialRuntime, event: Event) -> None: ...
+
 
 class Executor:
     """Carries out actions for the loop (see the module docstring)."""
@@ -117,6 +122,7 @@ class Executor:
         runtime_env: Mapping[str, Any] | None,
         trials_per_worker: int,
         spare_actors: int = 1,
+        stop_grace_s: float = 30.0,
     ) -> None:
         self._dispatcher = dispatcher
         self.hosts = HostPool(trials_per_worker)
@@ -126,10 +132,14 @@ class Executor:
         self._storage_options = dict(storage_options)
         self._mode = storage_mode
         self._hooks = hooks
+        hooks.watch_results(self._hooks_saw)
+        # Trials whose training waits for their result hooks: the count they wait for.
+        self._hook_waits: dict[str, int] = {}
         self._collector = collector
         self._journal = journal
         self._save_retry_for = save_retry_for
         self._runtime_env = dict(runtime_env) if runtime_env else None
+        self.retiring = Retiring(stop_grace_s, kill)
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[TrialRuntime, int]] = []
@@ -355,6 +365,18 @@ class Executor:
         if actor is None or host is None:
             return
         last = self.hosts.leave(host, rt.id, reusable=action.graceful)
+        if action.stuck:
+            # Its call never returned: nothing queued behind it would ever run, so the
+            # process goes now (failing any other trial it hosts, which recovers).
+            log.warning(
+                "trial %s: its actor did not answer within its grace period after a "
+                "stop or pause (a step, restore or save that does not return); killed it",
+                rt.id,
+            )
+            rt.note("killed", rt.machine.iteration)
+            self.hosts.mark_dead(host)
+            kill(actor)
+            return
         if not action.graceful:
             if last:
                 kill(actor)
@@ -365,15 +387,15 @@ class Executor:
         if not last:
             self._dispatcher.track(rt, Kind.STOP, stopped, StopPayload(host=host))
             return
-        self._dispatcher.track(rt, Kind.STOP, actor.shutdown.remote(stopped), StopPayload(actor))
-        self._loop.call_later(STOP_GRACE_S, kill, actor)
+        shutdown = actor.shutdown.remote(stopped)
+        self._dispatcher.track(rt, Kind.STOP, shutdown, StopPayload(actor))
+        self.retiring.add(actor, shutdown)
 
     def retire_idle(self) -> None:
         """Kill the actors of idle hosts that no trial took (actor reuse is over)."""
         for host in self.hosts.take_idle():
             if host.actor is not None:
-                host.actor.shutdown.remote()
-                self._loop.call_later(STOP_GRACE_S, kill, host.actor)
+                self.retiring.add(host.actor, host.actor.shutdown.remote())
 
     def close(self) -> None:
         self.persisters.close()
@@ -394,6 +416,26 @@ class Executor:
             self._hooks.emit(rt.id, "on_trial_result", rt.handle, result)
         if rt.observer is not None:
             rt.observer.on_result(rt, result)
+
+    def _arm_grace(self, rt: TrialRuntime, action: ArmGrace) -> None:
+        expired = GraceExpired(action.generation, action.token)
+        self._loop.call_later(action.seconds, self._dispatcher.notify, rt, expired)
+
+    def _wait_for_hooks(self, rt: TrialRuntime, action: WaitForHooks) -> None:
+        seen = self._hooks.results_seen(rt.id)
+        if seen >= action.seen:
+            self._dispatcher.notify(rt, HooksCaughtUp(seen))
+        else:
+            self._hook_waits[rt.id] = action.seen
+
+    def _hooks_saw(self, key: str, seen: int) -> None:
+        wanted = self._hook_waits.get(key)
+        if wanted is None or seen < wanted:
+            return
+        del self._hook_waits[key]
+        rt = self._dispatcher.trials.get(key)
+        if rt is not None:
+            self._dispatcher.notify(rt, HooksCaughtUp(seen))
 
     def _run_started(self, rt: TrialRuntime, action: RunStarted) -> None:
         rt.runs_started += 1
@@ -453,7 +495,7 @@ class Executor:
     # -- follow-ups -----------------------------------------------------------------------
 
     def _kill(self, rt: TrialRuntime, item: Kill) -> None:
-        kill(item.actor)
+        self.retiring.kill(item.actor)
 
     def _collect(self, rt: TrialRuntime, item: Collect) -> None:
         self._collector.submit((item.checkpoint,))
@@ -490,6 +532,8 @@ _ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
     ApplyConfig: Executor._apply_config,
     StopActor: Executor._stop_actor,
     Report: Executor._report,
+    WaitForHooks: Executor._wait_for_hooks,
+    ArmGrace: Executor._arm_grace,
     RunStarted: Executor._run_started,
     DeleteCheckpoints: Executor._delete_checkpoints,
     ReleaseCheckpoint: Executor._release_checkpoint,

@@ -73,6 +73,7 @@ class Dispatcher:
         runtime_env: Mapping[str, Any] | None = None,
         trials_per_worker: int = 1,
         spare_actors: int = 1,
+        stop_grace_s: float = 30.0,
     ) -> None:
         self.executor = Executor(
             self,
@@ -86,6 +87,7 @@ class Dispatcher:
             runtime_env=runtime_env,
             trials_per_worker=trials_per_worker,
             spare_actors=spare_actors,
+            stop_grace_s=stop_grace_s,
         )
         self._outcomes = Outcomes(
             uri_for=uri_for,
@@ -94,6 +96,7 @@ class Dispatcher:
         )
         self._journal = journal
         self._collector = collector
+        self._hooks = hooks
         self._trials: dict[str, TrialRuntime] = {}
         self._unsettled: set[str] = set()
         self._launch_queued: set[str] = set()  # trials with a Launch not yet handled
@@ -141,6 +144,7 @@ class Dispatcher:
             except asyncio.CancelledError:
                 pass
             self._task = None
+        await self.executor.retiring.finish()  # cleanups get the rest of their grace
         for rt in self._trials.values():
             rt.fail_waiters(
                 TrialError(rt.id, "the orchestrator closed before the request completed")
@@ -172,8 +176,19 @@ class Dispatcher:
     def trials(self) -> Mapping[str, TrialRuntime]:
         return self._trials
 
+    @property
+    def hooks(self) -> HookRunner:
+        return self._hooks
+
     def attach(self, rt: TrialRuntime) -> None:
         self._trials[rt.id] = rt
+        # A user's result hook paces the trial (lifecycle: WaitForHooks); the built-in
+        # loggers and progress display are inline and never do.
+        paced = self._hooks.queues("on_trial_result")
+        hooks_seen = functools.partial(self._hooks.results_seen, rt.id) if paced else None
+        rt.machine.policy.hooks_seen = hooks_seen
+        rt.machine.hooks_restarted()
+        self._hooks.count_results_from(rt.id, rt.machine.results_reported)
         self.executor.known_keys(rt)
         if self._journal is not None:
             self._journal.track(rt)
@@ -190,6 +205,12 @@ class Dispatcher:
         """Queue ``event`` for the trial; the loop handles it in order with all others."""
         self._unsettled.add(rt.id)
         self._settled.clear()
+        self._inbox.append((rt, event))
+        self._wake.set()
+
+    def notify(self, rt: TrialRuntime, event: Event) -> None:
+        """Queue an event of the loop's own (not a request: the trial's settledness is
+        the machine's to say)."""
         self._inbox.append((rt, event))
         self._wake.set()
 
@@ -325,7 +346,7 @@ class Dispatcher:
         for action in actions:
             if not self._carry_out(rt, self.executor.execute, action):
                 break
-        rt.wake_waiters()
+        rt.wake_waiters(event)
         self._note_settled(rt)
         settled = rt.machine.state is not before and rt.machine.state.is_settled
         if self._journal is not None:

@@ -15,6 +15,7 @@ from orchestrator.engine.record import Observer, TrialRuntime
 
 if TYPE_CHECKING:
     from orchestrator.core.events import Event
+    from orchestrator.engine.hooks import HookRunner
 
 __all__ = ["JournalPort", "Observer", "RequestSink"]
 
@@ -43,5 +44,8 @@ class RequestSink(Protocol):
 
     @property
     def trials(self) -> Mapping[str, TrialRuntime]: ...
+
+    @property
+    def hooks(self) -> HookRunner: ...
 
     def request(self, rt: TrialRuntime, event: Event) -> None: ...

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.codec import pickle_b64
@@ -20,6 +21,17 @@ from orchestrator.core.spec import TrialSpec
 
 if TYPE_CHECKING:
     from orchestrator.core.placement import Host
+
+
+@dataclass
+class Waiter:
+    """A request's caller, waiting until ``done()``. ``after`` is the request's own
+    event: ``done`` is asked only once the loop has handled it, since before that the
+    trial is still as it was (a TERMINATED trial asked to restore has not "given up")."""
+
+    done: Callable[[], bool]
+    future: asyncio.Future[None]
+    after: Any = None  # an Event, until handled
 
 
 class Observer(Protocol):
@@ -70,7 +82,7 @@ class TrialRuntime:
         # (cheap calls on the loop; see ``sweep.Sweep``). None for a plain trial.
         self.observer: Observer | None = None
         self.report_config = False  # put its config in every result (configs change: PBT)
-        self.waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self.waiters: list[Waiter] = []
         # The public view hooks receive (``orchestrator.Trial``), attached by the API.
         self.handle: Any = None
 
@@ -99,21 +111,24 @@ class TrialRuntime:
 
     # -- waiters (requests awaiting their outcome) -----------------------------------
 
-    def wake_waiters(self) -> None:
+    def wake_waiters(self, handled: Any = None) -> None:
+        """Resolve the waiters that are done, after the loop handled event ``handled``."""
         if not self.waiters:
             return
-        still: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
-        for done, future in self.waiters:
-            if future.done():
+        still: list[Waiter] = []
+        for waiter in self.waiters:
+            if waiter.future.done():
                 continue
-            if done():
-                future.set_result(None)
+            if waiter.after is not None and waiter.after is handled:
+                waiter.after = None
+            if waiter.after is None and waiter.done():
+                waiter.future.set_result(None)
             else:
-                still.append((done, future))
+                still.append(waiter)
         self.waiters = still
 
     def fail_waiters(self, error: BaseException) -> None:
-        for _, future in self.waiters:
-            if not future.done():
-                future.set_exception(error)
+        for waiter in self.waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(error)
         self.waiters = []

@@ -62,7 +62,7 @@ class TrialRecord:
     error: str | None
     checkpoints: list[dict[str, Any]]  # oldest first; each has CHECKPOINT_FIELDS
     results: list[dict[str, Any]]
-    events: list[dict[str, Any]]  # {"kind": "restore" | "failure" | "exploit", ...}
+    events: list[dict[str, Any]]  # {"kind": "restore" | "failure" | "exploit" | "killed", ...}
     config_now: dict[str, Any] | None = None  # its config since a PBT exploit changed it
 
     @property

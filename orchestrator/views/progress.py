@@ -13,6 +13,7 @@ import asyncio
 import collections
 import logging
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,10 +33,26 @@ log = logging.getLogger("orchestrator.views.progress")
 STATE_ORDER = ("RUNNING", "STARTING", "RESTORING", "PENDING", "TERMINATED", "PAUSED", "ERROR")
 _ROW_PRIORITY = {"RUNNING": 0, "STARTING": 0, "RESTORING": 0, "ERROR": 1, "PAUSED": 2}
 _RATE_WINDOW_S = 10.0
+#: A RUNNING trial is shown as *silent* once it has reported nothing for this many times
+#: its usual step time (the median of its recent ``time_this_iter_s``)...
+SILENT_AFTER_STEPS = 10
+#: ...and for at least this many seconds (results come in batches, and a save or a
+#: scheduler holding the trial may delay them a little).
+SILENT_AFTER_S = 10.0
+_STEP_SAMPLES = 15
 
 
 class _Row:
-    __slots__ = ("trial", "trial_id", "iteration", "value", "failures", "restores")
+    __slots__ = (
+        "trial",
+        "trial_id",
+        "iteration",
+        "value",
+        "failures",
+        "restores",
+        "seen_at",
+        "step_times",
+    )
 
     def __init__(self, trial: Any) -> None:
         self.trial = trial
@@ -44,6 +61,8 @@ class _Row:
         self.value: Any = None
         self.failures = 0
         self.restores = 0
+        self.seen_at: float | None = None  # the clock at its last result (or restore)
+        self.step_times: collections.deque[float] = collections.deque(maxlen=_STEP_SAMPLES)
 
 
 class ProgressReporter:
@@ -56,6 +75,11 @@ class ProgressReporter:
     else prints one line every ``line_interval`` seconds. ``on_experiment_end`` (or
     :meth:`aclose`) stops the display and prints a final summary line; the reporter
     may be used again afterwards. ``clock`` (seconds, monotonic) is for tests.
+
+    A RUNNING trial that has reported nothing for much longer than its usual step time
+    (:data:`SILENT_AFTER_STEPS` x the median of its recent steps, at least
+    :data:`SILENT_AFTER_S`) is shown as silent, with for how long (:meth:`silent`): a
+    step that hangs is seen without waiting for the whole experiment.
 
     Hook calls cost O(1) and never raise; the drawing task logs its own failures
     (``orchestrator.views.progress``) and goes on.
@@ -124,6 +148,10 @@ class ProgressReporter:
         try:
             row = self._rows.get(trial.id) or self._row(trial)
             row.iteration = result.get("training_iteration", row.iteration + 1)
+            row.seen_at = self._clock()
+            took = result.get("time_this_iter_s")
+            if type(took) is float:
+                row.step_times.append(took)
             if self.metric is not None:
                 value = lookup(result, self.metric)
                 if value is not None:
@@ -138,6 +166,7 @@ class ProgressReporter:
         try:
             row = self._row(trial)
             row.restores += 1
+            row.seen_at = self._clock()  # its first step after a load may be slow: from now
             row.iteration = int(getattr(checkpoint, "iteration", row.iteration))
             self._restores += 1
         except Exception:
@@ -193,7 +222,24 @@ class ProgressReporter:
             parts.append(f"best {self.metric}={_fmt(best.value)} ({best.trial_id})")
         if self._failures or self._restores:
             parts.append(f"{_plural(self._failures, 'failure')}, {self._restores:,} restored")
+        silent = self.silent()
+        if silent:
+            shown = ", ".join(f"{tid} {_duration(s)}" for tid, s in list(silent.items())[:3])
+            more = f" and {len(silent) - 3:,} more" if len(silent) > 3 else ""
+            parts.append(f"no result for: {shown}{more}")
         return " | ".join(parts)
+
+    def silent(self) -> dict[str, float]:
+        """The RUNNING trials that have reported nothing for much longer than their
+        usual step time (see the class docstring): seconds since their last result,
+        longest first. A trial with no result yet is never in it (nothing is usual)."""
+        now = self._clock()
+        found: dict[str, float] = {}
+        for row in self._rows.values():
+            quiet = self._silence(row, now)
+            if quiet is not None:
+                found[row.trial_id] = quiet
+        return dict(sorted(found.items(), key=lambda item: -item[1]))
 
     def render_table(self) -> Table:
         """The live table: title = trials by state, one row per trial (at most
@@ -219,8 +265,13 @@ class ProgressReporter:
         if self.metric is not None:
             table.add_column(self.metric, justify="right")
         table.add_column("failures", justify="right")
+        now = self._clock()
         for row in rows[: self._max_rows]:
-            cells = [row.trial_id, _state(row.trial), str(row.iteration)]
+            state = _state(row.trial)
+            quiet = self._silence(row, now)
+            if quiet is not None:
+                state += f", no result for {_duration(quiet)}"
+            cells = [row.trial_id, state, str(row.iteration)]
             if self.metric is not None:
                 cells.append("" if row.value is None else _fmt(row.value))
             cells.append(str(row.failures))
@@ -322,10 +373,27 @@ class ProgressReporter:
         found = pick_best(((row, row.value) for row in self._rows.values()), self.mode)
         return found[0] if found is not None else None
 
+    def _silence(self, row: _Row, now: float) -> float | None:
+        if row.seen_at is None or not row.step_times or _state(row.trial) != "RUNNING":
+            return None
+        quiet = now - row.seen_at
+        usual = statistics.median(row.step_times)
+        return quiet if quiet > max(SILENT_AFTER_STEPS * usual, SILENT_AFTER_S) else None
+
     def _rank(self, row: _Row, best: _Row | None) -> tuple[int, str]:
         if row is best:
             return (-1, row.trial_id)
         return (_ROW_PRIORITY.get(_state(row.trial), 3), row.trial_id)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
 
 def _plural(n: int, noun: str) -> str:
