@@ -27,7 +27,8 @@ from orchestrator.actor import function as fmod
 from orchestrator.actor.function import FunctionTrainable, is_function, wrap_function
 from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.codec import class_path
-from orchestrator.core.events import PauseRequested, Report, SaveDone, TrainResult
+from orchestrator.core.decisions import Pause
+from orchestrator.core.events import Decided, Report, SaveDone, TrainResult
 from orchestrator.core.spec import TrialSpec
 from orchestrator.core.stopping import StopCondition
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
@@ -317,7 +318,8 @@ def test_the_machine_finishes_on_a_returned_function_and_records_nothing_of_it()
     assert kinds(actions) == ["Report", "Report", "Save", "Train"]
     assert isinstance(actions[1], Report) and REPORTED_CHECKPOINT not in actions[1].result
     actions = m.handle(TrainResult(m.generation, ({FUNCTION_DONE: True, "time_total_s": 1},)))
-    assert kinds(actions) == []  # the save is in flight: it settles after it
+    # The save is in flight: it settles after it (within a grace period, as any stop).
+    assert kinds(actions) == ["ArmGrace"]
     actions = m.handle(SaveDone(m.generation, ckpt(2)))
     assert kinds(actions) == ["Notify", "StopActor", "Notify"]
     assert m.state is TrialState.TERMINATED and m.iteration == 2
@@ -328,7 +330,7 @@ def test_a_paused_function_trial_asks_no_final_save(on_demand: bool) -> None:
     m = running(saves_on_demand=on_demand)
     m.handle(TrainResult(m.generation, ({"a": 1},)))
     # a step is in flight: the pause waits for it (a grace period, should it hang)
-    assert [type(a).__name__ for a in m.handle(PauseRequested())] == ["ArmGrace"]
+    assert [type(a).__name__ for a in m.handle(Decided(Pause("t")))] == ["ArmGrace"]
     actions = m.handle(TrainResult(m.generation, ({"a": 2},)))
     assert kinds(actions) == ["Report"] + (["Save"] if on_demand else ["StopActor"])
 

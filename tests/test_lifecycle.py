@@ -2,42 +2,40 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
-from orchestrator.core.events import ConfigRefused, Decided, GraceExpired, HooksCaughtUp
-from orchestrator.core.judge import CONTINUE, Judgement, StopJudge, Verdict
-from orchestrator.core.machine import (
-    ALL_EVENT_TYPES,
-    ActorEvent,
+from orchestrator.core.decisions import (
+    Pause,
+    RestoreFrom,
+    Resume,
+    Stop,
+)
+from orchestrator.core.events import (
     ActorReady,
     CheckpointUnavailable,
+    Decided,
     DeleteCheckpoints,
-    Event,
     Failure,
     Launch,
     Notify,
-    PauseRequested,
     Report,
     Restore,
     RestoreDone,
-    RestoreRequested,
-    ResumeRequested,
     RunStarted,
     Save,
     SaveDone,
     SaveFailed,
     StartActor,
     StopActor,
-    StopRequested,
     Train,
     TrainResult,
+)
+from orchestrator.core.judge import StopJudge
+from orchestrator.core.machine import (
     TrialMachine,
     TrialPolicy,
     TrialState,
@@ -112,8 +110,9 @@ def test_final_save_before_terminating_and_waits_for_it() -> None:
     result(m)
     result(m)
     actions = result(m)
-    assert kinds(actions) == ["Report", "Save"]
-    assert m.state is TrialState.RUNNING  # waits for the save to persist
+    # Waits for the save to persist (a grace period, as for any stop: should it hang).
+    assert kinds(actions) == ["Report", "Save", "ArmGrace"]
+    assert m.state is TrialState.RUNNING
     actions = m.handle(SaveDone(m.generation, ckpt(3)))
     assert "StopActor" in kinds(actions)
     assert m.state is TrialState.TERMINATED
@@ -266,7 +265,7 @@ def test_save_that_cannot_be_persisted_pauses_with_the_error() -> None:
     actions = result(m)
     assert "Save" not in kinds(actions)  # storage is down: no final save
     assert m.state is TrialState.PAUSED and m.error is err
-    m.handle(ResumeRequested())
+    m.handle(Decided(Resume("t")))
     assert m.error is None and m.state is TrialState.STARTING
 
 
@@ -304,13 +303,13 @@ def test_pause_saves_then_releases() -> None:
     m = running(checkpoint_every=0)
     result(m)
     # a step is in flight: wait for it (a grace period, should it never return)
-    assert kinds(m.handle(PauseRequested())) == ["ArmGrace"]
+    assert kinds(m.handle(Decided(Pause("t")))) == ["ArmGrace"]
     actions = result(m)
     assert kinds(actions) == ["Report", "Save"]
     actions = m.handle(SaveDone(m.generation, ckpt(2)))
     assert m.state is TrialState.PAUSED
     assert "StopActor" in kinds(actions)
-    actions = m.handle(ResumeRequested())
+    actions = m.handle(Decided(Resume("t")))
     assert kinds(actions) == ["StartActor"]
     m.handle(ActorReady(m.generation))
     m.handle(RestoreDone(m.generation, ckpt(2)))
@@ -320,18 +319,18 @@ def test_pause_saves_then_releases() -> None:
 def test_resume_cancels_a_pending_pause() -> None:
     m = running()
     result(m)
-    m.handle(PauseRequested())
-    m.handle(ResumeRequested())
+    m.handle(Decided(Pause("t")))
+    m.handle(Decided(Resume("t")))
     actions = result(m)
     assert kinds(actions) == ["Report", "Train"]
 
 
 def test_resume_while_the_pause_save_is_in_flight_trains_on_beside_it() -> None:
     m = running(checkpoint_every=0)
-    m.handle(PauseRequested())
+    m.handle(Decided(Pause("t")))
     assert kinds(result(m)) == ["Report", "Save"]
     # The pause's save is still in flight: training goes on beside it, as after any save.
-    assert kinds(m.handle(ResumeRequested())) == ["Train"]
+    assert kinds(m.handle(Decided(Resume("t")))) == ["Train"]
     actions = m.handle(SaveDone(m.generation, ckpt(1)))
     assert "Train" not in kinds(actions)  # one step in flight, not two
     assert m.state is TrialState.RUNNING and m.train_in_flight
@@ -339,9 +338,9 @@ def test_resume_while_the_pause_save_is_in_flight_trains_on_beside_it() -> None:
 
 def test_resume_while_the_pause_save_holds_training_waits_for_it() -> None:
     m = running(checkpoint_every=0, max_pending_saves=0)
-    m.handle(PauseRequested())
+    m.handle(Decided(Pause("t")))
     assert kinds(result(m)) == ["Report", "Save"]
-    assert m.handle(ResumeRequested()) == []  # with no save allowed in flight, it waits
+    assert m.handle(Decided(Resume("t"))) == []  # with no save allowed in flight, it waits
     actions = m.handle(SaveDone(m.generation, ckpt(1)))
     assert kinds(actions)[-1] == "Train"
     assert m.state is TrialState.RUNNING and m.train_in_flight
@@ -370,7 +369,7 @@ def test_max_pending_saves_zero_persists_each_checkpoint_before_training_on() ->
 def test_stop_while_training_waits_for_saves_settles_after_them() -> None:
     m = running(checkpoint_every=1, max_pending_saves=0, stop={"training_iteration": 10})
     result(m)  # saves 1 and waits
-    assert kinds(m.handle(StopRequested())) == ["ArmGrace"]
+    assert kinds(m.handle(Decided(Stop("t")))) == ["ArmGrace"]
     actions = m.handle(SaveDone(m.generation, ckpt(1)))
     assert "StopActor" in kinds(actions) and "Train" not in kinds(actions)
     assert m.state is TrialState.TERMINATED
@@ -383,7 +382,7 @@ def test_restore_mid_run_rolls_back() -> None:
         if i % 2 == 0:
             m.handle(SaveDone(m.generation, ckpt(i)))
     target = m.checkpoints[0]
-    assert m.handle(RestoreRequested(target)) == []  # waits for the step in flight
+    assert m.handle(Decided(RestoreFrom("t", target))) == []  # waits for the step in flight
     actions = result(m)
     assert kinds(actions) == ["Report", "Restore"]
     assert m.state is TrialState.RESTORING and target.key in m.pinned
@@ -398,22 +397,22 @@ def test_restore_brings_terminated_trial_back() -> None:
     result(m)
     m.handle(SaveDone(m.generation, ckpt(1)))
     assert m.state is TrialState.TERMINATED
-    actions = m.handle(RestoreRequested(m.checkpoints[0]))
+    actions = m.handle(Decided(RestoreFrom("t", m.checkpoints[0])))
     assert kinds(actions) == ["StartActor"]
 
 
 def test_stop_while_starting_releases_actor() -> None:
     m = machine()
     m.handle(Launch())
-    actions = m.handle(StopRequested())
+    actions = m.handle(Decided(Stop("t")))
     assert kinds(actions) == ["StopActor", "Notify"]
     assert m.state is TrialState.TERMINATED
 
 
 def test_stop_beats_restore_request() -> None:
     m = running()
-    m.handle(StopRequested())
-    m.handle(RestoreRequested(ckpt(0)))
+    m.handle(Decided(Stop("t")))
+    m.handle(Decided(RestoreFrom("t", ckpt(0))))
     result(m)
     assert m.state is TrialState.TERMINATED
 
@@ -446,132 +445,6 @@ def test_buffered_train_never_runs_past_checkpoint_or_limit() -> None:
     assert trains[0].steps == 2  # limit 6 comes before the next checkpoint at 8
 
 
-# -- every (state, event) pair -----------------------------------------------------------
-
-
-def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
-    gen = m.generation
-    samples: dict[type[Event], Event] = {
-        Launch: Launch(),
-        ActorReady: ActorReady(gen),
-        TrainResult: TrainResult(gen, ({"x": 1},)),
-        SaveDone: SaveDone(gen, ckpt(m.iteration)),
-        SaveFailed: SaveFailed(gen, m.iteration, OSError("storage down")),
-        CheckpointUnavailable: CheckpointUnavailable(gen, ckpt(1), OSError("node gone")),
-        RestoreDone: RestoreDone(gen, m.restore_target or ckpt(m.iteration)),
-        Failure: Failure(gen, RuntimeError("x")),
-        StopRequested: StopRequested(),
-        PauseRequested: PauseRequested(),
-        ResumeRequested: ResumeRequested(),
-        RestoreRequested: RestoreRequested(ckpt(1)),
-        ConfigRefused: ConfigRefused(gen, ckpt(1)),
-        Decided: Decided(CONTINUE),
-        HooksCaughtUp: HooksCaughtUp(m.results_reported),
-        GraceExpired: GraceExpired(gen, m.grace_token),
-    }
-    return samples[event_type]
-
-
-def drive_to(state: TrialState) -> TrialMachine:
-    m = machine(checkpoint_every=1, max_failures=0)
-    if state is TrialState.PENDING:
-        return m
-    m.handle(Launch())
-    if state is TrialState.STARTING:
-        return m
-    if state is TrialState.RESTORING:
-        m.handle(RestoreRequested(ckpt(1)))
-        m.handle(ActorReady(m.generation))
-        return m
-    m.handle(ActorReady(m.generation))
-    if state is TrialState.RUNNING:
-        return m
-    if state is TrialState.ERROR:
-        m.handle(Failure(m.generation, RuntimeError("x")))
-        return m
-    if state is TrialState.PAUSED:
-        m.handle(PauseRequested())
-        result(m)
-        m.handle(SaveDone(m.generation, ckpt(1)))
-        return m
-    m.handle(StopRequested())
-    result(m)
-    m.handle(SaveDone(m.generation, ckpt(1)))
-    return m
-
-
-@pytest.mark.parametrize("state", list(TrialState))
-def test_drive_to_reaches_every_state(state: TrialState) -> None:
-    assert drive_to(state).state is state
-
-
-@pytest.mark.parametrize("event_type", ALL_EVENT_TYPES)
-@pytest.mark.parametrize("state", list(TrialState))
-def test_every_state_event_pair_transitions_or_raises(
-    state: TrialState, event_type: type[Event]
-) -> None:
-    m = drive_to(state)
-    event = sample_event(event_type, m)
-    snapshot = (m.state, m.generation, m.iteration, len(m.checkpoints))
-    stale_actor_event = isinstance(event, ActorEvent) and not state.has_actor
-    if m.accepts(event_type) or stale_actor_event:
-        try:
-            actions = m.handle(event)
-        except InvalidTransition:  # accepted in this state, but not in this situation
-            assert (m.state, m.generation, m.iteration, len(m.checkpoints)) == snapshot
-        else:
-            assert isinstance(actions, list)
-            assert m.state in TrialState
-    else:
-        with pytest.raises(InvalidTransition):
-            m.handle(event)
-        assert (m.state, m.generation, m.iteration, len(m.checkpoints)) == snapshot
-
-
-def _events() -> st.SearchStrategy[tuple[str, int]]:
-    return st.tuples(st.sampled_from([t.__name__ for t in ALL_EVENT_TYPES]), st.integers(-1, 1))
-
-
-@settings(max_examples=int(os.environ.get("TRIALFLOW_FUZZ_EXAMPLES", "300")), deadline=None)
-@given(st.lists(_events(), max_size=60))
-def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> None:
-    """Whatever arrives, in any order: each event transitions or raises, and the
-    machine's invariants hold after every step."""
-    m = machine(
-        checkpoint_every=2,
-        max_failures=2,
-        retention=RetentionPolicy(keep=2),
-        max_pending_saves=1,
-        judge=HoldsAt(3),
-        steps_per_call=3,
-        hooks_seen=lambda: 0,  # the hooks' progress comes as HooksCaughtUp events
-    )
-    by_name = {t.__name__: t for t in ALL_EVENT_TYPES}
-    for name, gen_offset in seq:
-        event_type = by_name[name]
-        event = sample_event(event_type, m)
-        if isinstance(event, ActorEvent):
-            event = type(event)(**{**event.__dict__, "generation": m.generation + gen_offset})
-        try:
-            m.handle(event)
-        except InvalidTransition:
-            pass
-        assert 0 <= m.saves_in_flight <= m.policy.max_pending_saves + 1
-        assert not (m.state.is_settled and (m.train_in_flight or m.saves_in_flight))
-        if m.state is TrialState.RUNNING:
-            assert m.train_in_flight or m.saves_in_flight or m.intent is not None
-            if m.intent is None and not m.train_in_flight:  # saves, judge or hooks hold it
-                assert (
-                    m.held
-                    or m.saves_in_flight > m.policy.max_pending_saves
-                    or (m.waiting_for_hooks and m.results_hooked < m.reported_at_call)
-                )
-        assert [c.iteration for c in m.checkpoints] == sorted(c.iteration for c in m.checkpoints)
-        if m.state is TrialState.RUNNING:  # nothing newer than the run's own point
-            assert all(c.iteration <= m.iteration for c in m.checkpoints)
-        assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
-
-
 def test_notify_hooks_named_correctly() -> None:
     from orchestrator.engine.hooks import HOOK_NAMES
 
@@ -593,98 +466,3 @@ def test_stop_actor_after_failure_is_not_graceful() -> None:
     actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
     stop = next(a for a in actions if isinstance(a, StopActor))
     assert stop.graceful is False
-
-
-# -- judges: decisions before the next step ------------------------------------------------
-
-
-class StopsAt:
-    """A stub judge: FINISH at ``at``, which it declares as its decision point."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-        self.seen: list[int] = []
-
-    def judge(self, result: dict[str, Any]) -> Judgement:
-        self.seen.append(result["training_iteration"])
-        return Judgement(Verdict.FINISH) if result["training_iteration"] >= self.at else CONTINUE
-
-    def next_decision_at(self, iteration: int) -> int | None:
-        return self.at if iteration < self.at else None
-
-
-class HoldsAt(StopsAt):
-    def judge(self, result: dict[str, Any]) -> Judgement:
-        hit = result["training_iteration"] == self.at
-        return Judgement(Verdict.HOLD) if hit else CONTINUE
-
-
-def test_a_judge_caps_buffered_steps_and_ends_the_trial_exactly_there() -> None:
-    judge = StopsAt(3)
-    m = machine(steps_per_call=10, judge=judge)
-    m.handle(Launch())
-    first = m.handle(ActorReady(m.generation))
-    assert [a.steps for a in first if isinstance(a, Train)] == [3]  # not 10
-    actions = m.handle(TrainResult(m.generation, tuple({"x": i} for i in range(3))))
-    assert judge.seen == [1, 2, 3]
-    assert m.state is TrialState.TERMINATED and m.iteration == 3
-    assert "Train" not in kinds(actions)
-
-
-def test_a_held_trial_trains_no_further_until_decided() -> None:
-    m = running(judge=HoldsAt(2))
-    result(m)
-    actions = result(m)  # iteration 2: held
-    assert kinds(actions) == ["Report"] and m.held and not m.train_in_flight
-    assert m.state is TrialState.RUNNING
-    assert kinds(m.handle(Decided(CONTINUE))) == ["Train"]
-    assert not m.held
-    result(m)
-    m.handle(Decided(Judgement(Verdict.FINISH)))  # too early: applies at its next result
-    assert m.state is TrialState.RUNNING and m.intent is not None
-
-
-def test_a_hold_then_pause_saves_and_pauses() -> None:
-    m = running(judge=HoldsAt(1), checkpoint_every=0)
-    result(m)
-    assert m.held
-    actions = m.handle(Decided(Judgement(Verdict.PAUSE)))
-    assert kinds(actions) == ["Save"]
-    m.handle(SaveDone(m.generation, ckpt(1)))
-    assert m.state is TrialState.PAUSED
-
-
-def test_an_exploit_restores_another_trials_checkpoint_with_its_config() -> None:
-    donor = ckpt(4, trial="donor")
-    judge = StopsAt(2)
-    judge.judge = lambda r: (  # type: ignore[method-assign]
-        Judgement(Verdict.EXPLOIT, donor, {"lr": 0.5}) if r["training_iteration"] == 2 else CONTINUE
-    )
-    m = running(judge=judge)
-    result(m)
-    actions = result(m)
-    restore = next(a for a in actions if isinstance(a, Restore))
-    assert restore.checkpoint == donor and restore.config == {"lr": 0.5}
-    assert donor.key in m.pinned
-    actions = m.handle(RestoreDone(m.generation, donor))
-    # Its timeline starts there now: the donor's checkpoint stays pinned, and is what a
-    # failure would restore, until its own retention lets go of it.
-    assert m.iteration == 4 and donor.key in m.pinned and m.latest_checkpoint == donor
-    assert isinstance(actions[0], RunStarted) and actions[0].iteration == 4
-
-
-def test_a_config_the_trainable_refuses_in_place_gets_a_new_actor() -> None:
-    m = running()
-    m.handle(RestoreRequested(ckpt(1), {"lr": 0.1}))
-    assert kinds(result(m)) == ["Report", "Restore"]  # once the step in flight is back
-    generation = m.generation
-    actions = m.handle(ConfigRefused(generation, ckpt(1)))
-    assert kinds(actions) == ["StopActor", "StartActor"]
-    assert m.generation == generation + 1 and m.restore_target == ckpt(1)
-    assert m.restore_config is None  # the new actor is set up with the config
-
-
-def test_restoring_a_paused_trial_with_a_config_applies_it_first() -> None:
-    m = drive_to(TrialState.PAUSED)
-    actions = m.handle(RestoreRequested(ckpt(1), {"lr": 0.2}))
-    assert kinds(actions) == ["ApplyConfig", "StartActor"]

@@ -13,17 +13,16 @@ from typing import Any
 import pytest
 
 from orchestrator import ConfigError, Orchestrator
-from orchestrator.core.events import ArmGrace, GraceExpired
-from orchestrator.core.machine import (
-    PauseRequested,
-    ResumeRequested,
+from orchestrator.core.decisions import Pause, Resume, Stop
+from orchestrator.core.events import (
+    ArmGrace,
+    Decided,
+    GraceExpired,
     SaveDone,
     StopActor,
-    StopRequested,
     TrainResult,
-    TrialMachine,
-    TrialState,
 )
+from orchestrator.core.machine import TrialMachine, TrialState
 from orchestrator.core.spec import policy_for
 
 from .test_lifecycle import ckpt, kinds, running
@@ -45,10 +44,10 @@ def test_a_stop_waits_its_grace_period_for_a_step_then_kills_the_actor() -> None
     step(m)
     m.handle(SaveDone(m.generation, ckpt(2)))
     step(m)  # the call for step 4 never returns
-    grace = armed(m.handle(StopRequested()))
+    grace = armed(m.handle(Decided(Stop("t"))))
     assert grace == ArmGrace(m.generation, m.grace_token, 30.0)
     assert m.state is TrialState.RUNNING  # waits for the step meanwhile
-    assert m.handle(StopRequested()) == []  # asked again: the same grace period
+    assert m.handle(Decided(Stop("t"))) == []  # asked again: the same grace period
     actions = m.handle(GraceExpired(grace.generation, grace.token))
     assert kinds(actions) == ["StopActor", "Notify"]
     assert actions[0] == StopActor(grace.generation, graceful=False, stuck=True)
@@ -62,17 +61,17 @@ def test_a_pause_of_a_stuck_trial_settles_paused_at_its_newest_checkpoint() -> N
     step(m)
     m.handle(SaveDone(m.generation, ckpt(2)))
     step(m)
-    grace = armed(m.handle(PauseRequested()))
+    grace = armed(m.handle(Decided(Pause("t"))))
     actions = m.handle(GraceExpired(grace.generation, grace.token))
     assert kinds(actions) == ["StopActor"] and actions[0].stuck
     assert m.state is TrialState.PAUSED and m.latest_checkpoint == ckpt(2)
-    assert kinds(m.handle(ResumeRequested())) == ["StartActor"]
+    assert kinds(m.handle(Decided(Resume("t")))) == ["StartActor"]
     assert m.restore_target == ckpt(2)
 
 
 def test_a_step_that_returns_within_the_grace_period_settles_as_usual() -> None:
     m = running(checkpoint_every=1)
-    grace = armed(m.handle(StopRequested()))
+    grace = armed(m.handle(Decided(Stop("t"))))
     assert kinds(step(m)) == ["Report", "Save"]
     m.handle(SaveDone(m.generation, ckpt(1)))
     assert m.state is TrialState.TERMINATED
@@ -83,14 +82,14 @@ def test_the_grace_period_is_at_least_twice_the_longest_step() -> None:
     m = running(stop_grace_s=30.0)
     step(m, took=100.0)
     step(m, took=20.0)
-    assert armed(m.handle(StopRequested())).seconds == 200.0
+    assert armed(m.handle(Decided(Stop("t")))).seconds == 200.0
 
 
 def test_a_resume_cancelling_a_pause_disarms_its_grace_period() -> None:
     m = running(stop_grace_s=1.0)
-    first = armed(m.handle(PauseRequested()))
-    m.handle(ResumeRequested())  # cancels the pause; the step is still in flight
-    second = armed(m.handle(PauseRequested()))
+    first = armed(m.handle(Decided(Pause("t"))))
+    m.handle(Decided(Resume("t")))  # cancels the pause; the step is still in flight
+    second = armed(m.handle(Decided(Pause("t"))))
     assert second.token != first.token
     assert m.handle(GraceExpired(first.generation, first.token)) == []
     assert m.state is TrialState.RUNNING
@@ -102,7 +101,7 @@ def test_saves_left_in_flight_get_their_own_limit_once() -> None:
     period ends: an upload has its own retry limit (save_retry_for), so it gets that
     long once more before the actor goes."""
     m = running(stop_grace_s=1.0, save_grace_s=300.0, checkpoint_every=1)
-    grace = armed(m.handle(StopRequested()))
+    grace = armed(m.handle(Decided(Stop("t"))))
     assert kinds(step(m)) == ["Report", "Save"]
     again = armed(m.handle(GraceExpired(grace.generation, grace.token)))
     assert again.seconds == 300.0 and m.state is TrialState.RUNNING

@@ -527,16 +527,16 @@ async def test_unschedulable_trial_never_delays_the_others(tmp_path: Path, add_n
 
 
 class JudgeStopsAt:
-    """A stub judge (what a scheduler is to the machine): FINISH at iteration ``at``,
+    """A stub judge (what a scheduler is to the machine): Stop at iteration ``at``,
     declared as its decision point."""
 
     def __init__(self, at: int) -> None:
         self.at = at
 
     def judge(self, result: dict[str, Any]) -> Any:
-        from orchestrator.core.judge import CONTINUE, Judgement, Verdict
+        from orchestrator.core.decisions import Stop
 
-        return Judgement(Verdict.FINISH) if result["training_iteration"] >= self.at else CONTINUE
+        return Stop(result["trial_id"]) if result["training_iteration"] >= self.at else None
 
     def next_decision_at(self, iteration: int) -> int | None:
         return self.at if iteration < self.at else None

@@ -16,9 +16,11 @@ import pytest
 
 from orchestrator import Orchestrator, Trial, TrialError, TrialState
 from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.decisions import Stop
 from orchestrator.core.events import (
     ActorReady,
     ApplyConfig,
+    Decided,
     DeleteCheckpoints,
     Launch,
     Notify,
@@ -26,11 +28,11 @@ from orchestrator.core.events import (
     RestoreDone,
     RunStarted,
     SaveDone,
-    StopRequested,
     Train,
     TrainResult,
     WaitForHooks,
 )
+from orchestrator.core.hook_progress import HookProgress
 from orchestrator.core.spec import StorageMode, policy_for
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.hooks import HookRunner
@@ -48,6 +50,8 @@ class Loop:
 
     def __init__(self, tmp_path: Path, hooks: list[Any]) -> None:
         self.hooks = HookRunner(hooks)
+        self.hook_progress = HookProgress()  # as the session binds the experiment's
+        self.hook_progress.bind(self.hooks)
         self.dispatcher = Dispatcher(
             storage_uri=str(tmp_path),
             storage_options={},
@@ -71,7 +75,9 @@ class Loop:
 
     def add(self, **options: Any) -> TrialRuntime:
         spec = self.orch.trial_spec(Counter, **options)
-        rt = TrialRuntime(spec, policy_for(spec, self.orch.settings))
+        policy = policy_for(spec, self.orch.settings, hook_progress=self.hook_progress)
+        rt = TrialRuntime(spec, policy)
+        Trial(rt, lambda: self.dispatcher)  # its public handle, as the experiment makes it
         self.dispatcher.attach(rt)
         return rt
 
@@ -127,7 +133,7 @@ async def test_a_restore_of_a_terminated_trial_waits_for_its_own_event(loop: Mak
     restoring = asyncio.ensure_future(trial.restore(trial.checkpoints[0]))
     # Queued before the restore's own event (as a completion of the trial arriving
     # meanwhile would be), and handled while the restore's waiter is there.
-    lp.dispatcher.request(rt, StopRequested())
+    lp.dispatcher.request(rt, Decided(Stop(rt.id)))
     await lp.turn()
     assert not restoring.done(), restoring
     assert rt.machine.state is TrialState.STARTING
@@ -151,7 +157,7 @@ async def test_a_slow_result_hook_holds_its_trial_two_calls_behind(loop: MakeLoo
 
     lp = loop([Slow()])
     rt = lp.add(result_buffer=3)
-    assert rt.machine.policy.hooks_seen is not None
+    assert rt.machine.policy.hook_progress is not None
     lp.feed(rt, Launch())
     await lp.turn()
     gen = rt.machine.generation

@@ -3,15 +3,8 @@ by the state machine: no Ray, no asyncio."""
 
 from __future__ import annotations
 
-from orchestrator.core.machine import (
-    ActorReady,
-    Failure,
-    Launch,
-    TrainResult,
-    TrialMachine,
-    TrialPolicy,
-    TrialState,
-)
+from orchestrator.core.events import ActorReady, Failure, Launch, TrainResult
+from orchestrator.core.machine import TrialMachine, TrialPolicy, TrialState
 
 
 def running(required: dict[str, str]) -> TrialMachine:

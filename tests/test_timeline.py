@@ -8,24 +8,22 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
+from orchestrator.core.decisions import Decision, Pause, RestoreFrom, Resume
 from orchestrator.core.events import (
     Action,
     ActorReady,
+    Decided,
     DeleteCheckpoints,
     Failure,
     Launch,
-    PauseRequested,
     ReleaseCheckpoint,
     Restore,
     RestoreDone,
-    RestoreRequested,
-    ResumeRequested,
     RunStarted,
     SaveDone,
     StartActor,
     TrainResult,
 )
-from orchestrator.core.judge import CONTINUE, Judgement, Verdict
 from orchestrator.core.machine import TrialMachine, TrialPolicy, TrialState
 
 
@@ -57,7 +55,7 @@ def train_to(m: TrialMachine, iteration: int, suffix: str = "") -> list[Action]:
 
 def roll_back(m: TrialMachine, target: Checkpoint, config: Any = None) -> list[Action]:
     """A restore requested while RUNNING, carried out once the step in flight is back."""
-    m.handle(RestoreRequested(target, config))
+    m.handle(Decided(RestoreFrom("t", target, config)))
     actions = m.handle(TrainResult(m.generation, ({"x": 1},)))
     assert any(isinstance(a, Restore) for a in actions), actions
     return actions + m.handle(RestoreDone(m.generation, target))
@@ -185,17 +183,17 @@ def test_pause_and_resume_after_a_rollback_continue_on_the_timeline() -> None:
         train_to(m, 45)
         roll_back(m, start)
         train_to(m, 24)
-        m.handle(PauseRequested())
+        m.handle(Decided(Pause("t")))
         m.handle(TrainResult(m.generation, ({"x": 1},)))
         assert m.state is TrialState.PAUSED
-        resumed = m.handle(ResumeRequested())
+        resumed = m.handle(Decided(Resume("t")))
         assert restart_target(m, resumed) == start
 
 
 def test_an_actor_that_dies_during_a_rollback_restarts_at_the_rollback_point() -> None:
     m = running()
     train_to(m, 45)
-    m.handle(RestoreRequested(ckpt(20)))
+    m.handle(Decided(RestoreFrom("t", ckpt(20))))
     m.handle(TrainResult(m.generation, ({"x": 1},)))
     assert m.state is TrialState.RESTORING
     failed = m.handle(Failure(m.generation, RuntimeError("node lost"), actor_died=True))
@@ -209,7 +207,7 @@ def test_a_load_failure_during_a_rollback_keeps_the_timeline_it_was_on() -> None
     from its newest checkpoint, as a failure does."""
     m = running()
     train_to(m, 45)
-    m.handle(RestoreRequested(ckpt(20)))
+    m.handle(Decided(RestoreFrom("t", ckpt(20))))
     m.handle(TrainResult(m.generation, ({"x": 1},)))
     failed = m.handle(Failure(m.generation, OSError("corrupt"), actor_died=False))
     assert restart_target(m, failed) == ckpt(40)
@@ -241,15 +239,15 @@ def test_a_resumed_machine_starts_from_its_journaled_origin() -> None:
 
 
 class ExploitsAt:
-    """A stub judge as PBT's exploit reaches the machine: EXPLOIT at ``at``."""
+    """A stub judge as PBT's exploit reaches the machine: a restore with a new config at ``at``."""
 
     def __init__(self, at: int, donor: Checkpoint) -> None:
         self.at, self.donor = at, donor
 
-    def judge(self, result: dict[str, Any]) -> Judgement:
+    def judge(self, result: dict[str, Any]) -> Decision | None:
         if result["training_iteration"] == self.at:
-            return Judgement(Verdict.EXPLOIT, self.donor, {"lr": 0.5})
-        return CONTINUE
+            return RestoreFrom("t", self.donor, {"lr": 0.5})
+        return None
 
     def next_decision_at(self, iteration: int) -> int | None:
         return self.at if iteration < self.at else None

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from orchestrator import Orchestrator, Trial
 from orchestrator.core.checkpoints import Checkpoint
+from orchestrator.core.decisions import RestoreFrom
 from orchestrator.core.events import (
     ActorReady,
+    Decided,
     Launch,
     RestoreDone,
-    RestoreRequested,
     SaveDone,
     TrainResult,
 )
@@ -55,7 +56,8 @@ async def run_to(store: Storage, scratch: Path, trial: Trial, iteration: int) ->
 
 def restore(trial: Trial, target: Checkpoint) -> None:
     m = trial._rt.machine
-    m.handle(RestoreRequested(target, {"lr": 0.1} if target.trial_id != trial.id else None))
+    config = {"lr": 0.1} if target.trial_id != trial.id else None
+    m.handle(Decided(RestoreFrom(trial.id, target, config)))
     m.handle(TrainResult(m.generation, ({"x": 1},)))
     m.handle(RestoreDone(m.generation, target))
 

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.api.trial import Trial
+from orchestrator.core.hook_progress import HookProgress
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError, OrchestratorError
 
 if TYPE_CHECKING:
     from orchestrator.api.resumption import Resumption
     from orchestrator.core.judge import Judge
+    from orchestrator.core.machine import TrialPolicy
     from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
@@ -70,6 +72,9 @@ class Experiment:
         self.runs_in_progress = 0
         self.sweeps: dict[str, Sweep] = {}  # running or run in this session
         self.journaled_sweeps: dict[str, Any] = {}  # as a resumed journal had them
+        # How far result hooks have got, for every trial's policy: bound to the hook
+        # runner while entered (the policies are built before, and never change).
+        self.hook_progress = HookProgress()
 
     @property
     def name(self) -> str:
@@ -95,18 +100,54 @@ class Experiment:
             **kwargs,
         )
 
-    def add(self, spec: TrialSpec, *, judge: Judge | None = None) -> TrialRuntime:
-        """A new trial of ``spec``, PENDING (started now when ``run()`` is in progress),
-        its policy asking ``judge`` after its stop criterion."""
-        from orchestrator.core.spec import policy_for
+    def add(
+        self,
+        spec: TrialSpec,
+        *,
+        judge: Judge | None = None,
+        required_metrics: Mapping[str, str] | None = None,
+    ) -> TrialRuntime:
+        """A new trial of ``spec``, PENDING (started now when ``run()`` is in progress).
+        Its policy is built now, once: it asks ``judge`` after its stop criterion, and
+        its first result must report ``required_metrics`` (metric: what reads it) too."""
         from orchestrator.engine.record import TrialRuntime
 
         if spec.trial_id in self.trials:
             raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
-        rt = TrialRuntime(spec, policy_for(spec, self.settings, judge))
+        rt = TrialRuntime(spec, self.policy(spec, judge, required_metrics))
         Trial(rt, self.request_sink)
         self.trials[rt.id] = rt
         self.attach(rt)
+        return rt
+
+    def policy(
+        self,
+        spec: TrialSpec,
+        judge: Judge | None = None,
+        required_metrics: Mapping[str, str] | None = None,
+    ) -> TrialPolicy:
+        """The policy a trial of ``spec`` runs with in this experiment (see
+        :func:`~orchestrator.core.spec.policy_for`)."""
+        from orchestrator.core.spec import policy_for
+
+        return policy_for(
+            spec,
+            self.settings,
+            judge,
+            required_metrics=required_metrics,
+            hook_progress=self.hook_progress,
+        )
+
+    def rejudge(
+        self, trial_id: str, *, judge: Judge | None, required_metrics: Mapping[str, str]
+    ) -> TrialRuntime | None:
+        """A trial the experiment holds (a resumed sweep's, adopted from the journal
+        before the sweep's call), judged by ``judge`` from now on: its machine is
+        rebuilt, record and all, with a policy built for it (policies never change).
+        None: the experiment holds no such trial."""
+        rt = self.trials.get(trial_id)
+        if rt is not None:
+            rt.machine = rt.machine.rebuilt(self.policy(rt.spec, judge, required_metrics))
         return rt
 
     def claim(self, spec: TrialSpec) -> TrialRuntime | None:

@@ -22,6 +22,7 @@ from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from orchestrator.core.journal_format import JournaledTrial
+    from orchestrator.core.machine import HookProgressView
     from orchestrator.core.spec import ExperimentSettings, TrialSpec
     from orchestrator.engine.ports import RequestSink
     from orchestrator.engine.record import TrialRuntime
@@ -37,6 +38,9 @@ class TrialHolder(Protocol):
 
     settings: ExperimentSettings
     trials: dict[str, TrialRuntime]
+
+    @property
+    def hook_progress(self) -> HookProgressView: ...
 
     def request_sink(self) -> RequestSink | None: ...
 
@@ -83,7 +87,12 @@ def adopt_experiment(exp: TrialHolder, contents: JournalContents) -> Resumption:
     for entry in contents.trials:
         call = calls.get(entry.id)
         lost = bool(entry.spec.get("spec_lost"))
-        rt = adopt(entry, exp.settings, spec=call.spec if call is not None and lost else None)
+        rt = adopt(
+            entry,
+            exp.settings,
+            spec=call.spec if call is not None and lost else None,
+            hook_progress=exp.hook_progress,
+        )
         if call is not None:
             if not lost:
                 warn_changed_options(entry.id, rt.spec, call.spec)
@@ -118,7 +127,8 @@ def claim(exp: TrialHolder, resumption: Resumption, spec: TrialSpec) -> TrialRun
         rt = exp.trials[found]
         warn_changed_options(found, rt.spec, spec)
         return rt
-    rt = adopt(entry, exp.settings, spec=spec)  # the call supplies the spec it lost
+    # The call supplies the spec it lost.
+    rt = adopt(entry, exp.settings, spec=spec, hook_progress=exp.hook_progress)
     exp.trials[found].handle._view(rt)
     exp.trials[found] = rt
     return rt

@@ -74,6 +74,7 @@ class Session:
             await self.storage.aclose()
             asyncio.get_running_loop().set_exception_handler(self.loop_handler)
         finally:
+            exp.hook_progress.bind(None)
             exp.dispatcher = exp.hooks = exp.journal = exp.resumption = None
             exp.logger = exp.progress = None
             release_ray(self.owns_ray)
@@ -153,6 +154,7 @@ async def open_session(exp: Experiment) -> Session:
         release_ray(owns_ray)
         raise
     dispatcher.start()
+    exp.hook_progress.bind(hooks)  # the trials' policies read their hooks' progress there
     exp.dispatcher, exp.hooks, exp.journal, exp.resumption = dispatcher, hooks, journal, resumption
     for rt in exp.trials.values():
         dispatcher.attach(rt)

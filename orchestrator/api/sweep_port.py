@@ -22,20 +22,20 @@ class ExperimentPort:
         self._exp = exp
         self._dispatcher = dispatcher
 
-    @property
-    def strict_metrics(self) -> bool:
-        return self._exp.settings.strict_metrics
-
     def trial_spec(
         self, trainable: Any, config: Mapping[str, Any], *, trial_id: str, **options: Any
     ) -> TrialSpec:
         return self._exp.trial_spec(trainable, config, trial_id=trial_id, **options)
 
-    def add(self, spec: TrialSpec, *, judge: Judge | None = None) -> TrialRuntime:
-        return self._exp.add(spec, judge=judge)
+    def add(
+        self, spec: TrialSpec, *, judge: Judge | None, required_metrics: Mapping[str, str]
+    ) -> TrialRuntime:
+        return self._exp.add(spec, judge=judge, required_metrics=required_metrics)
 
-    def trial(self, trial_id: str) -> TrialRuntime | None:
-        return self._exp.trials.get(trial_id)
+    def claim(
+        self, trial_id: str, *, judge: Judge | None, required_metrics: Mapping[str, str]
+    ) -> TrialRuntime | None:
+        return self._exp.rejudge(trial_id, judge=judge, required_metrics=required_metrics)
 
     def launch(self, rt: TrialRuntime) -> None:
         self._dispatcher.launch(rt)

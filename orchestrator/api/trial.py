@@ -4,7 +4,8 @@ A trial's state lives in exactly one place, its
 :class:`~orchestrator.core.machine.TrialMachine`, and the rest of what the loop knows of it
 in its :class:`~orchestrator.engine.record.TrialRuntime`; this handle is a read-only view of
 both and turns the user's requests (``restore``, ``pause``, ``resume``, ``stop``) into
-events for the loop. Every request is an awaitable that returns once the loop has
+decisions for the loop: the same :mod:`~orchestrator.core.decisions` a scheduler makes,
+carried out the same way. Every request is an awaitable that returns once the loop has
 carried it out, and each can be awaited from a hook without deadlock: the loop never
 waits for hooks.
 """
@@ -16,13 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.checkpoints import Checkpoint
-from orchestrator.core.events import (
-    Event,
-    PauseRequested,
-    RestoreRequested,
-    ResumeRequested,
-    StopRequested,
-)
+from orchestrator.core.decisions import Pause, RestoreFrom, Resume, Stop
+from orchestrator.core.events import Decided, Event
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError, NoCheckpointError, TrialError, TrialNotRunning
 
@@ -176,7 +172,7 @@ class Trial:
             check_sendable(config, self.id)
         before = self._rt.runs_started
         await self._request(
-            RestoreRequested(checkpoint, config),
+            Decided(RestoreFrom(self.id, checkpoint, config)),
             lambda: self._rt.runs_started > before or self._gave_up(),
         )
         if self._rt.runs_started == before:
@@ -189,20 +185,26 @@ class Trial:
         return checkpoint
 
     async def pause(self) -> None:
-        """Save, release the actor and its resources; ``resume()`` continues from there."""
-        await self._request(PauseRequested(), lambda: self.state.is_settled)
+        """Save (always, unless its newest iteration is saved already, storage is down or
+        the trainable saves only when it reports a checkpoint), release the actor and its
+        resources; ``resume()`` continues from there."""
+        await self._request(Decided(Pause(self.id)), lambda: self.state.is_settled)
 
     async def resume(self) -> None:
         """Continue a PAUSED (or ERROR) trial from its newest checkpoint."""
         before = self._rt.runs_started
         await self._request(
-            ResumeRequested(),
+            Decided(Resume(self.id)),
             lambda: self._rt.runs_started > before or self._gave_up() or self._training(),
         )
 
     async def stop(self) -> None:
-        """End the trial now (saving a final checkpoint when it checkpoints at all)."""
-        await self._request(StopRequested(), lambda: self.state.is_terminal)
+        """End the trial now: TERMINATED once the call in flight is back (or killed
+        after ``stop_grace_s``). A trial that checkpoints (``checkpoint_every > 0``) and
+        saves on demand saves a final checkpoint first, unless its newest iteration is
+        saved already or storage is down. The same as a scheduler's ``Stop`` or the stop
+        criterion: a failure meanwhile ends it TERMINATED too."""
+        await self._request(Decided(Stop(self.id)), lambda: self.state.is_terminal)
 
     async def wait(self) -> Trial:
         """Return once the trial is settled: TERMINATED, ERROR or PAUSED."""
@@ -237,11 +239,13 @@ class Trial:
         return self.state is TrialState.RUNNING and not self._rt.machine.pausing
 
     def _refuse_waiting_from_own_hook(self) -> None:
-        """A trial's training waits for its result hooks (``TrialPolicy.hooks_seen``):
+        """A trial's training waits for its result hooks (``TrialPolicy.hook_progress``):
         one of them waiting for the trial to settle would wait forever."""
         dispatcher = self._sink()
+        progress = self._rt.machine.policy.hook_progress
         if (
-            self._rt.machine.policy.hooks_seen is not None
+            progress is not None
+            and progress.seen(self.id) is not None
             and dispatcher is not None
             and dispatcher.hooks.is_draining(self.id)
         ):

@@ -1,5 +1,7 @@
 """The trial state machine's vocabulary: the events that move it and the actions it
-asks for. Small frozen dataclasses, no behaviour; see :mod:`orchestrator.core.machine`."""
+asks for. Small frozen dataclasses, no behaviour; see :mod:`orchestrator.core.machine`.
+What anyone decides about a trial is one event, :class:`Decided`, carrying a
+:mod:`~orchestrator.core.decisions` decision."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.checkpoints import Checkpoint
-from orchestrator.core.judge import Judgement
+from orchestrator.core.decisions import Decision
 
 # --------------------------------------------------------------------------- events
 
@@ -109,34 +111,13 @@ class GraceExpired(ActorEvent):
 
 
 @dataclass(frozen=True)
-class StopRequested(Event):
-    """The user (or a hook) asked the trial to end now."""
-
-
-@dataclass(frozen=True)
-class PauseRequested(Event):
-    """Save, then free the trial's resources; it can be resumed later."""
-
-
-@dataclass(frozen=True)
-class ResumeRequested(Event):
-    """Continue a PAUSED trial from its newest checkpoint."""
-
-
-@dataclass(frozen=True)
-class RestoreRequested(Event):
-    """Roll the trial back (or bring it back) to ``checkpoint`` and continue from it;
-    with ``config``, continue with that config (a PBT exploit)."""
-
-    checkpoint: Checkpoint
-    config: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
 class Decided(Event):
-    """The decision a held trial waits for (see ``Verdict.HOLD``), made later."""
+    """A decision about the trial, whoever made it: the user (``trial.stop()``,
+    ``pause()``, ``resume()``, ``restore()``), a sweep's scheduler about a trial other
+    than the one reporting, or the one a held trial waits for. The machine's table has a
+    column for each kind of :class:`~orchestrator.core.decisions.Decision`."""
 
-    judgement: Judgement
+    decision: Decision
 
 
 @dataclass(frozen=True)

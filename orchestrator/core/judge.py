@@ -2,47 +2,35 @@
 goes on.
 
 The state machine asks its trial's judge about every result before it asks for the
-next step, so a decision is never a step late. A judge also says how far the trial may
-run ahead before it must decide again (:meth:`Judge.next_decision_at`): buffered steps
-are capped there the way checkpoints cap them, so a scheduler's rung or a PBT boundary
-is decided on exactly the result that reaches it. The stop criterion is one judge; a
-sweep's scheduler is another (:mod:`orchestrator.sweeps.driver`); several combine with
-:class:`Judges`. Sans-IO, like the machine.
+next step, so a decision is never a step late. A judge answers with a
+:class:`~orchestrator.core.decisions.Decision` about the trial (``Stop``, ``Pause``,
+``Hold``, ``RestoreFrom``) or ``None`` to let it go on, and the machine carries the
+decision out exactly as it carries out the same decision sent by anyone else (the user's
+``trial.stop()``, a sweep). A judge also says how far the trial may run ahead before it
+must decide again (:meth:`Judge.next_decision_at`): buffered steps are capped there the
+way checkpoints cap them, so a scheduler's rung or a PBT boundary is decided on exactly
+the result that reaches it. The stop criterion is one judge; a sweep's scheduler is
+another (:mod:`orchestrator.sweeps.judge`); several combine with :class:`Judges`.
+Judges are built with the trial's policy and never changed after. Sans-IO, like the
+machine.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from orchestrator.core.decisions import Continue, Decision, Stop
+
 if TYPE_CHECKING:
-    from orchestrator.core.checkpoints import Checkpoint
     from orchestrator.core.stopping import StopCondition
 
 
-class Verdict(enum.Enum):
-    CONTINUE = "continue"
-    FINISH = "finish"  # end it: TERMINATED
-    PAUSE = "pause"  # save, free its resources; a later request resumes it
-    HOLD = "hold"  # keep its actor, train no further until a ``Decided`` event
-    EXPLOIT = "exploit"  # restore ``checkpoint`` (another trial's) with ``config``
-
-
-@dataclass(frozen=True)
-class Judgement:
-    verdict: Verdict
-    checkpoint: Checkpoint | None = None
-    config: Mapping[str, Any] | None = None
-
-
-CONTINUE = Judgement(Verdict.CONTINUE)
-
-
 class Judge(Protocol):
-    def judge(self, result: Mapping[str, Any]) -> Judgement:
-        """The decision on ``result`` (numbered: it has ``training_iteration``)."""
+    def judge(self, result: Mapping[str, Any]) -> Decision | None:
+        """The decision on ``result`` (numbered: it has ``training_iteration``); None
+        (or ``Continue``): it goes on."""
         ...
 
     def next_decision_at(self, iteration: int) -> int | None:
@@ -51,37 +39,41 @@ class Judge(Protocol):
         ...
 
 
+def decides(decision: Decision | None) -> bool:
+    """``decision`` says something other than "go on"."""
+    return decision is not None and not isinstance(decision, Continue)
+
+
+@dataclass(frozen=True, slots=True)
 class StopJudge:
-    """The stop criterion as a judge: FINISH once it is met."""
+    """The stop criterion as a judge: ``Stop`` once it is met."""
 
-    __slots__ = ("stop",)
+    stop: StopCondition
 
-    def __init__(self, stop: StopCondition) -> None:
-        self.stop = stop
-
-    def judge(self, result: Mapping[str, Any]) -> Judgement:
-        return Judgement(Verdict.FINISH) if self.stop(result) else CONTINUE
+    def judge(self, result: Mapping[str, Any]) -> Decision | None:
+        return Stop(self.stop.trial_id) if self.stop(result) else None
 
     def next_decision_at(self, iteration: int) -> int | None:
         limit = self.stop.iteration_limit
         return limit if limit is not None and limit > iteration else None
 
 
+@dataclass(frozen=True, slots=True, init=False)
 class Judges:
-    """Several judges as one: the first that does not say CONTINUE decides; the
-    earliest decision point of any caps the run-ahead."""
+    """Several judges as one: the first that decides something decides; the earliest
+    decision point of any caps the run-ahead."""
 
-    __slots__ = ("judges",)
+    judges: tuple[Judge, ...]
 
     def __init__(self, judges: Sequence[Judge]) -> None:
-        self.judges = tuple(judges)
+        object.__setattr__(self, "judges", tuple(judges))
 
-    def judge(self, result: Mapping[str, Any]) -> Judgement:
+    def judge(self, result: Mapping[str, Any]) -> Decision | None:
         for judge in self.judges:
-            judgement = judge.judge(result)
-            if judgement.verdict is not Verdict.CONTINUE:
-                return judgement
-        return CONTINUE
+            decision = judge.judge(result)
+            if decides(decision):
+                return decision
+        return None
 
     def next_decision_at(self, iteration: int) -> int | None:
         points = [p for j in self.judges if (p := j.next_decision_at(iteration)) is not None]
@@ -91,8 +83,10 @@ class Judges:
 class NoJudge:
     """Never decides anything (a machine driven by hand, in tests)."""
 
-    def judge(self, result: Mapping[str, Any]) -> Judgement:
-        return CONTINUE
+    __slots__ = ()
+
+    def judge(self, result: Mapping[str, Any]) -> Decision | None:
+        return None
 
     def next_decision_at(self, iteration: int) -> int | None:
         return None

@@ -24,7 +24,7 @@ from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from orchestrator.core.judge import Judge
-    from orchestrator.core.machine import TrialPolicy
+    from orchestrator.core.machine import HookProgressView, TrialPolicy
 
 
 class StorageMode(enum.Enum):
@@ -168,6 +168,27 @@ class TrialSpec:
             "saves_on_demand": bool(getattr(self.trainable, "saves_on_demand", True)),
         }
 
+    def with_code(self) -> TrialSpec:
+        """This spec, read back without its code (its trial was not going to run), with
+        the code loaded now that the trial runs again (ConfigError when it cannot be).
+
+        The trial's policy was built from the spec as read back, and stays: what it
+        takes from a spec is the same either way (the stop criterion comes from the same
+        pickle, which needs no more code than it did then, and ``saves_on_demand`` is
+        journaled). A stop criterion that could not be read back then would be the one
+        difference, so a trial that has one is refused rather than run without it."""
+        if self.json is None:
+            return self
+        loaded = TrialSpec.from_json(self.trial_id, self.json, load_code=True)
+        if isinstance(self.stop, _UnreadStop):
+            raise ConfigError(
+                f"trial {self.trial_id}: its stop criterion could not be read back when "
+                "the experiment was resumed (its module could not be imported then), so "
+                "it cannot run on without it; resume the experiment again from where "
+                "that module imports"
+            )
+        return loaded
+
     @classmethod
     def from_json(cls, trial_id: str, data: Mapping[str, Any], *, load_code: bool) -> TrialSpec:
         """Rebuild a journaled spec. Without ``load_code`` nothing of the user's is
@@ -215,15 +236,29 @@ class TrialSpec:
 
 
 def policy_for(
-    spec: TrialSpec, settings: ExperimentSettings, judge: Judge | None = None
+    spec: TrialSpec,
+    settings: ExperimentSettings,
+    judge: Judge | None = None,
+    *,
+    required_metrics: Mapping[str, str] | None = None,
+    hook_progress: HookProgressView | None = None,
 ) -> TrialPolicy:
-    """The state machine's policy for a trial: its spec, the experiment's settings, and
-    the judges that decide after each result (its stop criterion, then ``judge``)."""
+    """The state machine's policy for a trial, built once when the trial is added or
+    adopted: its spec, the experiment's settings, the judges that decide after each
+    result (its stop criterion, then ``judge``), the metrics its first result must
+    report (its stop criterion's, then ``required_metrics``: what each is for; only
+    with ``strict_metrics``), and how far its result hooks have got (the experiment's
+    ``hook_progress``)."""
     from orchestrator.core.backoff import Backoff
     from orchestrator.core.judge import Judges, StopJudge
     from orchestrator.core.machine import TrialPolicy
 
     stop = StopJudge(spec.stop)
+    required: dict[str, str] = {}
+    if settings.strict_metrics:
+        required = dict.fromkeys(spec.stop.metrics, "its stop criterion's metric")
+        for name, use in (required_metrics or {}).items():
+            required.setdefault(name, use)
     return TrialPolicy(
         checkpoint_every=spec.checkpoint_every,
         max_failures=spec.max_failures,
@@ -234,27 +269,12 @@ def policy_for(
         steps_per_call=spec.result_buffer or ADAPTIVE_MAX_STEPS,
         time_slice=ADAPTIVE_SLICE_S if spec.result_buffer is None else None,
         max_pending_saves=settings.max_pending_saves,
-        required_metrics=(
-            dict.fromkeys(spec.stop.metrics, "its stop criterion's metric")
-            if settings.strict_metrics
-            else {}
-        ),
+        required_metrics=required,
         saves_on_demand=bool(getattr(spec.trainable, "saves_on_demand", True)),
+        hook_progress=hook_progress,
         stop_grace_s=settings.stop_grace_s,
         save_grace_s=settings.save_retry_for,
     )
-
-
-def policy_for_loaded(policy: TrialPolicy, spec: TrialSpec) -> None:
-    """Point ``policy``'s stop judge at ``spec``'s stop criterion, once a trial resumed
-    without its code has loaded it."""
-    from orchestrator.core.judge import Judges, StopJudge
-
-    judges = policy.judge.judges if isinstance(policy.judge, Judges) else (policy.judge,)
-    for judge in judges:
-        if isinstance(judge, StopJudge):
-            judge.stop = spec.stop
-    policy.saves_on_demand = bool(getattr(spec.trainable, "saves_on_demand", True))
 
 
 #: A failed trial restarts after ``failure_backoff * 2**(n-1)`` seconds, at most this.
@@ -282,14 +302,22 @@ def _stand_in(data: Mapping[str, Any]) -> type:
     return type(name, (), namespace)
 
 
+class _UnreadStop(StopCondition):
+    """A journaled stop criterion that could not be read back without the trial's code
+    (its predicate's module is missing): never met. Only a trial that will not run has
+    one (see :meth:`TrialSpec.with_code`)."""
+
+    __slots__ = ()
+
+
 def _load_quietly(trial_id: str, data: Mapping[str, Any]) -> StopCondition:
     from orchestrator.core.codec import unpickle_b64
 
     try:
         stop = unpickle_b64(data["stop_pickle"])
     except Exception:  # its predicate's module is missing: it will not run anyway
-        return StopCondition(trial_id, None)
-    return stop if isinstance(stop, StopCondition) else StopCondition(trial_id, None)
+        return _UnreadStop(trial_id, None)
+    return stop if isinstance(stop, StopCondition) else _UnreadStop(trial_id, None)
 
 
 def _unloadable(trial_id: str, data: Mapping[str, Any], err: Exception) -> ConfigError:

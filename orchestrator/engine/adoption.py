@@ -19,12 +19,17 @@ from orchestrator.errors import TrialError
 
 if TYPE_CHECKING:
     from orchestrator.core.journal_format import JournaledTrial
+    from orchestrator.core.machine import HookProgressView
 
 log = logging.getLogger("orchestrator")
 
 
 def adopt(
-    entry: JournaledTrial, settings: ExperimentSettings, *, spec: TrialSpec | None = None
+    entry: JournaledTrial,
+    settings: ExperimentSettings,
+    *,
+    spec: TrialSpec | None = None,
+    hook_progress: HookProgressView | None = None,
 ) -> TrialRuntime:
     """Rebuild a journaled trial as it should continue after a driver restart.
 
@@ -34,7 +39,9 @@ def adopt(
     survived; their later results are gone. ``spec`` is the spec of the call adopting
     a trial whose journaled spec was lost (rebuilt by ``repair``): it continues with
     that spec from its newest checkpoint (or is TERMINATED, when its last result meets
-    that spec's stop criterion)."""
+    that spec's stop criterion). Its policy is built here, once, reading its hooks'
+    progress from ``hook_progress``; a sweep that continues it gives it its judge when
+    its call claims it (``Experiment.rejudge``)."""
     from orchestrator.core.codec import unpickle_b64
 
     state = TrialState(entry.state)
@@ -77,7 +84,7 @@ def adopt(
         timeline = ([entry.origin] if entry.origin is not None else []) + checkpoints
         iteration = timeline[-1].iteration if timeline else 0
         results = [r for r in results if r["training_iteration"] <= iteration]
-    policy = policy_for(spec, settings)
+    policy = policy_for(spec, settings, hook_progress=hook_progress)
     machine = TrialMachine.resumed(
         entry.id,
         policy,

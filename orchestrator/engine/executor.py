@@ -556,13 +556,10 @@ _FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {
 
 
 def load_code(rt: TrialRuntime) -> None:
-    """Load a trial's code that a resume left unloaded (it did not need to run)."""
-    from orchestrator.core.spec import TrialSpec, policy_for_loaded
-
-    assert rt.spec.json is not None
-    spec = TrialSpec.from_json(rt.id, rt.spec.json, load_code=True)
+    """Load a trial's code that a resume left unloaded (it did not need to run); its
+    policy stays as built (see ``TrialSpec.with_code``)."""
+    spec = rt.spec.with_code()
     rt.spec = spec
     if rt.config_pickle is None:
         rt.config = dict(spec.config)
-    policy_for_loaded(rt.machine.policy, spec)
     rt.code_loaded = True

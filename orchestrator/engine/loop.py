@@ -182,11 +182,8 @@ class Dispatcher:
 
     def attach(self, rt: TrialRuntime) -> None:
         self._trials[rt.id] = rt
-        # A user's result hook paces the trial (lifecycle: WaitForHooks); the built-in
-        # loggers and progress display are inline and never do.
-        paced = self._hooks.queues("on_trial_result")
-        hooks_seen = functools.partial(self._hooks.results_seen, rt.id) if paced else None
-        rt.machine.policy.hooks_seen = hooks_seen
+        # A user's result hook paces the trial (its policy's hook_progress, bound to
+        # this loop's hook runner by the session): this runner owes it nothing yet.
         rt.machine.hooks_restarted()
         self._hooks.count_results_from(rt.id, rt.machine.results_reported)
         self.executor.known_keys(rt)

@@ -6,6 +6,11 @@ scheduler answers with a list of :class:`Decision` objects and never calls back 
 runner. Every call is cheap (O(trials in the rung or bracket) at worst, typically O(1) or
 O(log n)) and does no I/O, so it can sit on the loop's hot path.
 
+The decisions are the trial machine's own (:mod:`orchestrator.core.decisions`,
+re-exported here): a scheduler's ``Stop`` is carried out exactly as a user's
+``trial.stop()``, and :class:`Exploit` is the restore with a new config that a user's
+``trial.restore(checkpoint, config=...)`` makes.
+
 Rules every scheduler here follows, which the engine may rely on:
 
 * at most one decision per trial per returned list; no decision about the reporting
@@ -33,7 +38,36 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeGuard
 
+from orchestrator.core.decisions import (
+    Continue,
+    Decision,
+    Hold,
+    Pause,
+    RestoreFrom,
+    Resume,
+    Stop,
+)
 from orchestrator.errors import ConfigError
+
+__all__ = [
+    "FIFO",
+    "TERMINAL_STATES",
+    "Continue",
+    "Decision",
+    "Exploit",
+    "Hold",
+    "Pause",
+    "Population",
+    "ResumeQueue",
+    "Resume",
+    "Scheduler",
+    "Stop",
+    "TrialInfo",
+    "check_number",
+    "is_live",
+    "rng_state",
+    "set_rng_state",
+]
 
 #: Trial states in which nothing will ever happen to the trial again.
 TERMINAL_STATES = frozenset({"TERMINATED", "ERROR"})
@@ -55,47 +89,22 @@ class TrialInfo:
 Population = Mapping[str, TrialInfo]
 
 
-@dataclass(frozen=True)
-class Decision:
-    """Base of every decision: what should happen to ``trial_id`` now."""
-
-    trial_id: str
-
-
-@dataclass(frozen=True)
-class Continue(Decision):
-    """Keep training."""
-
-
-@dataclass(frozen=True)
-class Stop(Decision):
-    """End the trial now: TERMINATED (not an error)."""
-
-
-@dataclass(frozen=True)
-class Pause(Decision):
-    """Save and release the trial's resources; a later Resume/Stop/Exploit decides its fate."""
-
-
-@dataclass(frozen=True)
-class Hold(Decision):
-    """Keep the trial's actor (and resources) but run no further step until a later
-    decision about it: Continue releases it; Stop or Exploit end the wait their way. For a
-    short wait, where Pause's save and new actor would cost more than the wait."""
-
-
-@dataclass(frozen=True)
-class Resume(Decision):
-    """A PAUSED trial continues from its newest checkpoint."""
-
-
-@dataclass(frozen=True)
-class Exploit(Decision):
-    """Restore ``trial_id`` from ``checkpoint`` (trial ``donor_id``'s) and go on with ``config``."""
+@dataclass(frozen=True, init=False)
+class Exploit(RestoreFrom):
+    """Restore ``trial_id`` from ``checkpoint`` (trial ``donor_id``'s) and go on with
+    ``config``: the scheduler's restore with a new config, carried out as any
+    :class:`~orchestrator.core.decisions.RestoreFrom` (a user's ``trial.restore()``)."""
 
     donor_id: str
-    checkpoint: Any
     config: Mapping[str, Any]
+
+    def __init__(
+        self, trial_id: str, donor_id: str, checkpoint: Any, config: Mapping[str, Any]
+    ) -> None:
+        object.__setattr__(self, "trial_id", trial_id)
+        object.__setattr__(self, "checkpoint", checkpoint)
+        object.__setattr__(self, "config", config)
+        object.__setattr__(self, "donor_id", donor_id)
 
 
 def is_live(info: TrialInfo | None) -> TypeGuard[TrialInfo]:

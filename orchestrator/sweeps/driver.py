@@ -7,9 +7,10 @@ actor), so a learning searcher sees the results it should and Ray's queue never 
 hundreds of pending actors; the searcher runs in a thread of its own (one call at a
 time, in order: Optuna's TPE slows as trials grow, and the loop must serve every running
 trial meanwhile). Each trial is an ordinary trial whose judge includes the scheduler
-(:mod:`orchestrator.sweeps.judge`); the sweep watches its trials (results for the
-searcher, endings for both) and carries out the scheduler's decisions about trials
-other than the reporting one through the same requests a user makes, resumes and
+(:mod:`orchestrator.sweeps.judge`), given when the trial is added (or, for a resumed
+sweep's journaled trial, when this call claims it); the sweep watches its trials
+(results for the searcher, endings for both) and sends the scheduler's decisions about
+trials other than the reporting one to them as a user's requests are sent, resumes and
 restores of paused trials waiting for a free slot. With ``reuse_actors`` a finished
 trial's worker process is kept idle and the next trial with the same resources starts
 in it (a fresh trainable there). The sweep's state (its arguments, which trials it
@@ -27,17 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.best import has_metric
-from orchestrator.core.events import (
-    Decided,
-    PauseRequested,
-    RestoreRequested,
-    ResumeRequested,
-    StopRequested,
-)
-from orchestrator.core.judge import CONTINUE, Judges, StopJudge
+from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume
+from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError
-from orchestrator.schedulers import Continue, Decision, Exploit, Pause, Resume, Scheduler, Stop
+from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher, SearchSpace
 from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of
 
@@ -102,7 +97,8 @@ class Sweep:
         self._num_samples = num_samples
         self._trials: dict[str, TrialRuntime] = {}
         self._population = PopulationView(self._trials)
-        self._queued: list[tuple[TrialRuntime, Any]] = []  # resumes/restores awaiting a slot
+        # Launches (None), resumes and restores awaiting a slot.
+        self._queued: list[tuple[TrialRuntime, Decided | None]] = []
         self._told: set[str] = set()  # trials the searcher heard the end of
         self._changed = asyncio.Event()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"searcher-{name}")
@@ -169,13 +165,14 @@ class Sweep:
         self._told = set(doc.get("told", []))
         self._finished = bool(doc.get("finished"))
         for trial_id in doc.get("created", []):
-            rt = self._port.trial(trial_id)
+            # Adopted from the journal before this call; judged by this sweep from now on.
+            rt = self._port.claim(trial_id, **self._judging(trial_id))
             if rt is None:
                 raise ConfigError(
                     f"sweep {self.name!r}: the journal names its trial {trial_id}, which the "
                     "experiment does not hold; resume with the same storage and name"
                 )
-            self._watch(rt)
+            self._join(rt)
             if rt.machine.state.is_terminal and trial_id not in self._told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.machine.state is TrialState.PENDING:
@@ -258,8 +255,8 @@ class Sweep:
                     port.launch(rt)
                 else:
                     port.request(rt, event)
-                    if isinstance(event, RestoreRequested):
-                        port.unpin(event.checkpoint.key)  # its machine pins it
+                    if isinstance(event.decision, RestoreFrom):
+                        port.unpin(event.decision.checkpoint.key)  # its machine pins it
                 continue
             if len(self._trials) >= self.total or self._exhausted:
                 break
@@ -287,36 +284,38 @@ class Sweep:
 
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
         spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **self._options)
-        rt = self._port.add(spec)
-        self._watch(rt)
+        rt = self._port.add(spec, **self._judging(trial_id))
+        self._join(rt)
         if self._scheduler is not None:
             self._scheduler.on_trial_add(info_of(rt))
         self._port.launch(rt)
         self._port.touch_journal()
 
-    def _watch(self, rt: TrialRuntime) -> None:
-        """Make ``rt`` one of this sweep's trials: judged by its scheduler, watched."""
-        self._trials[rt.id] = rt
-        rt.observer = self
-        policy = rt.machine.policy
-        if self._port.strict_metrics:
+    def _judging(self, trial_id: str) -> dict[str, Any]:
+        """How this sweep judges its trial ``trial_id``: the judge (its scheduler, after
+        the trial's stop criterion) and the metrics the trial's first result must
+        report, given when its policy is built (:meth:`SweepPort.add`, ``claim``)."""
+        required: dict[str, str] = {}
+        if self._metric:
             # Like a stop metric: a trial whose first result lacks the sweep's metric is
             # an error then, not a sweep whose searcher and scheduler learn nothing.
-            required = dict(policy.required_metrics)
-            if self._metric:
-                required.setdefault(self._metric, "the sweep's metric")
-            own = self._scheduler.metric if self._scheduler is not None else None
-            if own:
-                required.setdefault(
-                    own, f"its scheduler's ({type(self._scheduler).__name__}) metric"
-                )
-            policy.required_metrics = required
-        if self._scheduler is None:
-            return
+            required[self._metric] = "the sweep's metric"
+        scheduler = self._scheduler
+        if scheduler is None:
+            return {"judge": None, "required_metrics": required}
+        if scheduler.metric:
+            required.setdefault(
+                scheduler.metric, f"its scheduler's ({type(scheduler).__name__}) metric"
+            )
+        judge = SchedulerJudge(trial_id, scheduler, self._population, self._decide)
+        return {"judge": judge, "required_metrics": required}
+
+    def _join(self, rt: TrialRuntime) -> None:
+        """Make ``rt`` one of this sweep's trials: watched, shown to its scheduler."""
         from orchestrator.schedulers import PBT
 
-        judge = SchedulerJudge(rt, self._scheduler, self._population, self._decide)
-        policy.judge = Judges([StopJudge(rt.spec.stop), judge])
+        self._trials[rt.id] = rt
+        rt.observer = self
         rt.report_config = isinstance(self._scheduler, PBT)
 
     async def _free_slots(self) -> int:
@@ -411,28 +410,25 @@ class Sweep:
             self._snapshot_at = time.monotonic()
 
     def _decide(self, decisions: list[Decision]) -> None:
-        """Carry out the scheduler's decisions about trials (not the one reporting)."""
+        """Send the scheduler's decisions about trials (not the one reporting) to them,
+        as a user's requests are sent: one ``Decided`` event each. A trial without an
+        actor that is to run again waits for a free slot first."""
         port = self._port
         for decision in decisions:
             rt = self._trials.get(decision.trial_id)
             if rt is None:
                 continue
-            state = rt.machine.state
-            if isinstance(decision, Stop):
-                port.request(rt, StopRequested())
-            elif isinstance(decision, Pause):
-                port.request(rt, PauseRequested())
-            elif isinstance(decision, Resume):
-                self._queued.append((rt, ResumeRequested()))
-            elif isinstance(decision, Exploit):
-                event = RestoreRequested(decision.checkpoint, dict(decision.config))
-                if state.has_actor:
-                    port.request(rt, event)
-                else:  # paused: it needs a slot; keep the donor's checkpoint till then
-                    port.pin(decision.checkpoint.key)
-                    self._queued.append((rt, event))
-            elif isinstance(decision, Continue) and rt.machine.held:
-                port.request(rt, Decided(CONTINUE))
+            if isinstance(decision, Continue) and not rt.machine.held:
+                continue  # it is running: nothing to say
+            event = Decided(decision)
+            if isinstance(decision, Resume):
+                self._queued.append((rt, event))
+            elif isinstance(decision, RestoreFrom) and not rt.machine.state.has_actor:
+                # Paused: it needs a slot; keep the donor's checkpoint till then.
+                port.pin(decision.checkpoint.key)
+                self._queued.append((rt, event))
+            else:
+                port.request(rt, event)
         self._changed.set()
 
     # -- the searcher's thread, and the journal ----------------------------------------------

@@ -4,11 +4,12 @@ The scheduler (:mod:`orchestrator.schedulers`) is sans-IO and speaks of plain
 :class:`~orchestrator.schedulers.TrialInfo` snapshots and decisions. This adapter sits
 between it and the state machine: :class:`SchedulerJudge` is a trial's judge (see
 :mod:`orchestrator.core.judge`): it shows the scheduler each result, with a live view of the
-whole population, before the machine asks for the next step, and turns the decision
-about that trial into a :class:`~orchestrator.core.judge.Judgement`. Decisions about *other*
-trials (HyperBand promoting its paused trials, synchronous PBT releasing its barrier)
-go to the sweep, which carries them out through the same requests a user's
-``trial.stop()``, ``resume()`` or ``restore()`` makes.
+whole population, before the machine asks for the next step, and hands the decision
+about that trial to the machine as it is (the decisions are the machine's own, see
+:mod:`orchestrator.core.decisions`). Decisions about *other* trials (HyperBand promoting
+its paused trials, synchronous PBT releasing its barrier) go to the sweep, which sends
+them to those trials as the same ``Decided`` events a user's ``trial.stop()``,
+``resume()`` or ``restore()`` sends.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.judge import CONTINUE, Judgement, Verdict
-from orchestrator.schedulers import Decision, Exploit, Hold, Pause, Scheduler, Stop, TrialInfo
+from orchestrator.schedulers import Continue, Decision, Resume, Scheduler, TrialInfo
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -54,18 +54,19 @@ class PopulationView(Mapping[str, TrialInfo]):
 
 
 class SchedulerJudge:
-    """One trial's judge, asking the sweep's scheduler (see the module docstring)."""
+    """One trial's judge, asking the sweep's scheduler (see the module docstring). It
+    knows its trial by id, and sees it as the scheduler does: through the population."""
 
-    __slots__ = ("_rt", "_scheduler", "_population", "_others", "_by_iteration")
+    __slots__ = ("_trial_id", "_scheduler", "_population", "_others", "_by_iteration")
 
     def __init__(
         self,
-        rt: TrialRuntime,
+        trial_id: str,
         scheduler: Scheduler,
         population: PopulationView,
         others: Callable[[list[Decision]], None],
     ) -> None:
-        self._rt = rt
+        self._trial_id = trial_id
         self._scheduler = scheduler
         self._population = population
         self._others = others
@@ -73,39 +74,29 @@ class SchedulerJudge:
         # another time attribute (seconds...), every result must be seen.
         self._by_iteration = scheduler.time_attr == "training_iteration"
 
-    def judge(self, result: Mapping[str, Any]) -> Judgement:
-        decisions = self._scheduler.on_trial_result(info_of(self._rt), result, self._population)
-        return self.split(decisions)
+    def judge(self, result: Mapping[str, Any]) -> Decision | None:
+        info = self._population[self._trial_id]
+        return self.split(self._scheduler.on_trial_result(info, result, self._population))
 
-    def split(self, decisions: list[Decision]) -> Judgement:
-        """The judgement about this trial; the rest go to the sweep."""
+    def split(self, decisions: list[Decision]) -> Decision | None:
+        """The decision about this trial (None: it goes on); the rest go to the sweep."""
         mine: Decision | None = None
         others = []
         for decision in decisions:
-            if decision.trial_id == self._rt.id:
+            if decision.trial_id == self._trial_id:
                 mine = decision
             else:
                 others.append(decision)
         if others:
             self._others(others)
-        return judgement_of(mine)
+        if isinstance(mine, Continue | Resume):
+            return None  # it is running: it goes on
+        return mine
 
     def next_decision_at(self, iteration: int) -> int | None:
         if not self._by_iteration:
             return iteration + 1
-        point = self._scheduler.next_decision_at(info_of(self._rt))
+        point = self._scheduler.next_decision_at(self._population[self._trial_id])
         if point is None:
             return None
         return max(iteration + 1, math.ceil(point))
-
-
-def judgement_of(decision: Decision | None) -> Judgement:
-    if isinstance(decision, Stop):
-        return Judgement(Verdict.FINISH)
-    if isinstance(decision, Pause):
-        return Judgement(Verdict.PAUSE)
-    if isinstance(decision, Hold):
-        return Judgement(Verdict.HOLD)
-    if isinstance(decision, Exploit):
-        return Judgement(Verdict.EXPLOIT, decision.checkpoint, dict(decision.config))
-    return CONTINUE  # Continue, Resume (it is running), or nothing said

@@ -21,23 +21,27 @@ __all__ = ["SweepPort"]
 
 
 class SweepPort(Protocol):
-    @property
-    def strict_metrics(self) -> bool:
-        """Whether a metric missing from a trial's first result is an error."""
-        ...
-
     def trial_spec(
         self, trainable: Any, config: Mapping[str, Any], *, trial_id: str, **options: Any
     ) -> TrialSpec:
         """A checked spec, as ``add_trial`` would build it (raises ``ConfigError``)."""
         ...
 
-    def add(self, spec: TrialSpec, *, judge: Judge | None = None) -> TrialRuntime:
-        """A new PENDING trial whose policy asks ``judge`` after its stop criterion."""
+    def add(
+        self, spec: TrialSpec, *, judge: Judge | None, required_metrics: Mapping[str, str]
+    ) -> TrialRuntime:
+        """A new PENDING trial whose policy, built now and never changed, asks ``judge``
+        after its stop criterion, and whose first result must report
+        ``required_metrics`` (metric: what reads it) unless the experiment was told
+        ``strict_metrics=False``."""
         ...
 
-    def trial(self, trial_id: str) -> TrialRuntime | None:
-        """A trial the experiment holds (a resumed sweep's earlier trials)."""
+    def claim(
+        self, trial_id: str, *, judge: Judge | None, required_metrics: Mapping[str, str]
+    ) -> TrialRuntime | None:
+        """A trial the experiment holds (a resumed sweep's earlier trial, adopted from
+        the journal), from now on judged and checked as :meth:`add` would; None: the
+        experiment holds no such trial."""
         ...
 
     def launch(self, rt: TrialRuntime) -> None: ...
