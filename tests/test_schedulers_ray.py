@@ -5,6 +5,7 @@ config, and all of it survives killed actors and a killed driver."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -61,6 +62,44 @@ async def test_asha_stops_buffered_trials_exactly_at_their_rungs(tmp_path: Path)
         assert [r["training_iteration"] for r in trial.results] == list(
             range(1, len(trial.results) + 1)
         )
+
+
+async def test_a_resumed_sweeps_trials_are_judged_by_its_scheduler(tmp_path: Path) -> None:
+    """A sweep left while its first trials ran: the same call after resume=True claims
+    them (adopted from the journal when the experiment was entered, before the call) and
+    ASHA judges them again: every trial ends at a rung, none runs on to its criterion."""
+    fast, storage = tmp_path / "fast", tmp_path / "store"
+
+    def sweep(orch: Orchestrator) -> Any:
+        return orch.sweep(
+            Curve,
+            {"plateau": grid(BEST_FIRST), "delay": 0.2, "fast_after": str(fast)},
+            metric="acc",
+            mode="max",
+            scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
+            max_concurrent_trials=3,
+            stop={"training_iteration": 100},
+            resources=CPU,
+        )
+
+    async with Orchestrator(storage=storage, name="asha") as orch:
+        first = asyncio.ensure_future(sweep(orch))
+        deadline = time.monotonic() + 120
+        while not any(t.iteration >= 2 and not t.state.is_settled for t in orch.trials):
+            assert time.monotonic() < deadline and not first.done()
+            await asyncio.sleep(0.05)
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+    fast.touch()  # the rest runs fast
+    async with Orchestrator(storage=storage, name="asha", resume=True) as orch:
+        interrupted = {t.id for t in orch.trials if t.state is TrialState.PENDING}
+        result = await sweep(orch)
+    assert interrupted
+    ends = {t.id: len(t.results) for t in result.trials}
+    assert all(t.state is TrialState.TERMINATED for t in result.trials)
+    assert set(ends.values()) <= {1, 3, 9, 27}, ends  # judged: none ran on to 100
+    assert min(ends.values()) < 27 and max(ends.values()) == 27
 
 
 async def test_asha_stops_buffered_function_trials_exactly_at_their_rungs(
