@@ -40,7 +40,7 @@ def train(actions: list[Any]) -> Train:
 def test_a_restore_asked_for_during_a_call_survives_the_results_that_end_the_trial() -> None:
     """The public-API check: a hook on result 12 restores checkpoint 5 while the call for
     16..20 is in flight; result 20 meets the stop criterion, and used to end the trial
-    (FINISH outranked the restore), so the request failed with "TERMINATED"."""
+    (the stop outranked the restore), so the request failed with "TERMINATED"."""
     m = running(stop={"training_iteration": 20}, checkpoint_every=5, steps_per_call=1000)
     for _ in range(3):  # 1..5, 6..10, 11..15: each call stops at a checkpoint
         actions = results(m, 5)

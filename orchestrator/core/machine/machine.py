@@ -12,6 +12,9 @@ from orchestrator.errors import InvalidTransition
 __all__ = ["TrialMachine"]
 
 _NOWHERE: frozenset[TrialState] = frozenset()
+#: The table's rows by their state's identity: an enum member hashes in Python, an int
+#: in C, and this lookup is on every event's path.
+_ROWS = {id(state): row for state, row in TABLE.items()}
 
 
 class TrialMachine(TrialSteps):
@@ -24,7 +27,7 @@ class TrialMachine(TrialSteps):
 
     def handle(self, event: Event) -> list[Action]:
         if isinstance(event, ActorEvent) and (
-            event.generation != self.generation or not self.state.has_actor
+            event.generation != self.generation or not self._state.has_actor
         ):
             return []  # stale: from an actor that has been replaced or released
         if type(event) is Decided:
@@ -59,7 +62,7 @@ class TrialMachine(TrialSteps):
         return key in TABLE[self.state]
 
     def _entry(self, key: Input) -> Move:
-        move = TABLE[self.state].get(key)
+        move = _ROWS[id(self._state)].get(key)
         if move is None:
             what = "decision" if issubclass(key, Decision) else "event"
             raise InvalidTransition(

@@ -71,19 +71,22 @@ def on_train_result(m: TrialSteps, event: TrainResult) -> list[Action]:
                 return actions + m._fail_at_once(_missing_metrics(m, missing, result))
         if judging and decision is None:
             judged = judge.judge(result)
-            if decides(judged):
+            if judged is not None and decides(judged):
                 decision = judged
     every = m.policy.checkpoint_every
     due = reported or (every > 0 and m.iteration % every == 0)
     # The iteration's own checkpoint, unless storage is down and the trial is ending
     # (a trial pausing because storage failed saves no more).
-    ending = m.intent is not None or isinstance(decision, Stop | Pause | RestoreFrom)
-    if due and not (m.storage_down and ending):
+    if due and not (m.storage_down and _ending(m, decision)):
         actions += m._save()
     if decision is not None:
         m._then = decision
         return actions
     return actions + m._proceed()
+
+
+def _ending(m: TrialSteps, decision: Decision | None) -> bool:
+    return m.intent is not None or isinstance(decision, Stop | Pause | RestoreFrom)
 
 
 def on_save_done(m: TrialSteps, event: SaveDone) -> list[Action]:
