@@ -18,29 +18,21 @@ from orchestrator import Orchestrator, Trial, TrialError, TrialState
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import (
     ActorReady,
-    ApplyConfig,
-    DeleteCheckpoints,
     Launch,
-    Notify,
-    Report,
     RestoreDone,
-    RunStarted,
     SaveDone,
     StopRequested,
     Train,
     TrainResult,
-    WaitForHooks,
 )
 from orchestrator.core.spec import StorageMode, policy_for
 from orchestrator.engine.collector import CheckpointCollector
+from orchestrator.engine.executor import RaySettings
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.loop import Dispatcher
 from orchestrator.engine.record import TrialRuntime
 
 from .trainables import Counter
-
-#: What the loop carries out itself; every other action is a Ray call, recorded.
-BOOKKEEPING = (Report, RunStarted, Notify, ApplyConfig, WaitForHooks, DeleteCheckpoints)
 
 
 class Loop:
@@ -49,22 +41,17 @@ class Loop:
     def __init__(self, tmp_path: Path, hooks: list[Any]) -> None:
         self.hooks = HookRunner(hooks)
         self.dispatcher = Dispatcher(
-            storage_uri=str(tmp_path),
-            storage_options={},
-            storage_mode=StorageMode.LOCAL,
+            RaySettings(str(tmp_path), {}, StorageMode.LOCAL),
             uri_for=lambda key: f"file://{tmp_path}/{key}",
             local_path_for=lambda key: None,
             hooks=self.hooks,
             collector=CheckpointCollector(None),
         )
+        # The bookkeeper carries out the rest; every executor action is a Ray call.
         self.ray_calls: list[Any] = []
-        real = self.dispatcher.executor.execute
 
         def execute(rt: TrialRuntime, action: Any) -> None:
-            if isinstance(action, BOOKKEEPING):
-                real(rt, action)
-            else:
-                self.ray_calls.append(action)
+            self.ray_calls.append(action)
 
         self.dispatcher.executor.execute = execute  # type: ignore[method-assign]
         self.orch = Orchestrator(storage=tmp_path, name="loop", progress=False, loggers=[])
@@ -72,6 +59,7 @@ class Loop:
     def add(self, **options: Any) -> TrialRuntime:
         spec = self.orch.trial_spec(Counter, **options)
         rt = TrialRuntime(spec, policy_for(spec, self.orch.settings))
+        Trial(rt, lambda: self.dispatcher)  # its public handle, sending to this loop
         self.dispatcher.attach(rt)
         return rt
 

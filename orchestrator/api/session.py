@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import storage as storage_pkg
     from orchestrator.api.experiment import Experiment
     from orchestrator.engine.collector import CheckpointCollector
+    from orchestrator.engine.executor import RaySettings
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
@@ -131,20 +132,23 @@ async def open_session(exp: Experiment) -> Session:
             is_pinned=lambda key: dispatcher.is_pinned(key),
             delete=delete_where_visible_fn(store, mode),
         )
-        dispatcher = Dispatcher(
+        ray = RaySettings(
             storage_uri=uri,
             storage_options=options,
             storage_mode=mode,
+            runtime_env=opening.runtime_env,
+            trials_per_worker=settings.trials_per_worker,
+            spare_actors=settings.spare_actors,
+            save_retry_for=settings.save_retry_for,
+            stop_grace_s=settings.stop_grace_s,
+        )
+        dispatcher = Dispatcher(
+            ray,
             uri_for=lambda key: _checkpoint_uri(store, key, mode.is_local),
             local_path_for=lambda key: store.uri_for(key) if mode.is_local else None,
             hooks=hooks,
             collector=collector,
-            save_retry_for=settings.save_retry_for,
             journal=journal,
-            runtime_env=opening.runtime_env,
-            trials_per_worker=settings.trials_per_worker,
-            spare_actors=settings.spare_actors,
-            stop_grace_s=settings.stop_grace_s,
         )
     except BaseException:  # one way back for any failure between opening and running
         loop.set_exception_handler(loop_handler)
