@@ -29,12 +29,14 @@ demo: $(VENV)/.base
 	$(PY) -m orchestrator demo
 
 test: $(VENV)/.test
+	$(PY) tools/check_layers.py
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.bench
 	$(PY) -m benchmarks
 
 lint: $(VENV)/.test
+	$(PY) tools/check_layers.py
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
