@@ -5,18 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.core.best import finite, lookup, pick_best, standing, value_of
+from orchestrator.core.best import lookup, pick_best, standing, value_of
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import Checkpoint
-
-
-def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
-    """``result[metric]`` as a finite number (``"a/b"`` reads nested dicts), else None."""
-    return finite(lookup(result, metric))
 
 
 class SweepResult:
