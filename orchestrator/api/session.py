@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     import storage as storage_pkg
     from orchestrator.api.experiment import Experiment
     from orchestrator.engine.collector import CheckpointCollector
-    from orchestrator.engine.executor import RaySettings
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
@@ -93,6 +92,7 @@ async def open_session(exp: Experiment) -> Session:
     import storage as storage_pkg
     from orchestrator.api.resumption import adopt_experiment
     from orchestrator.engine.collector import CheckpointCollector, delete_where_visible_fn
+    from orchestrator.engine.executor import RaySettings
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.raystart import ensure_ray

@@ -35,7 +35,6 @@ __all__ = [
     "config_text",
     "elapsed_line",
     "fixed",
-    "number",
     "results_table",
     "state_text",
     "states_text",
