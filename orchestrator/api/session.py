@@ -27,13 +27,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import storage as storage_pkg
     from orchestrator.api.experiment import Experiment
+    from orchestrator.api.interrupts import Interrupts
+    from orchestrator.api.lease import ExperimentLease
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.journal.writer import Journal
 
-__all__ = ["Session", "open_session"]
+__all__ = ["Opened", "Session", "enter", "open_session"]
 
 log = logging.getLogger("orchestrator")
 
@@ -77,6 +79,62 @@ class Session:
             exp.dispatcher = exp.hooks = exp.journal = exp.resumption = None
             exp.logger = exp.progress = None
             release_ray(self.owns_ray)
+
+
+@dataclass
+class Opened:
+    """An entered ``Orchestrator``: its session, the experiment's lease, and the signal
+    handlers (if it took them); :meth:`close` ends all three in order."""
+
+    experiment: Experiment
+    session: Session
+    lease: ExperimentLease
+    interrupts: Interrupts | None
+
+    async def close(self, exc: BaseException | None) -> None:
+        """Close the session, then give the lease back and the signals; then say why the
+        block ended when it was a signal (raised) or a lost lease (raised if nothing
+        else is being raised)."""
+        lease, interrupts = self.lease, self.interrupts
+        if interrupts is not None:
+            interrupts.closing = True
+            interrupts.ours(exc)
+        try:
+            await self.session.aclose()
+        except asyncio.CancelledError:
+            if interrupts is None or not interrupts.forced:
+                raise
+        finally:
+            await lease.release()
+            if interrupts is not None:
+                interrupts.release()
+        if interrupts is not None:
+            ending = interrupts.ending(self.experiment.storage_uri, self.experiment.name)
+            if ending is not None:
+                raise ending from None
+        if lease.lost is not None and exc is None:
+            raise lease.lost  # lost while no run() was waiting: say so
+
+
+async def enter(exp: Experiment) -> Opened:
+    """Take the experiment's lease (before Ray: a second driver is refused at once),
+    open the session, let nothing write to the experiment without the lease, and take
+    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler)."""
+    from orchestrator.api.interrupts import Interrupts
+    from orchestrator.api.lease import acquire_lease
+
+    lease = await acquire_lease(exp)
+    try:
+        session = await open_session(exp)
+    except BaseException:
+        await lease.release()
+        raise
+    session.journal.write_only_while(lease.may_write)
+    session.dispatcher.drive_only_while(lease.may_write)
+    if exp.logger is not None:
+        exp.logger.write_only_while(lease.may_write)
+    lease.on_lost(session.dispatcher.abort)
+    return Opened(exp, session, lease, Interrupts.catch())
 
 
 def release_ray(owned: bool) -> None:
