@@ -117,12 +117,18 @@ class Opened:
 
 
 async def enter(exp: Experiment) -> Opened:
-    """Take the experiment's lease (before Ray: a second driver is refused at once),
+    """Check that a local storage path can hold the experiment, take the experiment's
+    lease (before Ray: a second driver is refused at once),
     open the session, let nothing write to the experiment without the lease, and take
     SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler)."""
+    import storage as storage_pkg
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import acquire_lease
+    from orchestrator.journal.storage_check import check_local_path
 
+    if exp.storage_mode.is_local:  # a path that cannot hold it: said before anything
+        path = storage_pkg.open_storage(exp.storage_uri, **exp.opening.storage_options).uri
+        await asyncio.to_thread(check_local_path, path, exp.name)
     lease = await acquire_lease(exp)
     try:
         session = await open_session(exp)
