@@ -38,6 +38,7 @@ from orchestrator.search.more_domains import (
     qrandn,
     randn,
 )
+from orchestrator.search.numpy_search import NumpySearch
 from orchestrator.search.optuna_search import OptunaSearch
 from orchestrator.search.random_search import RandomSearch
 from orchestrator.search.searcher import Searcher
@@ -49,6 +50,7 @@ __all__ = [
     "Grid",
     "LogRandInt",
     "LogUniform",
+    "NumpySearch",
     "OptunaSearch",
     "QLogRandInt",
     "QLogUniform",
