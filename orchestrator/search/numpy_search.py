@@ -90,14 +90,14 @@ def draw_like_tune(domain: Domain, rng: Rng) -> Any:
             return int(_int_log(rng, low, high) * q)
         return int(_integers(rng, low, high) * q)
     if isinstance(domain, QUniform):  # QLogUniform too: Tune's quantized Float
-        q = domain.q
-        low = _grid_index(domain.low, q, np.ceil) * q
-        high = _grid_index(domain.high, q, np.floor) * q
+        fq = domain.q
+        flow = _grid_index(domain.low, fq, np.ceil) * fq
+        fhigh = _grid_index(domain.high, fq, np.floor) * fq
         if isinstance(domain, QLogUniform):
-            value = float(np.exp(rng.uniform(np.log(low), np.log(high), size=1))[0])
+            value = float(np.exp(rng.uniform(np.log(flow), np.log(fhigh), size=1))[0])
         else:
-            value = _uniform(rng, low, high)
-        return float(np.round(np.divide(value, q)) * q)
+            value = _uniform(rng, flow, fhigh)
+        return float(np.round(np.divide(value, fq)) * fq)
     if isinstance(domain, Uniform):
         return _uniform(rng, domain.low, domain.high)
     if isinstance(domain, LogUniform):
@@ -133,7 +133,7 @@ def _paths(point: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
         if isinstance(value, Mapping) and value:
             out.update(_paths(value, (*prefix, key)))
         else:
-            out[(*prefix, key)] = value
+            out[prefix + (key,)] = value
     return out
 
 
