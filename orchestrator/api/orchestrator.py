@@ -449,6 +449,25 @@ class Orchestrator:
         exp.sweeps[name] = sweep
         return SweepResult(await sweep.run(), metric, mode)
 
+    def end_sweep(self, name: str = "sweep") -> None:
+        """End the running sweep ``name`` now: it asks for no more trials and stops those
+        that have not ended (TERMINATED, results and checkpoints kept); its ``sweep()``
+        call returns once they are settled. For a stop rule over the whole population or
+        a time budget, from a hook (sync ones run in threads: it is safe there), a task
+        or a timer. A sweep that is not running: nothing."""
+        sweep, dispatcher = self._exp.sweeps.get(name), self._exp.dispatcher
+        loop = dispatcher.loop if dispatcher is not None else None
+        if sweep is None or sweep.finished or loop is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            sweep.end()
+        else:
+            loop.call_soon_threadsafe(sweep.end)
+
     def run_sync(self) -> list[Trial]:
         """One call for plain scripts: enter, ``run()``, exit.
 

@@ -112,6 +112,7 @@ class Sweep:
         self._draining = False
         self._wants_results = type(searcher).on_trial_result is not Searcher.on_trial_result
         self._exhausted = False
+        self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
         self._capacity: tuple[float, int] | None = None  # (when read, trials that fit)
 
@@ -121,6 +122,23 @@ class Sweep:
     def finished(self) -> bool:
         """The sweep ran to its end (it may be run again only then)."""
         return self._finished
+
+    def end(self) -> None:
+        """End the sweep now (on the loop): no trial is asked for or resumed any more, and
+        every trial that has not ended is stopped (TERMINATED, keeping its results and
+        checkpoints); ``run()`` returns once they are settled. For experiment-wide stop
+        rules and time budgets. A resumed experiment does not continue an ended sweep."""
+        if self._finished or self._ending:
+            return
+        self._ending = True
+        for _, event in self._queued:
+            if isinstance(event, RestoreRequested):
+                self._port.unpin(event.checkpoint.key)
+        self._queued.clear()
+        for rt in self._trials.values():
+            if not rt.machine.state.is_terminal:
+                self._port.request(rt, StopRequested())
+        self._changed.set()
 
     async def run(self) -> list[Any]:
         """Run the sweep to its end; its trials' public handles, in creation order."""
@@ -228,6 +246,8 @@ class Sweep:
     async def _done(self) -> bool:
         if self._finished:
             return True
+        if self._ending:
+            return all(self._port.is_settled(rt) for rt in self._trials.values())
         if self._queued or not all(self._port.is_settled(rt) for rt in self._trials.values()):
             return False
         if len(self._trials) < self.total and not self._exhausted:
@@ -251,7 +271,7 @@ class Sweep:
     async def _admit(self) -> None:
         """Fill free slots: queued resumes and restores first, then new trials."""
         port = self._port
-        while await self._free_slots() > 0:
+        while not self._ending and await self._free_slots() > 0:
             if self._queued:
                 rt, event = self._queued.pop(0)
                 if event is None:
@@ -413,7 +433,7 @@ class Sweep:
     def _decide(self, decisions: list[Decision]) -> None:
         """Carry out the scheduler's decisions about trials (not the one reporting)."""
         port = self._port
-        for decision in decisions:
+        for decision in [] if self._ending else decisions:
             rt = self._trials.get(decision.trial_id)
             if rt is None:
                 continue
