@@ -194,6 +194,8 @@ class Sweep:
                     "experiment does not hold; resume with the same storage and name"
                 )
             self._watch(rt)
+            if not rt.machine.state.is_terminal:
+                self._run_call_trainable(rt)
             if rt.machine.state.is_terminal and trial_id not in self._told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.machine.state is TrialState.PENDING:
@@ -205,6 +207,21 @@ class Sweep:
             self.total,
             len(self._queued),
         )
+
+    def _run_call_trainable(self, rt: TrialRuntime) -> None:
+        """A resumed sweep's trial that may run again runs the trainable of this call, not
+        the journal's copy: the user's code as it is now, and objects it holds in Ray's
+        object store (the old copy's references died with the old driver)."""
+        from dataclasses import replace
+
+        from orchestrator.actor.function import is_function, wrap_function
+        from orchestrator.engine.executor import load_code
+
+        if not rt.code_loaded:
+            load_code(rt)  # its stop condition and config, as journaled
+        trainable = self._trainable
+        new = wrap_function(trainable) if is_function(trainable) else trainable
+        rt.spec = replace(rt.spec, trainable=new, json=None)
 
     async def _wait_for_change(self) -> None:
         """Until a trial settles or a decision is made. While the scheduler holds trials,

@@ -4,6 +4,8 @@ continue it."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +56,36 @@ async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(
             name="s",
         )
     assert [t.id for t in again.trials] == [t.id for t in result.trials]
+
+
+def reports_a(config: dict[str, Any]) -> None:
+    from orchestrator import report
+
+    while True:
+        time.sleep(0.05)
+        report({"which": "a"})
+
+
+def reports_b(config: dict[str, Any]) -> None:
+    from orchestrator import report
+
+    for _ in range(3):
+        report({"which": "b"})
+
+
+async def test_a_resumed_sweeps_unfinished_trials_run_the_resuming_calls_trainable(
+    tmp_path: Path,
+) -> None:
+    args: dict[str, Any] = {"num_samples": 2, "max_concurrent_trials": 2, "name": "s"}
+    args["resources"] = {"cpu": 0.25}
+    async with Orchestrator(storage=tmp_path, name="re", progress=False) as orch:
+        task = asyncio.create_task(orch.sweep(reports_a, {"x": uniform(0, 1)}, **args))
+        while len(orch.trials) < 2 or not all(t.last_result for t in orch.trials):
+            await asyncio.sleep(0.1)
+        task.cancel()  # the driver goes away mid-sweep, its trials running
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    async with Orchestrator(storage=tmp_path, name="re", resume=True, progress=False) as orch:
+        result = await orch.sweep(reports_b, {"x": uniform(0, 1)}, **args)
+    assert len(result.trials) == 2
+    assert all(t.last_result and t.last_result["which"] == "b" for t in result.trials)
