@@ -95,6 +95,14 @@ class SweepResult:
         found = pick_best(((c, lookup(c.metrics, metric)) for c in newest_first), self.mode)
         return found[0] if found is not None else checkpoints[-1]
 
+    def pareto_front(self, metrics: Sequence[str], modes: Sequence[str]) -> list[Trial]:
+        """The trials no other trial beats on every one of ``metrics`` at once (by their
+        last results; ``modes`` says 'min' or 'max' for each): a multi-objective sweep's
+        answer, where no single trial is best."""
+        from orchestrator.api.pareto import pareto_front
+
+        return pareto_front(self.trials, lambda t: t.last_result, metrics, modes, metric_value)
+
     @property
     def errors(self) -> list[BaseException]:
         """The errors of the trials that ended in ERROR."""
