@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, TrialState
-from orchestrator.search import uniform
+from orchestrator import ConfigError, Orchestrator, TrialState
+from orchestrator.search import grid, uniform
 
 from .trainables import counting
 
@@ -89,3 +89,16 @@ async def test_a_resumed_sweeps_unfinished_trials_run_the_resuming_calls_trainab
         result = await orch.sweep(reports_b, {"x": uniform(0, 1)}, **args)
     assert len(result.trials) == 2
     assert all(t.last_result and t.last_result["which"] == "b" for t in result.trials)
+
+
+async def test_resources_may_be_a_function_of_each_trials_config(tmp_path: Path) -> None:
+    async with Orchestrator(storage=tmp_path, name="shapes", progress=False) as orch:
+        result = await orch.sweep(
+            reports_b,
+            {"cpus": grid([0.25, 0.5])},
+            resources=lambda config: {"cpu": config["cpus"]},
+        )
+        with pytest.raises(ConfigError, match="resources function raised KeyError"):
+            await orch.sweep(reports_b, {"x": 1}, resources=lambda c: {"cpu": c["nope"]}, name="t")
+    assert sorted(t.resources["cpu"] for t in result.trials) == [0.25, 0.5]
+    assert all(t.resources["cpu"] == t.config["cpus"] for t in result.trials)

@@ -392,7 +392,9 @@ class Orchestrator:
         max_concurrent_trials: int | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
-        resources: Mapping[str, float] | None = None,
+        resources: Mapping[str, float]
+        | Callable[[dict[str, Any]], Mapping[str, float]]
+        | None = None,
         max_failures: int | None = None,
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
@@ -407,7 +409,8 @@ class Orchestrator:
         ``max_concurrent_trials`` at once (default: what the cluster's resources hold).
         Returns once every trial of the sweep is settled; see :class:`SweepResult`.
 
-        The other arguments are ``add_trial``'s, for every trial. ``name`` names the
+        The other arguments are ``add_trial``'s, for every trial (``resources`` may also be
+        a function of a trial's config returning its resources). ``name`` names the
         sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
         continues it (finished trials are kept, the others restart from their
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a

@@ -63,6 +63,22 @@ HOLD_PATIENCE_S = 15.0
 HOLD_CHECK_S = 1.0
 
 
+def trial_options_for(options: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-trial options of a trial with ``config``: ``resources`` may be a function of
+    the config (``config -> {"cpu": ..., "gpu": ...}``), called here."""
+    resources = options.get("resources")
+    if not callable(resources):
+        return dict(options)
+    try:
+        shape = resources(dict(config))
+    except Exception as err:
+        raise ConfigError(
+            f"the sweep's resources function raised {type(err).__name__}: {err} (for config "
+            f"{dict(config)!r})"
+        ) from err
+    return {**options, "resources": shape}
+
+
 class Sweep:
     """One ``Orchestrator.sweep(...)`` call (see the module docstring)."""
 
@@ -115,6 +131,7 @@ class Sweep:
         self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
         self._capacity: tuple[float, int] | None = None  # (when read, trials that fit)
+        self._last_resources: Any = None  # the newest trial's, when resources is a function
 
     # -- the sweep's life ----------------------------------------------------------------
 
@@ -323,7 +340,9 @@ class Sweep:
         return config
 
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
-        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **self._options)
+        options = trial_options_for(self._options, config)
+        self._last_resources = options.get("resources")
+        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **options)
         rt = self._port.add(spec)
         self._watch(rt)
         if self._scheduler is not None:
@@ -381,7 +400,10 @@ class Sweep:
         from orchestrator.engine.ray_calls import ray_demand
 
         totals = await asyncio.to_thread(ray.cluster_resources)
-        demand = ray_demand(self._options.get("resources") or {"cpu": 1.0}, 1)
+        shape = self._options.get("resources")
+        if callable(shape):  # resources by config: the last trial's shape
+            shape = self._last_resources
+        demand = ray_demand(shape or {"cpu": 1.0}, 1)
         fits = [int(totals.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
         return max(1, min(fits)) if fits else 1
 
