@@ -21,6 +21,5 @@ class TuneUnsupported(ConfigError, ImportError):
 
 def unsupported(what: str, instead: str) -> TuneUnsupported:
     return TuneUnsupported(
-        f"{what} is not supported by orchestrator.tune (trialflow's Ray Tune facade); "
-        f"{instead}"
+        f"{what} is not supported by orchestrator.tune (trialflow's Ray Tune facade); {instead}"
     )

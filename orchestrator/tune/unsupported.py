@@ -19,9 +19,7 @@ from orchestrator.tune.errors import unsupported
 __all__ = ["MODULES", "NAMES", "getattr_for", "install_finder"]
 
 _OPTUNA = "use OptunaSearch (from orchestrator.tune.search.optuna) or the default search"
-_REPORT = (
-    "call tune.report(metrics, checkpoint=...) from your framework's own callback or loop"
-)
+_REPORT = "call tune.report(metrics, checkpoint=...) from your framework's own callback or loop"
 
 #: Names of Ray Tune's modules (relative to ``ray.tune``) -> what to use instead.
 NAMES: dict[str, dict[str, str]] = {
@@ -114,9 +112,7 @@ def getattr_for(module: str) -> Callable[[str], Any]:
 class _UnsupportedModules(importlib.abc.MetaPathFinder):
     """Last on ``sys.meta_path``: asked only for modules nothing else found."""
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: Any = None
-    ) -> None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: Any = None) -> None:
         if not fullname.startswith(_PACKAGE + "."):
             return None
         relative = fullname[len(_PACKAGE) + 1 :]
@@ -124,8 +120,11 @@ class _UnsupportedModules(importlib.abc.MetaPathFinder):
         if instead is None:
             parts = relative.split(".")
             instead = next(
-                (MODULES[".".join(parts[:n])] for n in range(len(parts), 0, -1)
-                 if ".".join(parts[:n]) in MODULES),
+                (
+                    MODULES[".".join(parts[:n])]
+                    for n in range(len(parts), 0, -1)
+                    if ".".join(parts[:n]) in MODULES
+                ),
                 None,
             )
         if instead is None:
