@@ -123,7 +123,6 @@ class _TuneFunction:
         return self.func(_Spec({"config": _Lazy(config)}))
 
 
-
 class _Lazy(Mapping[str, Any]):
     """A config view read on demand (so trialflow resolves only what the function reads),
     with attribute access."""
