@@ -191,17 +191,10 @@ def unwrap(trainable: Any, *, put: bool = True) -> tuple[Any, dict[str, Any], An
     return trainable, params, resources
 
 
-def engine_trainable(trainable: Any, info: ctx.RunInfo, params: Mapping[str, Any]) -> Any:
-    """What ``Orchestrator.sweep`` runs for the user's ``trainable``."""
+def check_trainable(trainable: Any) -> None:
+    """Refuse what cannot be a Tune trainable, at once."""
     if isinstance(trainable, type) and issubclass(trainable, Trainable):
-        namespace = {
-            "tune_class": trainable,
-            "info": info,
-            "params": dict(params),
-            "__module__": trainable.__module__,
-            "__qualname__": f"engine_trainable.<locals>.{trainable.__name__}",
-        }
-        return type(trainable.__name__, (ClassAdapter,), namespace)
+        return
     if isinstance(trainable, type):
         raise unsupported(
             f"the trainable {trainable.__name__} (not a subclass of tune.Trainable)",
@@ -215,6 +208,20 @@ def engine_trainable(trainable: Any, info: ctx.RunInfo, params: Mapping[str, Any
         )
     if not callable(trainable):
         raise unsupported(f"the trainable {trainable!r}", "pass a function or a tune.Trainable")
+
+
+def engine_trainable(trainable: Any, info: ctx.RunInfo, params: Mapping[str, Any]) -> Any:
+    """What ``Orchestrator.sweep`` runs for the user's ``trainable``."""
+    check_trainable(trainable)
+    if isinstance(trainable, type) and issubclass(trainable, Trainable):
+        namespace = {
+            "tune_class": trainable,
+            "info": info,
+            "params": dict(params),
+            "__module__": trainable.__module__,
+            "__qualname__": f"engine_trainable.<locals>.{trainable.__name__}",
+        }
+        return type(trainable.__name__, (ClassAdapter,), namespace)
     return FunctionAdapter(trainable, info, params)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
-from orchestrator.tune.adapters import unwrap
+from orchestrator.tune.adapters import check_trainable, unwrap
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from orchestrator.tune.errors import unsupported
 from orchestrator.tune.sample import translate_space
@@ -174,6 +174,7 @@ def plan_run(
     if not isinstance(run_config, RunConfig):
         raise unsupported(f"run_config={type(run_config).__name__}", "use tune.RunConfig(...)")
     user, _, resources = unwrap(trainable, put=False)
+    check_trainable(user)
     is_class = _is_class(user)
     name_of = str(getattr(user, "__name__", None) or type(user).__name__)
     space = dict(translate_space(dict(param_space or {})))
@@ -193,6 +194,8 @@ def plan_run(
             "ASHAScheduler, HyperBandScheduler, MedianStoppingRule, "
             "PopulationBasedTraining) or an orchestrator.schedulers.Scheduler",
         )
+    if isinstance(scheduler, TuneScheduler):  # Tune's metric clash, refused now
+        scheduler.set_search_properties(tune_config.metric, tune_config.mode)
     stop = plan_stop(run_config.stop, tune_config.time_budget_s)
     if stop.driver is not None:
         scheduler = scheduler or FIFOScheduler()
