@@ -156,10 +156,13 @@ def run_example(
     timeout: float = 900.0,
     python: str = sys.executable,
     extra_env: dict[str, str] | None = None,
+    source: str | None = None,
 ) -> Run:
-    """Copy example ``name`` into ``workdir`` (rewritten for ``system="ours"``) and run it
-    with ``--smoke-test`` in a fresh process; ``workdir`` is also its home."""
-    source = (examples_dir() / f"{name}.py").read_text()
+    """Copy example ``name`` (or the Tune script ``source``) into ``workdir`` (rewritten
+    for ``system="ours"``) and run it with ``--smoke-test`` in a fresh process;
+    ``workdir`` is also its home."""
+    if source is None:
+        source = (examples_dir() / f"{name}.py").read_text()
     if system == "ours":
         source = rewrite(source)
     elif system != "tune":
