@@ -319,6 +319,8 @@ class Sweep:
                 break
             trial_id = f"{self.name}_{len(self._trials):05d}"
             config = await self._in_thread(self._suggest, trial_id)
+            if self._ending:
+                break  # end() came while the searcher was asked: start nothing more
             if config is None:
                 if not any(rt.machine.state.has_actor for rt in self._trials.values()):
                     self._exhausted = True  # nothing will change its mind
