@@ -30,6 +30,11 @@ class TuneScheduler:
     def attach_stopper(self, stopper: Any, on_stop_all: Callable[[], None]) -> None:
         self._tune_stopper, self._on_stop_all = stopper, on_stop_all
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The run's wiring (it ends the sweep) is not the scheduler's: set again by the
+        # Tuner that runs it. The journal pickles the scheduler with the sweep's call.
+        return {**self.__dict__, "_on_stop_all": None}
+
     def set_search_properties(self, metric: str | None, mode: str | None) -> None:
         own_metric = getattr(self, "metric", None)
         own_mode = getattr(self, "mode", None)
