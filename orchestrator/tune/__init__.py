@@ -125,7 +125,26 @@ install_finder()
 _uncovered = getattr_for("")
 
 
+#: Submodules reachable as attributes (``tune.result.SHOULD_CHECKPOINT``), as on Tune.
+_SUBMODULES = (
+    "callback",
+    "experiment",
+    "logger",
+    "result",
+    "result_grid",
+    "schedulers",
+    "search",
+    "stopper",
+    "trainable",
+    "tune_config",
+    "tuner",
+    "utils",
+)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     where = _WHERE.get(name)
     if where is None:
         return _uncovered(name)

@@ -9,13 +9,17 @@ into callbacks one at a time, as Tune's controller makes them. trialflow's hook 
 failure fires for every failure: it becomes Tune's ``on_trial_recover`` when the trial
 is retried and ``on_trial_error`` when it is not.
 
-The same hook carries out two run-wide rules: ``FailureConfig(fail_fast=...)`` (the
-first trial in ERROR ends the sweep) and ``trial_dirname_creator`` (the trial's
-directory is also reachable by that name: a symbolic link, with local storage).
+A callback that sets ``SHOULD_CHECKPOINT`` in a result asks for a checkpoint: the trial
+saves right after its next result (the step in flight, since callbacks run beside the
+trials; on Tune, before any further step). The same hook carries out two run-wide
+rules: ``FailureConfig(fail_fast=...)`` (the first trial in ERROR ends the sweep) and
+``trial_dirname_creator`` (the trial's directory is also reachable by that name: a
+symbolic link, with local storage).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -55,7 +59,7 @@ class TuneHooks:
         self._views: dict[str, TuneTrial] = {}
         self._lock = threading.Lock()
         self._iteration = 0
-        self._warned_checkpoint = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the run's (set by the Tuner)
         self.end_run: Callable[[], None] | None = None
         self.first_error: BaseException | None = None
         self._prefix = prefix  # the run's trials' ids start with it (the sweep's name)
@@ -111,14 +115,11 @@ class TuneHooks:
                 trial=view,
                 result=shown,
             )
-        if shown.get(SHOULD_CHECKPOINT) and not self._warned_checkpoint:
-            self._warned_checkpoint = True
-            log.warning(
-                "a callback set SHOULD_CHECKPOINT in a result of trial %s: a callback cannot "
-                "ask for a checkpoint here (callbacks run beside the trials, not before "
-                "their next step); return SHOULD_CHECKPOINT from the trainable's step(), or "
-                "use CheckpointConfig(checkpoint_frequency=...)",
-                trial.id,
+        if shown.get(SHOULD_CHECKPOINT) and self.loop is not None:
+            # A callback asked for a checkpoint: the trial saves after its next result
+            # (callbacks run beside the trials, so the step in flight comes first).
+            asyncio.run_coroutine_threadsafe(trial.save(), self.loop).add_done_callback(
+                lambda done: done.exception()  # a trial that ended meanwhile: nothing to do
             )
 
     def on_checkpoint(self, trial: Any, checkpoint: Any) -> None:

@@ -183,6 +183,7 @@ class Tuner:
                 orch.end_sweep(plan.sweep_name)
 
             hooks.end_run = end
+            hooks.loop = asyncio.get_running_loop()
             if plan.stop.driver is not None and isinstance(plan.scheduler, TuneScheduler):
                 plan.scheduler.attach_stopper(plan.stop.driver, end)
             budget = plan.stop.budget_s

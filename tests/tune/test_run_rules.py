@@ -91,3 +91,38 @@ def test_with_parameters_puts_each_object_in_rays_store_once() -> None:
     _, again, _ = unwrap(wrapped)
     assert isinstance(first["data"], ray.ObjectRef) and first == again
     assert (ray.get(first["data"]) == data).all()
+
+
+class Steps(tune.Trainable):
+    def setup(self, config: dict[str, Any]) -> None:
+        self.n = 0
+
+    def step(self) -> dict[str, Any]:
+        time.sleep(0.02)
+        self.n += 1
+        return {"n": self.n, "done": self.n >= 40}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any]:
+        return {"n": self.n}
+
+    def load_checkpoint(self, checkpoint: Any) -> None:
+        self.n = checkpoint["n"]
+
+
+class CheckpointAtFive(tune.Callback):
+    def on_trial_result(
+        self, iteration: int, trials: Any, trial: Any, result: Any, **info: Any
+    ) -> None:
+        if result["n"] == 5:
+            result[tune.result.SHOULD_CHECKPOINT] = True
+
+
+def test_a_callback_asks_for_a_checkpoint_with_should_checkpoint(tmp_path: Path) -> None:
+    results = tune.Tuner(
+        tune.with_resources(Steps, CPU),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="cb", verbose=0, callbacks=[CheckpointAtFive()]
+        ),
+    ).fit()
+    saved = [metrics["training_iteration"] for _, metrics in results[0].best_checkpoints]
+    assert len(saved) == 1 and 5 < saved[0] < 40  # after the step in flight at iteration 5
