@@ -135,3 +135,33 @@ def test_concurrency_limiter_batches_and_repeater_averages() -> None:
     assert listed.told == []
     repeated.on_trial_complete("b", {"loss": 3.0})
     assert listed.told == [("a", {"loss": 2.0}, False)]
+
+
+def test_a_restored_run_reads_its_results_from_the_journal_records() -> None:
+    from orchestrator.tune.records import RecordedTrial
+    from orchestrator.views.experiments import TrialRecord
+
+    record = TrialRecord(
+        id="abc_00000",
+        trainable="(pickled)",
+        config={"x": 1},
+        state="TERMINATED",
+        iteration=2,
+        num_failures=0,
+        error=None,
+        checkpoints=[
+            {
+                "iteration": 2,
+                "uri": "file:///r/abc_00000/checkpoint_000002",
+                "key": "abc_00000/checkpoint_000002",
+                "metrics": {"loss": 0.5},
+            }
+        ],
+        results=[{"loss": 1.0, "training_iteration": 1}, {"loss": 0.5, "training_iteration": 2}],
+        events=[],
+    )
+    results = ResultGrid([RecordedTrial(record, "/r")], "/r", "loss", "min")
+    best = results.get_best_result()
+    assert best.metrics["loss"] == 0.5 and best.config == {"x": 1}
+    assert best.checkpoint is not None and best.checkpoint.path == "/r/abc_00000/checkpoint_000002"
+    assert results.num_terminated == 1
