@@ -79,3 +79,18 @@ def test_a_driver_stopper_runs_before_the_scheduler_on_every_result() -> None:
     fifo = FIFOScheduler()
     fifo.attach_stopper(ours.FunctionStopper(lambda t, r: r["loss"] < 0.5), lambda: None)
     assert fifo.on_trial_result(info("a", 2), {"loss": 0.1}, {}) == [Stop("a")]
+
+
+def test_asha_draws_tunes_bracket_from_numpys_global_rng() -> None:
+    """Tune's ASHA draws a bracket per trial from NumPy's global RNG, between its
+    searcher's draws; so must ours, for a seeded script to sample Tune's configs."""
+    import numpy as np
+
+    np.random.seed(3)
+    np.random.choice(1, p=[1.0])
+    expected = np.random.random()
+    np.random.seed(3)
+    scheduler = ASHAScheduler(metric="loss", mode="min")
+    scheduler.on_trial_add(info("a", 0))
+    scheduler.on_trial_add(info("a", 0))  # the same trial again: no second draw
+    assert np.random.random() == expected

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.schedulers import ASHA
+import numpy as np
+
+from orchestrator.schedulers import ASHA, TrialInfo
 from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["ASHAScheduler", "AsyncHyperBandScheduler"]
@@ -34,6 +36,16 @@ class AsyncHyperBandScheduler(TuneScheduler, ASHA):
             brackets=brackets,
             stop_last_trials=stop_last_trials,
         )
+
+    def on_trial_add(self, trial: TrialInfo) -> None:
+        """As trialflow's ASHA, after Tune's bracket draw from NumPy's global RNG: Tune
+        draws one per trial there, between its searcher's draws, so a script seeded with
+        ``np.random.seed`` samples Tune's configs only if this draw happens too."""
+        if trial.trial_id not in self._trials:
+            sizes = np.array([len(rungs) for rungs in self.rungs])
+            probs = np.e ** (sizes - sizes.max())
+            np.random.choice(len(sizes), p=probs / probs.sum())
+        super().on_trial_add(trial)
 
 
 ASHAScheduler = AsyncHyperBandScheduler
