@@ -9,7 +9,7 @@ refused when the object is built, naming it and what to use instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.tune.errors import unsupported
@@ -94,7 +94,6 @@ class RunConfig:
     progress_reporter: Any = None
     log_to_file: Any = False
     local_dir: Any = None
-    _extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         refused = {
