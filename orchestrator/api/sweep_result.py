@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.core.best import lookup, pick_best, standing, value_of
+from orchestrator.core.best import finite_metric, lookup, pick_best, standing, value_of
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError
 
@@ -101,7 +101,7 @@ class SweepResult:
         answer, where no single trial is best."""
         from orchestrator.api.pareto import pareto_front
 
-        return pareto_front(self.trials, lambda t: t.last_result, metrics, modes, metric_value)
+        return pareto_front(self.trials, lambda t: t.last_result, metrics, modes, finite_metric)
 
     @property
     def errors(self) -> list[BaseException]:

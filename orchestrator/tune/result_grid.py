@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from orchestrator.api.sweep_result import metric_value
+from orchestrator.core.best import finite_metric as metric_value
 from orchestrator.errors import ConfigError
 from orchestrator.tune.checkpoint import Checkpoint
 from orchestrator.tune.errors import TuneError
