@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.api.pareto import pareto_front
-from orchestrator.api.sweep_result import metric_value
+from orchestrator.core.best import finite_metric as metric_value
 from orchestrator.errors import ConfigError
 
 
