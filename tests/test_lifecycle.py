@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
-from orchestrator.core.events import ConfigRefused, Decided, GraceExpired, HooksCaughtUp
+from orchestrator.core.events import (
+    ConfigRefused,
+    Decided,
+    GraceExpired,
+    HooksCaughtUp,
+    SaveRequested,
+)
 from orchestrator.core.judge import CONTINUE, Judgement, StopJudge, Verdict
 from orchestrator.core.machine import (
     ALL_EVENT_TYPES,
@@ -468,6 +474,7 @@ def sample_event(event_type: type[Event], m: TrialMachine) -> Event:
         Decided: Decided(CONTINUE),
         HooksCaughtUp: HooksCaughtUp(m.results_reported),
         GraceExpired: GraceExpired(gen, m.grace_token),
+        SaveRequested: SaveRequested(),
     }
     return samples[event_type]
 
@@ -570,6 +577,16 @@ def test_random_event_sequences_keep_invariants(seq: list[tuple[str, int]]) -> N
         if m.state is TrialState.RUNNING:  # nothing newer than the run's own point
             assert all(c.iteration <= m.iteration for c in m.checkpoints)
         assert len(m.checkpoints) <= 3  # keep=2, plus pinned ones at most
+
+
+def test_a_save_request_saves_right_after_the_next_result() -> None:
+    m = running(checkpoint_every=0)
+    assert m.handle(SaveRequested()) == []  # its step is in flight: the save follows it
+    assert kinds(result(m, x=1)) == ["Report", "Save", "Train"]
+    assert "Save" not in kinds(result(m, x=2))  # once
+    function = running(checkpoint_every=0, saves_on_demand=False)
+    function.handle(SaveRequested())
+    assert "Save" not in kinds(result(function, x=1))  # it saves only what it reports
 
 
 def test_notify_hooks_named_correctly() -> None:

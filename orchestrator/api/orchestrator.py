@@ -392,7 +392,9 @@ class Orchestrator:
         max_concurrent_trials: int | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
-        resources: Mapping[str, float] | None = None,
+        resources: Mapping[str, float]
+        | Callable[[dict[str, Any]], Mapping[str, float]]
+        | None = None,
         max_failures: int | None = None,
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
@@ -407,7 +409,8 @@ class Orchestrator:
         ``max_concurrent_trials`` at once (default: what the cluster's resources hold).
         Returns once every trial of the sweep is settled; see :class:`SweepResult`.
 
-        The other arguments are ``add_trial``'s, for every trial. ``name`` names the
+        The other arguments are ``add_trial``'s, for every trial (``resources`` may also be
+        a function of a trial's config returning its resources). ``name`` names the
         sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
         continues it (finished trials are kept, the others restart from their
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
@@ -448,6 +451,25 @@ class Orchestrator:
         )
         exp.sweeps[name] = sweep
         return SweepResult(await sweep.run(), metric, mode)
+
+    def end_sweep(self, name: str = "sweep") -> None:
+        """End the running sweep ``name`` now: it asks for no more trials and stops those
+        that have not ended (TERMINATED, results and checkpoints kept); its ``sweep()``
+        call returns once they are settled. For a stop rule over the whole population or
+        a time budget, from a hook (sync ones run in threads: it is safe there), a task
+        or a timer. A sweep that is not running: nothing."""
+        sweep, dispatcher = self._exp.sweeps.get(name), self._exp.dispatcher
+        loop = dispatcher.loop if dispatcher is not None else None
+        if sweep is None or sweep.finished or loop is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            sweep.end()
+        else:
+            loop.call_soon_threadsafe(sweep.end)
 
     def run_sync(self) -> list[Trial]:
         """One call for plain scripts: enter, ``run()``, exit.

@@ -21,6 +21,7 @@ from orchestrator.core.events import (
     PauseRequested,
     RestoreRequested,
     ResumeRequested,
+    SaveRequested,
     StopRequested,
 )
 from orchestrator.core.machine import TrialState
@@ -199,6 +200,23 @@ class Trial:
             ResumeRequested(),
             lambda: self._rt.runs_started > before or self._gave_up() or self._training(),
         )
+
+    async def save(self) -> Checkpoint | None:
+        """Checkpoint the trial right after its next result (the step in flight, when
+        one is); returns the persisted checkpoint once its upload committed, or None when
+        the trial settled first or saves only when it says so (a training function
+        checkpoints through ``report(..., checkpoint=...)``)."""
+        newest = self.latest_checkpoint
+        await self._request(
+            SaveRequested(),
+            lambda: (
+                self.latest_checkpoint != newest
+                or self.state.is_settled
+                or not self._rt.machine.policy.saves_on_demand
+            ),
+        )
+        latest = self.latest_checkpoint
+        return latest if latest != newest else None
 
     async def stop(self) -> None:
         """End the trial now (saving a final checkpoint when it checkpoints at all)."""

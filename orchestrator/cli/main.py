@@ -15,6 +15,8 @@ Commands
 ``repair``
     Rebuild a damaged journal (``--storage``, ``--name``) from what survives: the
     head's backup, else the result segments and checkpoints.
+``tune``
+    Run a Ray Tune script unchanged on trialflow's Ray Tune facade (``orchestrator.tune``).
 ``ls``, ``show``, ``plot``
     The experiments in a storage, one experiment's trials (and PBT lineage), one
     metric of every trial as a PNG: read from the journals, without Ray or the trials'
@@ -51,6 +53,7 @@ from orchestrator.cli.inspect import (
 )
 from orchestrator.cli.repair import configure_repair, handle_repair
 from orchestrator.cli.run import configure_resume, configure_run, handle_resume, handle_run
+from orchestrator.cli.tune_script import configure_tune, handle_tune
 from orchestrator.engine.raystart import RayStartError
 from orchestrator.errors import ConfigError, ExperimentLocked, JournalError, LeaseLost
 
@@ -137,6 +140,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         "rebuild a damaged experiment journal from what survives (no Ray)",
         configure_repair,
         handle_repair,
+    ),
+    "tune": (
+        "run a Ray Tune script unchanged on trialflow (its ray.tune imports: orchestrator.tune)",
+        configure_tune,
+        handle_tune,
     ),
     "ls": ("list the experiments in a storage", configure_ls, handle_ls),
     "show": (

@@ -52,6 +52,11 @@ def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
     return number(lookup(result, metric))
 
 
+def finite_metric(result: Mapping[str, Any] | None, metric: str) -> float | None:
+    """``result[metric]`` (see :func:`lookup`) when it is a finite number, else None."""
+    return finite(lookup(result, metric))
+
+
 def finite(value: Any) -> float | None:
     """``value`` as a float when it is a finite real number (not a bool), else None."""
     n = number(value)

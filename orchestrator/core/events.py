@@ -133,6 +133,13 @@ class RestoreRequested(Event):
 
 
 @dataclass(frozen=True)
+class SaveRequested(Event):
+    """Save a checkpoint right after the trial's next result (its step in flight, or the
+    next one); a trainable that saves only when it says so (a function) has nothing to
+    save on demand, and a trial without an actor nothing to save: ignored."""
+
+
+@dataclass(frozen=True)
 class Decided(Event):
     """The decision a held trial waits for (see ``Verdict.HOLD``), made later."""
 

@@ -65,6 +65,7 @@ from orchestrator.core.events import (
     RunStarted,
     SaveDone,
     SaveFailed,
+    SaveRequested,
     StopActor,
     StopRequested,
     Train,
@@ -242,7 +243,8 @@ class TrialMachine(MachineState):
                     self._apply(judgement)
                     decided = True
         every = self.policy.checkpoint_every
-        due = reported or (every > 0 and self.iteration % every == 0)
+        due = reported or self.save_wanted or (every > 0 and self.iteration % every == 0)
+        self.save_wanted = False
         if self.intent is None:
             if due:
                 actions += self._save()
@@ -445,6 +447,10 @@ class TrialMachine(MachineState):
             return []
         return self._next_step()  # waits again if the hooks are still behind
 
+    def _on_save_request(self, event: SaveRequested) -> list[Action]:
+        self.save_wanted = self.policy.saves_on_demand
+        return []
+
     def _ignore(self, event: Event) -> list[Action]:
         return []
 
@@ -469,12 +475,14 @@ _ACTOR_EVENTS: dict[type[Event], Handler] = {
 }
 _REQUESTS: dict[type[Event], Handler] = {
     HooksCaughtUp: TrialMachine._on_hooks_caught_up,
+    SaveRequested: TrialMachine._on_save_request,
     StopRequested: TrialMachine._on_stop,
     PauseRequested: TrialMachine._on_pause,
     RestoreRequested: TrialMachine._on_restore_request,
 }
 _SETTLED: dict[type[Event], Handler] = {
     HooksCaughtUp: TrialMachine._on_hooks_caught_up,
+    SaveRequested: TrialMachine._ignore,
     StopRequested: TrialMachine._ignore,
     PauseRequested: TrialMachine._ignore,
     Decided: TrialMachine._ignore,  # too late: it settled meanwhile
@@ -540,6 +548,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Decided,
     HooksCaughtUp,
     GraceExpired,
+    SaveRequested,
 )
 
 

@@ -154,6 +154,7 @@ class MachineState:
         self.grace_armed = False
         self.grace_extended = False  # saves in flight got their extra time
         self.grace_token = 0
+        self.save_wanted = False  # SaveRequested: save after the next result
         # What a starting actor restores once it is ready (None: a fresh start), and
         # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
