@@ -1,0 +1,192 @@
+// One experiment's page: a snapshot from the API, then a server-sent event stream of
+// deltas (a new result shows within about two seconds, without a reload). The page
+// keeps every trial's points of the chosen metric and replaces a trial's points from
+// the index a delta names (a rollback replaces the abandoned ones).
+import { ago, bestText, el, fmt, getJSON, showProblem, stateChips, time } from "./common.js";
+import { Curves } from "./curves.js";
+import { renderLineage, renderStops } from "./extras.js";
+import { Scatter } from "./scatter.js";
+import { TrialsTable } from "./table.js";
+
+const name = decodeURIComponent(location.pathname.replace(/^\/experiments\//, ""));
+const api = `/api/experiments/${encodeURIComponent(name)}`;
+const query = new URLSearchParams(location.search);
+const MIN_REDRAW_MS = 250;
+
+const state = {
+  metric: query.get("metric"), mode: query.get("mode"), x: query.get("x") || "training_iteration",
+  version: -1, summary: null, order: [], rows: new Map(), points: new Map(),
+  metrics: [], configKeys: [], best: null, lineage: [], stops: [], rungs: [],
+  selected: new Set(), filter: "", stateFilter: "",
+  colors: new Map(),
+  colorOf(id) {
+    let color = this.colors.get(id);
+    if (!color) {
+      color = `hsl(${(this.colors.size * 137.508) % 360}, 62%, 45%)`;
+      this.colors.set(id, color);
+    }
+    return color;
+  },
+};
+
+const $ = (id) => document.getElementById(id);
+const curves = new Curves($("curves"), $("hover"));
+const scatter = new Scatter($("scatter"), $("scatter-hover"), $("scatter-note"));
+const table = new TrialsTable($("trials"), { onSelect: toggle });
+let stream = null;
+let pending = null;
+let drawnAt = 0;
+
+function toggle(id) {
+  if (id !== null) {
+    if (state.selected.has(id)) state.selected.delete(id);
+    else state.selected.add(id);
+  }
+  render();
+}
+
+function select(id) {
+  state.selected = new Set([id]);
+  render();
+  $("curves").scrollIntoView({ behavior: "smooth", block: "nearest" });
+}
+
+function apply(payload, whole) {
+  if (whole) {
+    state.rows = new Map();
+    state.points = new Map();
+  }
+  state.version = payload.version;
+  state.summary = payload.summary;
+  if (payload.metric !== undefined) {
+    state.metric = payload.metric;
+    state.mode = payload.mode;
+  }
+  if (payload.order) state.order = payload.order;
+  if (payload.metrics) state.metrics = payload.metrics;
+  if (payload.config_keys) state.configKeys = payload.config_keys;
+  if (payload.lineage) state.lineage = payload.lineage;
+  if (payload.stops) state.stops = payload.stops;
+  if (payload.rungs) state.rungs = payload.rungs;
+  state.best = payload.best;
+  for (const row of payload.trials) state.rows.set(row.id, row);
+  for (const [id, part] of Object.entries(payload.series)) {
+    const points = whole ? { x: [], y: [] } : (state.points.get(id) || { x: [], y: [] });
+    points.x.length = Math.min(points.x.length, part.from);
+    points.y.length = Math.min(points.y.length, part.from);
+    for (let i = 0; i < part.x.length; i++) {
+      points.x.push(part.x[i]);
+      points.y.push(part.y[i]);
+    }
+    state.points.set(id, points);
+  }
+}
+
+function render() {
+  if (pending) return;
+  const wait = Math.max(0, MIN_REDRAW_MS - (performance.now() - drawnAt));
+  pending = setTimeout(() => requestAnimationFrame(draw), wait);
+}
+
+function draw() {
+  pending = null;
+  drawnAt = performance.now();
+  const s = state.summary;
+  document.title = `${name} · trialflow`;
+  $("name").textContent = name;
+  showProblem(s.problem);
+  $("summary").replaceChildren(
+    el("span", { text: `${s.trials} trial(s) ` }), stateChips(s.states),
+    el("span", { class: "muted", text: ` started ${time(s.started_at)}, updated ${ago(s.written_at)}` }),
+  );
+  $("best").replaceChildren(state.best
+    ? el("span", {}, "best trial so far: ", el("span", { class: "value", text: bestText(state.best) }),
+      el("span", { class: "muted", text: "  " + Object.entries(state.best.config).map(([k, v]) => `${k}=${fmt(v)}`).join(", ") }))
+    : el("span", { class: "muted", text: state.metric ? `no trial has a finite ${state.metric} yet` : "" }));
+  options($("metric"), state.metrics, state.metric);
+  options($("x"), ["training_iteration", ...state.metrics.filter((m) => m !== "training_iteration")], state.x);
+  $("mode").value = state.mode || "max";
+  options($("config-key"), state.configKeys, $("config-key").value || state.configKeys[0]);
+  options($("state"), ["", ...Object.keys(s.states)], state.stateFilter, "all");
+
+  const rows = table.visible(state);
+  table.render(state, rows);
+  $("count").textContent = `${rows.length} of ${state.order.length} shown` +
+    (state.selected.size ? `, ${state.selected.size} selected` : "");
+  $("clear").disabled = !state.selected.size;
+  const plotted = state.selected.size ? rows.filter((r) => state.selected.has(r.id)) : rows;
+  $("shown").textContent = state.selected.size
+    ? `${plotted.length} selected trial(s)` : `all ${plotted.length} trial(s) shown; click rows to pick`;
+  curves.update(state, plotted.map((r) => r.id));
+  scatter.update(state, rows, $("config-key").value);
+  renderLineage(state.lineage, select);
+  renderStops(state.stops, state.rungs, select);
+  document.body.dataset.version = String(state.version);
+  document.body.dataset.ready = "1";
+}
+
+function options(select, values, chosen, blank) {
+  const key = values.join("\u0000");
+  if (select.dataset.values !== key) {
+    select.dataset.values = key;
+    select.replaceChildren(...values.map((v) => el("option", { value: v, text: v === "" ? blank : v })));
+  }
+  if (chosen !== null && chosen !== undefined) select.value = chosen;
+}
+
+function params() {
+  const p = new URLSearchParams();
+  if (state.metric) p.set("metric", state.metric);
+  if (state.mode) p.set("mode", state.mode);
+  p.set("x", state.x);
+  return p;
+}
+
+async function load() {
+  performance.mark("tf-fetch");
+  const payload = await getJSON(`${api}?${params()}`);
+  performance.mark("tf-data");
+  apply(payload, true);
+  draw();
+  performance.mark("tf-drawn");
+  listen();
+}
+
+function listen() {
+  if (stream) stream.close();
+  const p = params();
+  p.set("since", String(state.version));
+  stream = new EventSource(`${api}/stream?${p}`);
+  const status = $("status");
+  stream.addEventListener("open", () => { status.textContent = "live"; status.className = "status live"; });
+  stream.addEventListener("error", () => { status.textContent = "reconnecting…"; status.className = "status lost"; });
+  stream.addEventListener("delta", (event) => {
+    apply(JSON.parse(event.data), false);
+    render();
+  });
+  stream.addEventListener("reset", () => load().catch(fail));
+}
+
+function fail(err) {
+  showProblem(String(err.message || err));
+  document.body.dataset.ready = "1";
+}
+
+function choose() {
+  state.metric = $("metric").value || null;
+  state.mode = $("mode").value;
+  state.x = $("x").value || "training_iteration";
+  history.replaceState(null, "", `${location.pathname}?${params()}`);
+  load().catch(fail);
+}
+
+$("metric").addEventListener("change", () => { state.mode = null; $("mode").value = ""; choose(); });
+$("mode").addEventListener("change", choose);
+$("x").addEventListener("change", choose);
+$("config-key").addEventListener("change", render);
+$("state").addEventListener("change", () => { state.stateFilter = $("state").value; render(); });
+$("filter").addEventListener("input", () => { state.filter = $("filter").value; render(); });
+$("clear").addEventListener("click", () => { state.selected.clear(); render(); });
+setInterval(() => state.summary && render(), 10000); // "updated N s ago" moves on
+
+load().catch(fail);
