@@ -15,11 +15,15 @@ from typing import Any
 from orchestrator.core.journal_format import SEGMENTS_PREFIX
 from orchestrator.views.dashboard.values import parse
 
-__all__ = ["HeadDamaged", "check_head", "describe", "parse_segment"]
+__all__ = ["HeadDamaged", "SegmentDamaged", "check_head", "describe", "parse_segment"]
 
 
 class HeadDamaged(ValueError):
-    """A journal object that cannot be used, and why (the message, in words)."""
+    """A head that cannot be used, and why (in words, after the head's name)."""
+
+
+class SegmentDamaged(ValueError):
+    """A result segment that cannot be read whole (the message names it)."""
 
 
 def describe(data: bytes) -> str:

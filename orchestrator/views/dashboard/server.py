@@ -116,8 +116,10 @@ class Dashboard:
             response = await handler(request)
         except Refused as err:
             response = _json({"error": str(err)}, err.status)
-        except web.HTTPException as err:
-            response = err
+        except web.HTTPException as err:  # aiohttp's 404 and 405: as JSON, with our headers
+            response = _json({"error": err.reason}, err.status)
+            if "Allow" in err.headers:
+                response.headers["Allow"] = err.headers["Allow"]
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception:  # a bug: say so without a traceback page

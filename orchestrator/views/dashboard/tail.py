@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.core.journal_format import JOURNAL_KEY
-from orchestrator.views.dashboard.damage import HeadDamaged, check_head, parse_segment
+from orchestrator.views.dashboard.damage import (
+    HeadDamaged,
+    SegmentDamaged,
+    check_head,
+    parse_segment,
+)
 from storage import LocalStorage, NotFound, Storage, StorageError
 
 __all__ = ["BACKUP_KEY", "LEASE_KEY", "Change", "JournalTail"]
@@ -168,7 +173,10 @@ class JournalTail:
                 problem = None
                 break
             except HeadDamaged as err:
-                problem = await self._damaged(str(err))
+                problem = await self._damaged(f"{self._where(JOURNAL_KEY)} {err}")
+                break
+            except SegmentDamaged as err:
+                problem = f"the journal of this experiment is damaged: {err}"
                 break
             except StorageError as err:
                 problem = f"cannot read the journal at {self._where(JOURNAL_KEY)}: {err}"
@@ -206,7 +214,7 @@ class JournalTail:
         try:
             if not await self._apply(check_head(data), data):
                 raise HeadDamaged("lists result segments that are gone")
-        except (HeadDamaged, StorageError) as err:
+        except (HeadDamaged, SegmentDamaged, StorageError) as err:
             return f"{why}; its backup {self._where(BACKUP_KEY)} cannot be used either: {err}"
         self._head_bytes = None  # the head is what is read next time
         return f"{why}; shown from its backup {self._where(BACKUP_KEY)}"
@@ -214,8 +222,8 @@ class JournalTail:
     async def _apply(self, doc: dict[str, Any], data: bytes) -> bool:
         """Make ``doc`` (the head ``data`` holds) what is shown: its entries, and with
         results loaded the segments it newly lists. False, with nothing applied, when a
-        listed segment is gone. :class:`HeadDamaged` names a damaged segment (the whole
-        lines before the damage are applied)."""
+        listed segment is gone. :class:`SegmentDamaged` names a damaged segment (the
+        whole lines before the damage are applied)."""
         entries = {e["id"]: e for e in doc["trials"]}
         old_lengths = {t: len(self.results(t)) for t in self._rows}
         rows, applied, full = self._rows, self._applied, False
@@ -264,7 +272,7 @@ class JournalTail:
         if changed_entries or results or header_changed:
             self._record(Change(self.version + 1, changed_entries, results, header_changed))
         if damaged is not None:
-            raise HeadDamaged(damaged)
+            raise SegmentDamaged(damaged)
         return True
 
     def _grown(self, before: Mapping[str, int], first: Mapping[str, int]) -> dict[str, int]:
