@@ -5,6 +5,8 @@
 import { fmt } from "./common.js";
 
 const MAX_X = 2000;
+// Tick steps for an axis of whole numbers (iterations): never 1.5.
+const INTEGER_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 20000, 50000, 100000];
 
 /** ``[xs, ...ys]`` for uPlot from each trial's points (``{x: [], y: []}``). */
 export function align(ids, points) {
@@ -103,7 +105,10 @@ export class Curves {
       ...this.size(),
       legend: { show: false },
       scales: { x: { time: false } },
-      axes: [{ label: state.x }, { label: state.metric }],
+      axes: [
+        { label: state.x, incrs: state.x === "training_iteration" ? INTEGER_STEPS : undefined },
+        { label: state.metric },
+      ],
       cursor: { focus: { prox: 24 }, drag: { x: true, y: false } },
       focus: { alpha: 0.25 },
       series,

@@ -95,10 +95,12 @@ function draw() {
   document.title = `${name} · trialflow`;
   $("name").textContent = name;
   showProblem(s.problem);
+  const when = [s.started_at ? `started ${time(s.started_at)}` : "", s.written_at ? `updated ${ago(s.written_at)}` : ""];
   $("summary").replaceChildren(
     el("span", { text: `${s.trials} trial(s) ` }), stateChips(s.states),
-    el("span", { class: "muted", text: ` started ${time(s.started_at)}, updated ${ago(s.written_at)}` }),
+    el("span", { class: "muted", text: " " + when.filter(Boolean).join(", ") }),
   );
+  for (const section of document.querySelectorAll("section.trials-only")) section.hidden = !state.order.length;
   $("best").replaceChildren(state.best
     ? el("span", {}, "best trial so far: ", el("span", { class: "value", text: bestText(state.best) }),
       el("span", { class: "muted", text: "  " + Object.entries(state.best.config).map(([k, v]) => `${k}=${fmt(v)}`).join(", ") }))
@@ -170,6 +172,7 @@ function listen() {
 function fail(err) {
   showProblem(String(err.message || err));
   document.body.dataset.ready = "1";
+  setTimeout(() => load().catch(fail), 3000); // the experiment may not be listed yet
 }
 
 function choose() {

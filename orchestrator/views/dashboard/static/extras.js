@@ -21,9 +21,13 @@ export function renderLineage(lineage, select) {
 export function renderStops(stops, rungs, select) {
   const card = document.getElementById("stops-card");
   card.hidden = !stops.length && !rungs.length;
-  document.getElementById("rungs").textContent = rungs.length
-    ? `rungs (iterations, by bracket): ${rungs.map((b) => b.map(fmt).join(" · ")).join("  |  ")}`
-    : "";
+  const at = new Map();
+  for (const s of stops) at.set(s.iteration, (at.get(s.iteration) || 0) + 1);
+  const counts = [...at.entries()].sort((a, b) => a[0] - b[0]).map(([i, n]) => `${n} at ${fmt(i)}`);
+  document.getElementById("rungs").textContent = [
+    rungs.length ? `rungs (iterations, by bracket): ${rungs.map((b) => b.map(fmt).join(" · ")).join("  |  ")}` : "",
+    counts.length ? `stopped: ${counts.join(", ")}` : "",
+  ].filter(Boolean).join(" — ");
   const rows = stops.map((s) => el("tr", {},
     el("td", {}, trialLink(s.trial, select)),
     el("td", { class: "num", text: fmt(s.iteration) }),

@@ -10,14 +10,14 @@ function row(exp) {
   else if (exp.trials === 0) status = el("span", { class: "muted", text: "no trials yet" });
   else if (exp.running) status = el("span", { class: "state RUNNING", text: "running" });
   else status = el("span", { class: "muted", text: "finished" });
-  let best = exp.metric ? (exp.best ? bestText(exp.best) : `${exp.metric}: none yet`) : "";
+  const best = exp.metric ? (exp.best ? bestText(exp.best) : `${exp.metric}: none yet`) : "–";
   return el("tr", { "data-experiment": exp.name },
     el("td", {}, el("a", { href, text: exp.name })),
     el("td", {}, exp.trials ? stateChips(exp.states) : el("span", { class: "muted", text: "0" })),
     el("td", { text: best }),
     el("td", { text: time(exp.started_at) }),
     el("td", { text: ago(exp.written_at), title: time(exp.written_at) }),
-    el("td", {}, status, exp.problem ? el("div", { class: "muted", text: exp.problem }) : null),
+    el("td", { class: "wrap" }, status, exp.problem ? el("div", { class: "muted", text: exp.problem }) : null),
   );
 }
 
