@@ -119,7 +119,11 @@ async def screenshots(root: Path, out: Path) -> None:
         base = f"http://127.0.0.1:{served.port}"
         page = await browser.new_page(1360, 900)
         for path, name, ready in (
-            ("/", "experiments", "document.querySelectorAll('#experiments tr[data-experiment]').length === 3"),
+            (
+                "/",
+                "experiments",
+                "document.querySelectorAll('#experiments tr[data-experiment]').length === 3",
+            ),
             ("/experiments/asha-curves", "asha", "document.body.dataset.ready === '1'"),
             ("/experiments/pbt-climb", "pbt", "document.body.dataset.ready === '1'"),
             ("/experiments/copied-badly", "damaged", "!document.getElementById('problem').hidden"),

@@ -103,9 +103,10 @@ async def test_the_dashboard_in_a_real_browser(tmp_path: Path) -> None:
         run = asyncio.get_running_loop().create_task(orch.run())
         try:
             await journaled(results / "live", {**dict.fromkeys(ids, BEFORE), "fails": 2})
-            async with running(LocalStorage(str(results)), port=0) as served, launched(
-                executable
-            ) as browser:
+            async with (
+                running(LocalStorage(str(results)), port=0) as served,
+                launched(executable) as browser,
+            ):
                 page = await browser.new_page(1400, 1000)
                 await check_pages(page, f"http://127.0.0.1:{served.port}", ids, gate)
                 assert page.errors == [], page.errors
@@ -133,7 +134,9 @@ async def check_pages(page: Page, base: str, ids: list[str], gate: Path) -> None
     assert "ValueError: the loss diverged (scale 1.0)" in error
 
     # A chart renders: the curves of every trial, drawn on its canvas.
-    points = int(await page.wait_for("Number(document.querySelector('#curves').dataset.points)", WAIT_S))
+    points = int(
+        await page.wait_for("Number(document.querySelector('#curves').dataset.points)", WAIT_S)
+    )
     assert points == BEFORE * 3 + 2
     assert await page.wait_for(f"{DRAWN} > 200", WAIT_S, "coloured curves on the canvas")
     assert await page.evaluate("Number(document.querySelector('#scatter').dataset.points)") == 4

@@ -61,15 +61,25 @@ export class Curves {
     this.ids = [];
     this.rungs = [];
     this.focused = null;
-    new ResizeObserver(() => this.chart && this.chart.setSize(this.size())).observe(box);
+    // The width as the observer last saw it: reading clientWidth while drawing would
+    // force a layout of the whole page (a 1,000-row table) first.
+    this.width = box.clientWidth;
+    new ResizeObserver((entries) => {
+      this.width = entries[entries.length - 1].contentRect.width;
+      if (this.chart) this.chart.setSize(this.size());
+    }).observe(box);
   }
 
   size() {
-    return { width: Math.max(300, this.box.clientWidth), height: 320 };
+    return { width: Math.max(300, this.width), height: 320 };
   }
 
   /** Draw ``ids``' points (``state.points``) of ``state.metric`` against ``state.x``. */
   update(state, ids) {
+    const best = state.best ? state.best.trial : null;
+    const shape = [state.metric, state.x, best, ...ids].join("\u0000");
+    if (this.chart && shape === this.shape && state.version === this.version) return; // as drawn
+    this.version = state.version;
     const { data, count } = align(ids, state.points);
     this.box.dataset.series = String(ids.length);
     this.box.dataset.points = String(count);
@@ -80,8 +90,6 @@ export class Curves {
       return;
     }
     this.rungs = state.x === "training_iteration" ? [...new Set(state.rungs.flat())] : [];
-    const best = state.best ? state.best.trial : null;
-    const shape = [state.metric, state.x, best, ...ids].join("\u0000");
     if (this.chart && shape === this.shape) {
       this.chart.setData(data);
       return;
@@ -109,7 +117,8 @@ export class Curves {
         { label: state.x, incrs: state.x === "training_iteration" ? INTEGER_STEPS : undefined },
         { label: state.metric },
       ],
-      cursor: { focus: { prox: 24 }, drag: { x: true, y: false } },
+      // No hover dot per series: with 1,000 trials that is 1,000 elements moved per mouse move.
+      cursor: { focus: { prox: 24 }, drag: { x: true, y: false }, points: { show: false } },
       focus: { alpha: 0.25 },
       series,
       hooks: {

@@ -10,14 +10,23 @@ export class Scatter {
     this.note = note;
     this.chart = null;
     this.ids = [];
-    new ResizeObserver(() => this.chart && this.chart.setSize(this.size())).observe(box);
+    // The width as the observer last saw it: reading clientWidth while drawing would
+    // force a layout of the whole page (a 1,000-row table) first.
+    this.width = box.clientWidth;
+    new ResizeObserver((entries) => {
+      this.width = entries[entries.length - 1].contentRect.width;
+      if (this.chart) this.chart.setSize(this.size());
+    }).observe(box);
   }
 
   size() {
-    return { width: Math.max(300, this.box.clientWidth), height: 260 };
+    return { width: Math.max(300, this.width), height: 260 };
   }
 
   update(state, rows, key) {
+    const shape = [state.version, state.metric, key, ...rows.map((r) => r.id).sort()].join("\u0000");
+    if (shape === this.shape) return; // as drawn
+    this.shape = shape;
     this.destroy();
     this.box.replaceChildren();
     if (!key || !state.metric) return this.empty("no config key or metric to show");

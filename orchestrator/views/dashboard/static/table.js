@@ -1,7 +1,10 @@
 // The trials table: one row per trial, every config key a column; sortable (click a
 // header), filterable (text, key=value, key>number, key<number), rows selectable for
-// the charts (click a row). Rebuilt in one pass: 1,000 trials render in a few ms.
-import { el, fmt, numeric, stateChip } from "./common.js";
+// the charts (click a row), PAGE_SIZE rows a page (laying out 1,000 rows took longer
+// than everything else the page does).
+import { el, fmt, numeric } from "./common.js";
+
+export const PAGE_SIZE = 100;
 
 const FIXED = [
   { key: "id", label: "trial" },
@@ -54,6 +57,8 @@ export class TrialsTable {
     this.onSelect = onSelect;
     this.sort = { key: null, dir: 1 };
     this.columnsKey = "";
+    this.page = 0;
+    this.pages = 1;
     table.querySelector("thead").addEventListener("click", (event) => {
       const th = event.target.closest("th");
       if (!th || !th.dataset.key) return;
@@ -99,28 +104,42 @@ export class TrialsTable {
       }
       this.table.querySelector("thead").replaceChildren(head);
     }
+    // One string, parsed once: for 1,000 trials several times faster than an element
+    // per cell.
     const best = state.best ? state.best.trial : null;
-    const body = document.createDocumentFragment();
-    for (const row of rows) {
-      const classes = [state.selected.has(row.id) ? "selected" : "", row.id === best ? "best" : ""];
-      const tr = el("tr", { "data-trial": row.id, class: classes.join(" ").trim() || null });
+    const html = [];
+    this.pages = Math.max(1, Math.ceil(rows.length / PAGE_SIZE));
+    this.page = Math.min(this.page, this.pages - 1);
+    const first = this.page * PAGE_SIZE;
+    for (const row of rows.slice(first, first + PAGE_SIZE)) {
+      const classes = `${state.selected.has(row.id) ? "selected" : ""} ${row.id === best ? "best" : ""}`.trim();
+      html.push(`<tr data-trial="${esc(row.id)}"${classes ? ` class="${classes}"` : ""}>`);
       for (const c of columns) {
         if (c.key === "state") {
-          tr.append(el("td", {}, stateChip(row.state)));
+          html.push(`<td><span class="state ${esc(row.state)}">${esc(row.state)}</span></td>`);
         } else if (c.key === "error") {
-          tr.append(el("td", { class: row.error ? "error" : null, title: row.error || null,
-            text: row.error ? row.error.split("\n")[0] : "" }));
+          html.push(row.error
+            ? `<td class="error" title="${esc(row.error)}">${esc(row.error.split("\n")[0])}</td>`
+            : "<td></td>");
         } else if (c.key === "id") {
-          tr.append(el("td", {}, el("span", { class: "swatch", style: `background:${state.colorOf(row.id)}` }), row.id));
+          html.push(`<td><span class="swatch" style="background:${state.colorOf(row.id)}"></span>${esc(row.id)}</td>`);
         } else {
           const value = cellValue(row, c.key);
-          tr.append(el("td", { class: c.num || typeof value === "number" ? "num" : null, text: fmt(value) }));
+          const num = c.num || typeof value === "number";
+          html.push(`<td${num ? ' class="num"' : ""}>${esc(fmt(value))}</td>`);
         }
       }
-      body.append(tr);
+      html.push("</tr>");
     }
-    this.table.querySelector("tbody").replaceChildren(body);
+    this.table.querySelector("tbody").innerHTML = html.join("");
   }
+}
+
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** ``text`` safe inside HTML text and quoted attributes. */
+export function esc(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
 function haystack(row) {
