@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -217,9 +216,8 @@ def report(figures: dict[str, Any]) -> None:
         + ", ".join(f"{s:.2f}" for s in figures["live_server_cpu_s"])
         + " s"
     )
-    print(
-        f"  server CPU, page open, idle    {figures['idle_server_cpu_share'] * 100:6.1f} % of a core"
-    )
+    idle = figures["idle_server_cpu_share"] * 100
+    print(f"  server CPU, page open, idle    {idle:6.1f} % of a core")
     if figures["page_errors"]:
         print(f"  page errors: {figures['page_errors']}")
 

@@ -114,7 +114,6 @@ async def experiments(root: Path) -> None:
 
 
 async def screenshots(root: Path, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
     async with running(LocalStorage(str(root)), port=0) as served, launched() as browser:
         base = f"http://127.0.0.1:{served.port}"
         page = await browser.new_page(1360, 900)
@@ -146,6 +145,7 @@ def main() -> int:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     with tempfile.TemporaryDirectory(prefix="trialflow-shots-") as tmp:
         root = Path(tmp)
+        args.out.mkdir(parents=True, exist_ok=True)
         asyncio.run(experiments(root))
         asyncio.run(screenshots(root, args.out))
     return 0

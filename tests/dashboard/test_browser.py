@@ -34,6 +34,8 @@ WAIT_S = 120.0
 SHOTS = os.environ.get("TRIALFLOW_SCREENSHOTS")
 
 ROWS = "[...document.querySelectorAll('#trials tbody tr[data-trial]')].map(r => r.dataset.trial)"
+#: A config value that is HTML: the page must show it as text, never run it.
+HOSTILE = '<img src=x onerror="window.pwned = 1">'
 #: Pixels of the curves' canvas in a saturated colour: drawn series, not grid or axes.
 DRAWN = """(() => {
   const c = document.querySelector('#curves canvas');
@@ -41,14 +43,19 @@ DRAWN = """(() => {
   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
   let n = 0;
   for (let i = 0; i < d.length; i += 4) {
-    if (d[i + 3] > 0 && Math.max(d[i], d[i + 1], d[i + 2]) - Math.min(d[i], d[i + 1], d[i + 2]) > 60) n++;
+    const [r, g, b, a] = [d[i], d[i + 1], d[i + 2], d[i + 3]];
+    if (a > 0 && Math.max(r, g, b) - Math.min(r, g, b) > 60) n++;
   }
   return n;
 })()"""
 
 
+def row(trial: str) -> str:
+    return f"document.querySelector('#trials tr[data-trial=\"{trial}\"]')"
+
+
 def cell(trial: str, column: int) -> str:
-    return f"document.querySelector('#trials tr[data-trial=\"{trial}\"] td:nth-child({column})').textContent"
+    return f"{row(trial)}.querySelector('td:nth-child({column})').textContent"
 
 
 async def journaled(path: Path, counts: dict[str, int]) -> None:
@@ -90,6 +97,7 @@ async def test_the_dashboard_in_a_real_browser(tmp_path: Path) -> None:
         ids = [f"lr_{scale}" for scale in (1, 2, 3)]
         for trial_id, scale in zip(ids, (1, 2, 3), strict=True):
             config = {"before": BEFORE, "after": AFTER, "gate": str(gate), "scale": scale}
+            config["note"] = HOSTILE
             # One result per call: a call that buffered results would hold the ones
             # before the gate until the gate opens.
             orch.add_trial(gated, config, resources=CPU, trial_id=trial_id, result_buffer=1)
@@ -123,15 +131,19 @@ async def check_pages(page: Page, base: str, ids: list[str], gate: Path) -> None
     # The trials table lists every trial; the failed one with its error.
     shown: list[str] = await page.wait_for(f"{ROWS}.length === 4 && {ROWS}", WAIT_S, "4 rows")
     assert sorted(shown) == sorted([*ids, "fails"])
-    assert await page.wait_for(
-        f"{cell('fails', 2)} === 'ERROR' && document.querySelector('#trials tr[data-trial=\"fails\"] td.error').title",
+    error = await page.wait_for(
+        f"{cell('fails', 2)} === 'ERROR' && {row('fails')}.querySelector('td.error').title",
         WAIT_S,
         "the failed trial's error",
     )
-    error = await page.evaluate(
-        "document.querySelector('#trials tr[data-trial=\"fails\"] td.error').title"
-    )
     assert "ValueError: the loss diverged (scale 1.0)" in error
+    # Text from the journal is text: an HTML config value is shown, not run.
+    texts = await page.evaluate(
+        f"[...{row(ids[0])}.querySelectorAll('td')].map(c => c.textContent)"
+    )
+    assert HOSTILE in texts
+    assert await page.evaluate("document.querySelectorAll('#trials img').length") == 0
+    assert await page.evaluate("window.pwned === undefined")
 
     # A chart renders: the curves of every trial, drawn on its canvas.
     points = int(
@@ -158,7 +170,8 @@ async def check_pages(page: Page, base: str, ids: list[str], gate: Path) -> None
     # A damaged experiment shows its message.
     await page.goto(f"{base}/experiments/broken")
     problem: Any = await page.wait_for(
-        "!document.getElementById('problem').hidden && document.getElementById('problem').textContent",
+        "!document.getElementById('problem').hidden"
+        " && document.getElementById('problem').textContent",
         WAIT_S,
         "the damaged experiment's message",
     )
@@ -168,7 +181,8 @@ async def check_pages(page: Page, base: str, ids: list[str], gate: Path) -> None
     # The experiments page lists both, the damaged one marked.
     await page.goto(base + "/")
     listed = await page.wait_for(
-        "[...document.querySelectorAll('#experiments tr[data-experiment]')].map(r => r.dataset.experiment + ':' + r.textContent)",
+        "[...document.querySelectorAll('#experiments tr[data-experiment]')]"
+        ".map(r => r.dataset.experiment + ':' + r.textContent)",
         WAIT_S,
     )
     assert len(listed) == 2 and "damaged" in listed[0] and listed[1].startswith("live:")
