@@ -98,7 +98,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             hooks=hooks,
             **({"loggers": [], "progress": False} if spec.quiet else {}),
         )
-        async with orch:
+        async with orch, _watched(spec, tmp) as watched:
             t_ray = time.time()
             for _ in range(spec.trials):
                 if spec.function:
@@ -138,5 +138,17 @@ async def run(spec: RunSpec) -> dict[str, Any]:
                 "states": states,
                 "loop_events": stats.loop.events,
                 "hooked": sum(h.results for h in hooks) if hooks else None,
+                "dashboard": watched,
             },
         )
+
+
+def _watched(spec: RunSpec, storage: str) -> Any:
+    """The dashboard open on the experiment for the run (``ours-dash``), else nothing."""
+    import contextlib
+
+    if not spec.dashboard:
+        return contextlib.nullcontext(None)
+    from ._core_dashboard import dashboard_open
+
+    return dashboard_open(storage, "bench")

@@ -130,9 +130,7 @@ async def screenshots(root: Path, out: Path) -> None:
             await page.goto(base + path)
             await page.wait_for(ready, 60)
             await asyncio.sleep(1.0)  # fonts and the charts' first frame
-            if name == "pbt":
-                await page.evaluate("document.getElementById('lineage-card').scrollIntoView()")
-            await page.screenshot(out / f"dashboard-{name}.png")
+            await page.screenshot(out / f"dashboard-{name}.png", max_height=2400)
             print(f"wrote {out / f'dashboard-{name}.png'}", flush=True)
         if page.errors:
             raise SystemExit(f"the pages reported errors: {page.errors}")

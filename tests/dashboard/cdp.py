@@ -211,11 +211,12 @@ class Page:
             f"page errors: {self.errors}"
         )
 
-    async def screenshot(self, path: Path, *, full_page: bool = True) -> None:
-        """A PNG of the page (its whole height with ``full_page``)."""
+    async def screenshot(self, path: Path, *, full_page: bool = True, max_height: int = 0) -> None:
+        """A PNG of the page (its whole height with ``full_page``, at most
+        ``max_height`` pixels when that is given)."""
         if full_page:
-            height = await self.evaluate("document.documentElement.scrollHeight")
-            await self.resize(self.width, int(height))
+            height = int(await self.evaluate("document.documentElement.scrollHeight"))
+            await self.resize(self.width, min(height, max_height) if max_height else height)
             await asyncio.sleep(0.3)  # a resize reflows the charts
         shot = await self.send("Page.captureScreenshot", {"format": "png"})
         path.write_bytes(base64.b64decode(shot["data"]))

@@ -278,3 +278,17 @@ async def test_a_missing_storage_is_a_usage_error(tmp_path: Path) -> None:
     proc = start_command("--storage", str(tmp_path / "nowhere"), "--port", "0")
     out, err = await asyncio.to_thread(proc.communicate, timeout=60)
     assert proc.returncode == 2 and f"no directory {tmp_path / 'nowhere'}" in err, (out, err)
+
+
+async def test_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = start_command("--storage", str(tmp_path), "--port", str(port))
+        out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+    assert proc.returncode == 2, (out, err)
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
+    assert "http://" not in out
