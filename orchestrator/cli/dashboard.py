@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import socket
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli import args as cli_args
 from orchestrator.cli.args import EXIT_OK
+from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -61,8 +63,12 @@ def handle_dashboard(args: argparse.Namespace, console: Console) -> int:
         ) from err
     root = cli_args.results_root(args.storage)
     options = cli_args.storage_options(args.storage_option)
+    name = args.name
+    if name is None and "://" not in root and os.path.isfile(os.path.join(root, JOURNAL_KEY)):
+        # --storage named an experiment, not the folder of experiments: serve its folder.
+        root, name = os.path.dirname(root), os.path.basename(root)
     try:
-        asyncio.run(_serve(root, options, args.host, args.port, args.name))
+        asyncio.run(_serve(root, options, args.host, args.port, name))
     except KeyboardInterrupt:
         print("trialflow dashboard: stopped", file=sys.stderr)
     return EXIT_OK

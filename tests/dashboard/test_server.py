@@ -292,3 +292,18 @@ async def test_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 2, (out, err)
     assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
     assert "http://" not in out
+
+
+async def test_storage_naming_an_experiment_serves_its_folder_open_on_it(
+    tmp_path: Path, experiments: dict[str, Run]
+) -> None:
+    proc = start_command("--storage", str(tmp_path / "good"), "--port", "0")
+    try:
+        assert proc.stdout is not None
+        first = await asyncio.to_thread(proc.stdout.readline)
+        assert first.rstrip().endswith("/experiments/good"), first
+        serving = await asyncio.to_thread(proc.stdout.readline)
+        assert f"serving the experiments in {tmp_path} " in serving, serving
+    finally:
+        proc.send_signal(signal.SIGINT)
+        await asyncio.to_thread(proc.communicate, timeout=60)

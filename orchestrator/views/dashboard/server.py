@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import mimetypes
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -70,6 +69,13 @@ SECURITY_HEADERS = {
         "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
     ),
 }
+#: By suffix, not by the platform's table: a module script served as anything but
+#: JavaScript is refused by the browser.
+CONTENT_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+}
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -86,9 +92,8 @@ def static_files() -> dict[str, Path]:
 class Dashboard:
     """The application over one storage root."""
 
-    def __init__(self, store: Storage, *, loopback_only: bool, opening: str | None = None) -> None:
+    def __init__(self, store: Storage, *, loopback_only: bool) -> None:
         self.catalog = Catalog(store)
-        self.opening = opening  # the experiment the printed URL names, if any
         self.loopback_only = loopback_only
         self._watches: dict[str, Watch] = {}
         self._static = static_files()
@@ -143,7 +148,7 @@ class Dashboard:
         path = self._static.get(request.match_info["path"])
         if path is None:
             return _json({"error": "no such file"}, 404)
-        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        kind = CONTENT_TYPES.get(path.suffix, "text/plain; charset=utf-8")
         return web.FileResponse(path, headers={"Cache-Control": "no-cache", "Content-Type": kind})
 
     # -- the API --------------------------------------------------------------------
@@ -154,7 +159,6 @@ class Dashboard:
             {
                 "root": self.catalog.uri,
                 "problem": self.catalog.problem,
-                "opening": self.opening,
                 "experiments": found,
             }
         )
@@ -236,7 +240,7 @@ async def running(
     """Serve the experiments under ``store`` on ``host:port`` (0: a free port) while
     the block runs. ``OSError`` when the address cannot be bound."""
     loopback = _is_loopback(host)
-    dashboard = Dashboard(store, loopback_only=loopback, opening=name)
+    dashboard = Dashboard(store, loopback_only=loopback)
     runner = web.AppRunner(dashboard.app(), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:
