@@ -72,10 +72,10 @@ async def watch(api: str) -> None:
                     if response.status == 200:
                         body = await response.read()
                         counts["payload_bytes"] = len(body)
-                        version = json.loads(body)["version"]
+                        since = json.loads(body)["since"]
                         break
                 await asyncio.sleep(0.2)
-            stream = f"{api}/stream?since={version}"
+            stream = f"{api}/stream?since={since}"
             async with http.get(stream, timeout=aiohttp.ClientTimeout(total=None)) as response:
                 async for line in response.content:
                     if line.startswith(b"data: "):

@@ -50,7 +50,7 @@ async def test_a_remote_experiment_is_served_and_followed(
             async with http.get(f"{base}/exp?metric=loss") as response:
                 first = await response.json()
             assert first["series"]["t1"]["y"] == [1.0] and first["summary"]["problem"] is None
-            stream_url = f"{base}/exp/stream?metric=loss&since={first['version']}"
+            stream_url = f"{base}/exp/stream?metric=loss&since={first['since']}"
             async with http.get(stream_url) as stream:
                 run.report("t1", loss=0.5)
                 await run.write()

@@ -109,7 +109,7 @@ async def test_a_new_result_is_streamed(
     server: RunningDashboard, http: aiohttp.ClientSession, experiments: dict[str, Run]
 ) -> None:
     first = await get_json(http, f"{base(server)}/api/experiments/good?metric=loss")
-    url = f"{base(server)}/api/experiments/good/stream?metric=loss&since={first['version']}"
+    url = f"{base(server)}/api/experiments/good/stream?metric=loss&since={first['since']}"
     async with http.get(url, timeout=aiohttp.ClientTimeout(total=LIVE_TIMEOUT_S * 2)) as stream:
         assert stream.headers["Content-Type"] == "text/event-stream"
         run = experiments["good"]
@@ -119,6 +119,19 @@ async def test_a_new_result_is_streamed(
     assert event["version"] > first["version"]
     assert event["series"]["t1"] == {"from": 3, "x": [4], "y": [0.125]}  # only what is new
     assert [r["id"] for r in event["trials"]] == ["t1"]
+
+
+async def test_a_page_from_another_reading_is_sent_everything_again(
+    server: RunningDashboard, http: aiohttp.ClientSession
+) -> None:
+    """A browser reconnecting to a restarted server sends an event id of the old one:
+    its versions mean nothing here, so it is told to fetch everything again."""
+    first = await get_json(http, f"{base(server)}/api/experiments/good")
+    version = first["version"]
+    url = f"{base(server)}/api/experiments/good/stream"
+    async with http.get(url, headers={"Last-Event-ID": f"0ther-{version}"}) as stream:
+        event = await asyncio.wait_for(next_event(stream, "reset"), LIVE_TIMEOUT_S)
+    assert event == {"version": version}
 
 
 async def next_event(stream: aiohttp.ClientResponse, kind: str) -> Any:

@@ -169,12 +169,13 @@ class Dashboard:
         metric, mode, x = _choice(request)
         payload = experiment(name, tail, metric, mode, x)
         payload["version"] = tail.version
+        payload["since"] = f"{tail.epoch}-{tail.version}"  # what the stream takes
         return _json(payload)
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         name, tail = await self._tail(request)
         metric, mode, x = _choice(request)
-        since = _int(request.headers.get("Last-Event-ID") or request.query.get("since"))
+        since = _since(request.headers.get("Last-Event-ID") or request.query.get("since"), tail)
         watch = self._watches.get(name)
         if watch is None:
             watch = self._watches[name] = Watch(tail)
@@ -193,11 +194,11 @@ class Dashboard:
                 change = tail.changes_since(since)
                 if change is None:
                     since = tail.version
-                    await _event(response, "reset", since, {"version": since})
+                    await _event(response, "reset", tail, {"version": since})
                 elif change.version > since:
                     payload = delta(name, tail, change, metric, mode, x)
                     payload["version"] = since = change.version
-                    await _event(response, "delta", since, payload)
+                    await _event(response, "delta", tail, payload)
                 if not await watch.wait_beyond(since, KEEPALIVE_S):
                     await response.write(b": keepalive\n\n")
         return response
@@ -312,9 +313,12 @@ class Refused(Exception):
         self.status = status
 
 
-async def _event(response: web.StreamResponse, kind: str, version: int, payload: Any) -> None:
+async def _event(response: web.StreamResponse, kind: str, tail: JournalTail, payload: Any) -> None:
+    """One server-sent event; its id (``<epoch>-<version>``, what a reconnecting
+    browser sends back) names the reading too: another server's versions are not ours."""
+    event_id = f"{tail.epoch}-{payload['version']}"
     await response.write(
-        f"id: {version}\nevent: {kind}\ndata: ".encode() + to_browser(payload) + b"\n\n"
+        f"id: {event_id}\nevent: {kind}\ndata: ".encode() + to_browser(payload) + b"\n\n"
     )
 
 
@@ -328,8 +332,10 @@ def _choice(request: web.Request) -> tuple[str | None, str | None, str]:
     return metric, mode, x
 
 
-def _int(text: str | None) -> int:
-    try:
-        return int(text) if text is not None else -1
-    except ValueError:
+def _since(text: str | None, tail: JournalTail) -> int:
+    """The version a page has, from ``<epoch>-<version>``; -1 (send everything) when it
+    is from another reading of the journal (a restarted server) or unreadable."""
+    epoch, _, version = (text or "").rpartition("-")
+    if epoch != tail.epoch or not version.isdigit():
         return -1
+    return int(version)

@@ -24,6 +24,7 @@ import asyncio
 import collections
 import gc
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,8 @@ class JournalTail:
         self._prefix = prefix
         self.uri = uri
         self.version = 0
+        # Names this reading: versions of another (a restarted server) are not ours.
+        self.epoch = secrets.token_hex(4)
         self.problem: str | None = None
         self.header: dict[str, Any] = {}  # the head's fields but trials and segments
         self.entries: dict[str, dict[str, Any]] = {}  # trial id -> head entry, in order
@@ -133,6 +136,7 @@ class JournalTail:
         self._head_bytes = self._head_mark = None
         self._changes.clear()
         self.memo.clear()
+        self.epoch = secrets.token_hex(4)
         self.version += 1
 
     # -- looking --------------------------------------------------------------------

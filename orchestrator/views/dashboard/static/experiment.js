@@ -58,6 +58,7 @@ function apply(payload, whole) {
     state.points = new Map();
   }
   state.version = payload.version;
+  if (payload.since) state.since = payload.since;
   state.summary = payload.summary;
   if (payload.metric !== undefined) {
     state.metric = payload.metric;
@@ -182,13 +183,14 @@ async function load() {
 function listen() {
   if (stream) stream.close();
   const p = params();
-  p.set("since", String(state.version));
+  p.set("since", state.since);
   stream = new EventSource(`${api}/stream?${p}`);
   const status = $("status");
   stream.addEventListener("open", () => { status.textContent = "live"; status.className = "status live"; });
   stream.addEventListener("error", () => { status.textContent = "reconnecting…"; status.className = "status lost"; });
   stream.addEventListener("delta", (event) => {
     apply(JSON.parse(event.data), false);
+    state.since = event.lastEventId;
     render();
   });
   stream.addEventListener("reset", () => load().catch(fail));
