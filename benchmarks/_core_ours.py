@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator import Orchestrator, Trainable, get_checkpoint, report
 
 from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
+from ._core_dashboard import watched
 
 
 class TrivialTrainable(Trainable):
@@ -83,7 +84,7 @@ HOOKS = {"async": CountingHook, "sync": CountingSyncHook}
 
 
 async def run(spec: RunSpec) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp, watched(spec, tmp) as page:
         t0 = time.time()
         sampler = CpuSampler()
         hooks = [HOOKS[spec.result_hook]()] if spec.result_hook else []
@@ -98,7 +99,7 @@ async def run(spec: RunSpec) -> dict[str, Any]:
             hooks=hooks,
             **({"loggers": [], "progress": False} if spec.quiet else {}),
         )
-        async with orch, _watched(spec, tmp) as watched:
+        async with orch:
             t_ray = time.time()
             for _ in range(spec.trials):
                 if spec.function:
@@ -138,17 +139,6 @@ async def run(spec: RunSpec) -> dict[str, Any]:
                 "states": states,
                 "loop_events": stats.loop.events,
                 "hooked": sum(h.results for h in hooks) if hooks else None,
-                "dashboard": watched,
+                "dashboard": page,
             },
         )
-
-
-def _watched(spec: RunSpec, storage: str) -> Any:
-    """The dashboard open on the experiment for the run (``ours-dash``), else nothing."""
-    import contextlib
-
-    if not spec.dashboard:
-        return contextlib.nullcontext(None)
-    from ._core_dashboard import dashboard_open
-
-    return dashboard_open(storage, "bench")

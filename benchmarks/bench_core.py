@@ -324,6 +324,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
             for kind in CPU_KINDS:
                 row[f"cpu_us_{kind}"] = median([_cpu_per_result(r, kind) for r in mine])
             row["workers_started"] = median([(r.get("cpu_s") or {}).get("workers_n") for r in mine])
+            row["dashboard_us"] = median([_dashboard_us(r) for r in mine])
             row["runs"] = len(mine)
             row["ok"] = bool(mine) and all(r.get("ok") for r in mine)
             rows[key][system] = row
@@ -348,6 +349,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
                     )
             dash = rows[key].get("ours-dash")
             if dash is not None and system == "ours":
+                entry["dash_cpu_us"] = dash["dashboard_us"]
                 entry["dash_vs_closed"] = _ratio(dash["e2e_rate"], ours["e2e_rate"])
                 entry["dash_steady_vs_closed"] = _ratio(dash["steady_rate"], ours["steady_rate"])
             if base is not None and system == "ours":
@@ -485,6 +487,11 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                         f"{key:<9} {label:<20} dashboard open / closed, {what}".ljust(60)
                         + f"{_fmt(pct, '6.0f')}{_unit(pct, '%')}{verdict}"
                     )
+                cost = entry["dash_cpu_us"]
+                print(
+                    f"{key:<9} {label:<20} dashboard CPU (server + page) per result".ljust(60)
+                    + f"{_fmt(cost, '6.1f')}{_unit(cost, ' us')}"
+                )
             if "e2e_vs_baseline" in entry:
                 for what in ("e2e", "steady", "active"):
                     value = entry[f"{what}_vs_baseline"]
@@ -565,11 +572,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{_fmt(figures['all_running_s'], '.1f')} s, "
                         f"load {figures['load_before']:.1f}, "
                         f"steal {figures['steal_s']:.1f} s"
-                        + (
-                            f", the page got {figures['dashboard'].get('deltas')} updates"
-                            if figures.get("dashboard")
-                            else ""
-                        ),
+                        + _dashboard_text(figures.get("dashboard")),
                         flush=True,
                     )
                 else:
@@ -578,6 +581,23 @@ def main(argv: list[str] | None = None) -> int:
     print_report(args, summarize_runs(args, runs))
     print(f"\nfigures written to {args.out}")
     return 0 if all(r.get("ok") for r in runs) else 1
+
+
+def _dashboard_text(dash: dict[str, Any] | None) -> str:
+    if not dash:
+        return ""
+    return (
+        f", the page got {dash.get('deltas')} updates; dashboard CPU "
+        f"{dash.get('server_cpu_s', 0):.2f} s (server) + {dash.get('page_cpu_s', 0):.2f} s (page)"
+    )
+
+
+def _dashboard_us(run: dict[str, Any]) -> float | None:
+    """The dashboard's CPU (server and page) per result, in microseconds."""
+    dash, results = run.get("dashboard"), run.get("results")
+    if not dash or not results:
+        return None
+    return (dash.get("server_cpu_s", 0.0) + dash.get("page_cpu_s", 0.0)) / results * 1e6
 
 
 def _write(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
