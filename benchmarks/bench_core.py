@@ -352,6 +352,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
                 entry["dash_cpu_us"] = dash["dashboard_us"]
                 entry["dash_vs_closed"] = _ratio(dash["e2e_rate"], ours["e2e_rate"])
                 entry["dash_steady_vs_closed"] = _ratio(dash["steady_rate"], ours["steady_rate"])
+                entry["dash_active_vs_closed"] = _ratio(dash["active_rate"], ours["active_rate"])
             if base is not None and system == "ours":
                 entry["e2e_vs_baseline"] = _ratio(ours["e2e_rate"], base["e2e_rate"])
                 entry["steady_vs_baseline"] = _ratio(ours["steady_rate"], base["steady_rate"])
@@ -475,11 +476,12 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                 for what, field in (
                     ("end to end", "dash_vs_closed"),
                     ("steady", "dash_steady_vs_closed"),
+                    ("active", "dash_active_vs_closed"),
                 ):
                     value = entry[field]
                     pct = None if value is None else value * 100
                     verdict = ""
-                    if field == "dash_vs_closed":
+                    if field in ("dash_vs_closed", "dash_active_vs_closed"):
                         verdict = _verdict(
                             value, DASHBOARD_TARGET, f"{DASHBOARD_TARGET * 100:.0f}%"
                         )

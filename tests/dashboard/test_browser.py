@@ -25,7 +25,7 @@ from storage import LocalStorage
 from .cdp import Page, chromium_path, launched
 from .gated import gated
 
-pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow, pytest.mark.timeout(900)]
 
 CPU = {"cpu": 0.25}
 BEFORE, AFTER = 4, 3
