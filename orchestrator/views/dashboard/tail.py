@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.core.journal_format import JOURNAL_KEY
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
+from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.views.dashboard.damage import (
     HeadDamaged,
     SegmentDamaged,
@@ -41,10 +42,6 @@ from storage import LocalStorage, NotFound, Storage, StorageError
 
 __all__ = ["BACKUP_KEY", "LEASE_KEY", "Change", "JournalTail"]
 
-#: The journal's backup head and the running driver's lease, beside the head (newer
-#: writers): an experiment with either is listed, and a damaged head's backup is shown.
-BACKUP_KEY = "experiment_state.backup.json"
-LEASE_KEY = "experiment_lease.json"
 #: Changes remembered, for pages that reconnect; an older version is sent everything.
 CHANGES_KEPT = 256
 #: Tries to read a head and the segments it lists when the writer compacts between.
