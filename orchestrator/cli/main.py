@@ -21,6 +21,9 @@ Commands
     The experiments in a storage, one experiment's trials (and PBT lineage), one
     metric of every trial as a PNG: read from the journals, without Ray or the trials'
     code.
+``dashboard``
+    A live, read-only web view of the experiments in a storage (trials, curves, config
+    against the metric, PBT lineage, scheduler stops), from the same journals.
 
 Every command is a ``(help, configure, handler)`` entry in :data:`COMMANDS`. Bad
 arguments are reported before Ray starts, as ``trialflow <command>: error: ...`` with
@@ -43,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli import args as cli_args
 from orchestrator.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from orchestrator.cli.dashboard import configure_dashboard, handle_dashboard
 from orchestrator.cli.inspect import (
     configure_ls,
     configure_plot,
@@ -156,6 +160,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         "plot one metric of every trial of an experiment to a PNG",
         configure_plot,
         handle_plot,
+    ),
+    "dashboard": (
+        "a live, read-only web view of the experiments in a storage",
+        configure_dashboard,
+        handle_dashboard,
     ),
 }
 

@@ -39,7 +39,7 @@ from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Continue, Decision, Exploit, Pause, Resume, Scheduler, Stop
 from orchestrator.search import Searcher, SearchSpace
-from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of
+from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of, note_stop
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -480,6 +480,8 @@ class Sweep:
                 continue
             state = rt.machine.state
             if isinstance(decision, Stop):
+                if self._scheduler is not None:
+                    note_stop(rt, self._scheduler, None)
                 port.request(rt, StopRequested())
             elif isinstance(decision, Pause):
                 port.request(rt, PauseRequested())
@@ -538,4 +540,7 @@ class Sweep:
             lineage = getattr(self._scheduler, "lineage", None)
             if lineage:
                 doc["lineage"] = list(lineage)
+            rungs = getattr(self._scheduler, "rungs", None)
+            if rungs:  # ASHA's milestones, for the dashboard (its state is a pickle)
+                doc["rungs"] = rungs
         return doc

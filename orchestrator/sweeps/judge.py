@@ -75,7 +75,10 @@ class SchedulerJudge:
 
     def judge(self, result: Mapping[str, Any]) -> Judgement:
         decisions = self._scheduler.on_trial_result(info_of(self._rt), result, self._population)
-        return self.split(decisions)
+        judgement = self.split(decisions)
+        if judgement.verdict is Verdict.FINISH:
+            note_stop(self._rt, self._scheduler, result)
+        return judgement
 
     def split(self, decisions: list[Decision]) -> Judgement:
         """The judgement about this trial; the rest go to the sweep."""
@@ -97,6 +100,15 @@ class SchedulerJudge:
         if point is None:
             return None
         return max(iteration + 1, math.ceil(point))
+
+
+def note_stop(rt: TrialRuntime, scheduler: Scheduler, result: Mapping[str, Any] | None) -> None:
+    """Journal the scheduler's stop among the trial's events (``show`` and the dashboard
+    list them): when, by which scheduler, and the metric it judged."""
+    metric = getattr(scheduler, "metric", None)
+    value = (result or rt.last_result or {}).get(metric) if isinstance(metric, str) else None
+    iteration = (result or {}).get("training_iteration", rt.machine.iteration)
+    rt.note("stop", iteration, by=type(scheduler).__name__, metric=metric, value=value)
 
 
 def judgement_of(decision: Decision | None) -> Judgement:
