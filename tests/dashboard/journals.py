@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
-from orchestrator.core.machine_state import TrialState
+from orchestrator.core.machine import TrialMachine, TrialState
 from orchestrator.journal.writer import Journal
 from storage import LocalStorage
 
@@ -59,9 +58,8 @@ class Record:
 
 
 def record(trial_id: str, **config: Any) -> Record:
-    machine = SimpleNamespace(
-        state=TrialState.RUNNING, iteration=0, num_failures=0, error=None, checkpoints=[]
-    )
+    machine = TrialMachine(trial_id)  # the real record the writer reads, as it runs
+    machine.state = TrialState.RUNNING
     return Record(trial_id, Spec(trial_id, dict(config)), machine, config=dict(config))
 
 

@@ -92,8 +92,8 @@ async def test_a_page_fed_changes_holds_what_a_full_read_does(tmp_path: Path, se
             page[trial] = page.get(trial, [])[:first] + tail.results(trial)[first:]
         seen = tail.version
         expected = await oracle(tmp_path)
-        assert {t: tail.results(t) for t in TRIALS} == _comparable(expected)
-        assert {t: page.get(t, []) for t in TRIALS} == _comparable(expected)
+        assert _comparable({t: tail.results(t) for t in TRIALS}) == _comparable(expected)
+        assert _comparable({t: page.get(t, []) for t in TRIALS}) == _comparable(expected)
         assert tail.problem is None
     assert compactions >= 2  # the writer rewrote its base: the tail followed
 

@@ -8,11 +8,11 @@ experiment's page, and shows whatever it read before.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.core.journal_format import SEGMENTS_PREFIX
+from orchestrator.journal.damage import damage_of
 from orchestrator.views.dashboard.values import parse
 
 __all__ = ["HeadDamaged", "SegmentDamaged", "check_head", "describe", "parse_segment"]
@@ -27,20 +27,8 @@ class SegmentDamaged(ValueError):
 
 
 def describe(data: bytes) -> str:
-    """Why ``data`` is not one JSON document, in words."""
-    if not data.strip():
-        return f"is empty ({len(data)} bytes)"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return f"is not text: byte {err.start} of {len(data)} is not UTF-8"
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as err:
-        if err.pos >= len(text.rstrip()) - 1 or err.msg.startswith("Unterminated"):
-            return f"is truncated: it ends after {len(data)} bytes, inside its JSON document"
-        return f"is not JSON at byte {err.pos} of {len(data)} ({err.msg})"
-    return "cannot be read"
+    """Why ``data`` is not one JSON document, in words (the journal's own diagnosis)."""
+    return damage_of(data) or "cannot be read"
 
 
 def check_head(data: bytes) -> dict[str, Any]:
