@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,12 @@ async def test_a_resumed_sweeps_unfinished_trials_run_the_resuming_calls_trainab
         task.cancel()  # the driver goes away mid-sweep, its trials running
         with pytest.raises(asyncio.CancelledError):
             await task
+    # The script's reports_a, its code edited between the two runs (as Tune's
+    # Tuner.restore(path, trainable) allows): the same trainable by name, new code.
+    edited = types.FunctionType(reports_b.__code__, reports_b.__globals__, "reports_a")
+    edited.__qualname__ = "reports_a"
     async with Orchestrator(storage=tmp_path, name="re", resume=True, progress=False) as orch:
-        result = await orch.sweep(reports_b, {"x": uniform(0, 1)}, **args)
+        result = await orch.sweep(edited, {"x": uniform(0, 1)}, **args)
     assert len(result.trials) == 2
     assert all(t.last_result and t.last_result["which"] == "b" for t in result.trials)
 
