@@ -7,7 +7,7 @@ PIP    := $(VENV)/bin/pip
 export RAY_AUTH_MODE ?= disabled
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo test bench lint typecheck clean chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,16 @@ $(VENV)/.base: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.test: pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[s3,gcs,optuna,test]"
+	$(PIP) install -q -e ".[s3,gcs,optuna,test,dashboard]"
 	touch $@
+
+# The dashboard's browser test drives Debian's chromium: installed when missing and
+# apt-get can (as root, as CI runs); otherwise that test skips and says why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ; } || \
+	  echo "chromium is missing and cannot be installed here: the dashboard's browser test will skip"
 
 $(VENV)/.bench: pyproject.toml | $(PY)
 	$(PIP) install -q -e ".[s3,gcs,optuna,test,bench]"
@@ -28,13 +36,15 @@ $(VENV)/.bench: pyproject.toml | $(PY)
 demo: $(VENV)/.base
 	$(PY) -m orchestrator demo
 
-test: $(VENV)/.test
+test: $(VENV)/.test chromium
+	$(PY) tools/check_layers.py
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.bench
 	$(PY) -m benchmarks
 
 lint: $(VENV)/.test
+	$(PY) tools/check_layers.py
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 

@@ -44,6 +44,8 @@ class RunSpec:
     #: (run in the hook thread pool) or None. The systems ``ours-hook`` and
     #: ``ours-hook-sync``: what a user's hook costs, its pacing of the trials included.
     result_hook: str | None = None
+    #: The dashboard open on the experiment while it runs (``ours-dash``).
+    dashboard: bool = False
 
 
 def summarize(

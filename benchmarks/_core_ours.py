@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator import Orchestrator, Trainable, get_checkpoint, report
 
 from ._core_common import NUM_CPUS, CpuSampler, RunSpec, summarize
+from ._core_dashboard import watched
 
 
 class TrivialTrainable(Trainable):
@@ -83,7 +84,7 @@ HOOKS = {"async": CountingHook, "sync": CountingSyncHook}
 
 
 async def run(spec: RunSpec) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-core-ours-") as tmp, watched(spec, tmp) as page:
         t0 = time.time()
         sampler = CpuSampler()
         hooks = [HOOKS[spec.result_hook]()] if spec.result_hook else []
@@ -138,5 +139,6 @@ async def run(spec: RunSpec) -> dict[str, Any]:
                 "states": states,
                 "loop_events": stats.loop.events,
                 "hooked": sum(h.results for h in hooks) if hooks else None,
+                "dashboard": page,
             },
         )

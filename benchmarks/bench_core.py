@@ -8,6 +8,8 @@ The same workloads (N trials x S trivial steps, a checkpoint every 50 steps keep
   logs: JSON, CSV and TensorBoard, and its progress display),
 * ``ours-quiet``: the same without logs and progress (``loggers=[]``,
   ``progress=False``),
+* ``ours-dash``: ``ours`` with the dashboard open on the experiment (its server and a
+  page holding the live stream, see ``_core_dashboard``),
 * ``ours-buf``: the orchestrator with ``result_buffer`` (default 10) steps per call,
 * ``ours-pack``: the orchestrator with ``trials_per_worker`` (default 10): the 20 trials
   share 2 worker processes instead of starting 20, one step per call,
@@ -40,7 +42,8 @@ run and shown per result: on a busy machine they move far less than wall-clock r
 Ratios (of medians): for ``ours``, ``ours-buf`` and ``ours-pack``, the end-to-end rate
 over Tune's (targets by workload) and the steady rate over the raw loop's (>= 90 %);
 ``ours`` over ``ours-quiet`` (>= 90 %); ``ours-hook`` over ``ours`` (>= 90 %, issue 24;
-``ours-hook-sync`` for information); ``ours-fn``'s end-to-end rate over
+``ours-hook-sync`` for information); ``ours-dash`` over ``ours`` (>= 95 %: watching
+costs the run nothing measurable); ``ours-fn``'s end-to-end rate over
 ``tune-fn``'s (function API against function API, target >= 4x) and over ``ours``'s
 (the price of a function trainable against a class, target >= 85 %), with its steady
 and active rates over ``ours``'s for information.
@@ -80,6 +83,7 @@ SYSTEMS = (
     "ours-quiet",
     "ours-hook",
     "ours-hook-sync",
+    "ours-dash",
     "ours-buf",
     "ours-pack",
     "raw",
@@ -93,6 +97,7 @@ LABELS = {
     "ours-quiet": "ours, no logs/progress",
     "ours-hook": "ours + result hook",
     "ours-hook-sync": "ours + sync hook",
+    "ours-dash": "ours, dashboard open",
     "baseline": "ours, --baseline",
     "ours-buf": "ours (buffer={buffer})",
     "ours-pack": "ours (pack={pack})",
@@ -111,6 +116,8 @@ LOGGING_TARGET = 0.90
 HOOK_TARGET = 0.90
 #: The systems with a user result hook, and which kind (``RunSpec.result_hook``).
 HOOK_SYSTEMS = {"ours-hook": "async", "ours-hook-sync": "sync"}
+#: ours with the dashboard open / ours, end to end: within 5 %.
+DASHBOARD_TARGET = 0.95
 #: ours with a function trainable / Ray Tune's function API, end to end (every workload).
 FUNCTION_VS_TUNE_TARGET = 4.0
 #: ours with a function trainable / ours with the class, end to end: within 15 %.
@@ -214,6 +221,7 @@ def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
         quiet=system == "ours-quiet",
         function=system in FUNCTION_SYSTEMS,
         result_hook=HOOK_SYSTEMS.get(system),
+        dashboard=system == "ours-dash",
     )
 
 
@@ -316,6 +324,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
             for kind in CPU_KINDS:
                 row[f"cpu_us_{kind}"] = median([_cpu_per_result(r, kind) for r in mine])
             row["workers_started"] = median([(r.get("cpu_s") or {}).get("workers_n") for r in mine])
+            row["dashboard_us"] = median([_dashboard_us(r) for r in mine])
             row["runs"] = len(mine)
             row["ok"] = bool(mine) and all(r.get("ok") for r in mine)
             rows[key][system] = row
@@ -338,6 +347,12 @@ def summarize_runs(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict
                     entry[f"{hooked}_active"] = _ratio(
                         with_hook["active_rate"], ours["active_rate"]
                     )
+            dash = rows[key].get("ours-dash")
+            if dash is not None and system == "ours":
+                entry["dash_cpu_us"] = dash["dashboard_us"]
+                entry["dash_vs_closed"] = _ratio(dash["e2e_rate"], ours["e2e_rate"])
+                entry["dash_steady_vs_closed"] = _ratio(dash["steady_rate"], ours["steady_rate"])
+                entry["dash_active_vs_closed"] = _ratio(dash["active_rate"], ours["active_rate"])
             if base is not None and system == "ours":
                 entry["e2e_vs_baseline"] = _ratio(ours["e2e_rate"], base["e2e_rate"])
                 entry["steady_vs_baseline"] = _ratio(ours["steady_rate"], base["steady_rate"])
@@ -457,6 +472,28 @@ def print_report(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                         f"{key:<9} {LABELS[hooked]:<20} {name} / ours".ljust(51)
                         + f"{_fmt(pct, '6.0f')}{_unit(pct, '%')}{verdict}"
                     )
+            if "dash_vs_closed" in entry:
+                for what, field in (
+                    ("end to end", "dash_vs_closed"),
+                    ("steady", "dash_steady_vs_closed"),
+                    ("active", "dash_active_vs_closed"),
+                ):
+                    value = entry[field]
+                    pct = None if value is None else value * 100
+                    verdict = ""
+                    if field in ("dash_vs_closed", "dash_active_vs_closed"):
+                        verdict = _verdict(
+                            value, DASHBOARD_TARGET, f"{DASHBOARD_TARGET * 100:.0f}%"
+                        )
+                    print(
+                        f"{key:<9} {label:<20} dashboard open / closed, {what}".ljust(60)
+                        + f"{_fmt(pct, '6.0f')}{_unit(pct, '%')}{verdict}"
+                    )
+                cost = entry["dash_cpu_us"]
+                print(
+                    f"{key:<9} {label:<20} dashboard CPU (server + page) per result".ljust(60)
+                    + f"{_fmt(cost, '6.1f')}{_unit(cost, ' us')}"
+                )
             if "e2e_vs_baseline" in entry:
                 for what in ("e2e", "steady", "active"):
                     value = entry[f"{what}_vs_baseline"]
@@ -536,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{_fmt(figures['steady_rate'], '.0f')}/s, all running at "
                         f"{_fmt(figures['all_running_s'], '.1f')} s, "
                         f"load {figures['load_before']:.1f}, "
-                        f"steal {figures['steal_s']:.1f} s",
+                        f"steal {figures['steal_s']:.1f} s"
+                        + _dashboard_text(figures.get("dashboard")),
                         flush=True,
                     )
                 else:
@@ -545,6 +583,23 @@ def main(argv: list[str] | None = None) -> int:
     print_report(args, summarize_runs(args, runs))
     print(f"\nfigures written to {args.out}")
     return 0 if all(r.get("ok") for r in runs) else 1
+
+
+def _dashboard_text(dash: dict[str, Any] | None) -> str:
+    if not dash:
+        return ""
+    return (
+        f", the page got {dash.get('deltas')} updates; dashboard CPU "
+        f"{dash.get('server_cpu_s', 0):.2f} s (server) + {dash.get('page_cpu_s', 0):.2f} s (page)"
+    )
+
+
+def _dashboard_us(run: dict[str, Any]) -> float | None:
+    """The dashboard's CPU (server and page) per result, in microseconds."""
+    dash, results = run.get("dashboard"), run.get("results")
+    if not dash or not results:
+        return None
+    return (dash.get("server_cpu_s", 0.0) + dash.get("page_cpu_s", 0.0)) / results * 1e6
 
 
 def _write(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:

@@ -535,17 +535,37 @@ class _Slices:
             yield bytes(self._view[i : i + self._STEP])
 
 
-_SESSIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+_SESSIONS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[tuple[str | None, ...], Any]
+] = weakref.WeakKeyDictionary()
+
+# Where botocore looks for credentials: a session resolves them once and keeps them, so
+# a session made before one of these changed would answer with stale credentials (or
+# with none) ever after.
+_CREDENTIAL_SOURCES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_EC2_METADATA_DISABLED",
+    "HOME",
+)
 
 
 def _session() -> Any:
-    """One botocore session per event loop: its loader caches the S3 service model, which
-    is slow to parse, so opening a storage (one per trial actor) stays cheap; per loop,
-    because refreshable credentials hold asyncio locks."""
+    """One botocore session per event loop and credential environment: its loader caches
+    the S3 service model, which is slow to parse, so opening a storage (one per trial
+    actor) stays cheap; per loop, because refreshable credentials hold asyncio locks;
+    per credential environment, because a session keeps the credentials it resolved."""
     loop = asyncio.get_running_loop()
-    session = _SESSIONS.get(loop)
-    if session is None:
-        session = _SESSIONS[loop] = get_session()
+    sources = tuple(os.environ.get(name) for name in _CREDENTIAL_SOURCES)
+    cached = _SESSIONS.get(loop)
+    if cached is not None and cached[0] == sources:
+        return cached[1]
+    session = get_session()
+    _SESSIONS[loop] = (sources, session)
     return session
 
 

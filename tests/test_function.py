@@ -293,6 +293,17 @@ def test_the_working_directory_is_copied_not_moved(
     assert (tmp_path / "saved" / "w.txt").read_text() == "weights"
 
 
+def test_the_function_knows_its_trial_id(host: Callable[..., FunctionTrainable]) -> None:
+    from orchestrator.actor.function import current_trial_id
+
+    def train(config: dict[str, Any]) -> None:
+        report({"trial": current_trial_id()})
+
+    assert host(train).step() == {"trial": "t"}
+    with pytest.raises(NotInTrial, match=r"current_trial_id\(\) was called outside a trial"):
+        current_trial_id()
+
+
 def test_report_and_get_checkpoint_outside_a_trial_are_refused() -> None:
     with pytest.raises(NotInTrial, match=r"report\(\) was called outside a trial"):
         report({"loss": 1.0})

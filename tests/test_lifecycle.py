@@ -29,6 +29,7 @@ from orchestrator.core.events import (
     Save,
     SaveDone,
     SaveFailed,
+    SaveRequested,
     StartActor,
     StopActor,
     Train,
@@ -443,6 +444,16 @@ def test_buffered_train_never_runs_past_checkpoint_or_limit() -> None:
     saves = [a for a in actions if isinstance(a, Save)]
     assert saves and saves[0].iteration == 4
     assert trains[0].steps == 2  # limit 6 comes before the next checkpoint at 8
+
+
+def test_a_save_request_saves_right_after_the_next_result() -> None:
+    m = running(checkpoint_every=0)
+    assert m.handle(SaveRequested()) == []  # its step is in flight: the save follows it
+    assert kinds(result(m, x=1)) == ["Report", "Save", "Train"]
+    assert "Save" not in kinds(result(m, x=2))  # once
+    function = running(checkpoint_every=0, saves_on_demand=False)
+    function.handle(SaveRequested())
+    assert "Save" not in kinds(result(function, x=1))  # it saves only what it reports
 
 
 def test_notify_hooks_named_correctly() -> None:

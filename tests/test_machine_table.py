@@ -37,6 +37,7 @@ from orchestrator.core.events import (
     RestoreDone,
     SaveDone,
     SaveFailed,
+    SaveRequested,
     TrainResult,
 )
 from orchestrator.core.machine import (
@@ -81,6 +82,7 @@ def sample(key: Input, m: TrialMachine) -> Event:
         ConfigRefused: ConfigRefused(gen, ckpt(1)),
         HooksCaughtUp: HooksCaughtUp(m.results_reported),
         GraceExpired: GraceExpired(gen, m.grace_token),
+        SaveRequested: SaveRequested(),
     }
     return events[key]
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from orchestrator import ConfigError, Orchestrator, Trainable, TrialState, report
-from storage import NotADirectory
 
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}
 CPU = {"cpu": 0.25}
@@ -53,7 +52,9 @@ async def test_a_storage_path_that_is_a_file_is_named_as_such(tmp_path: Path, wh
         orch = Orchestrator(storage=afile, name="exp", **QUIET)
     else:  # <dir>/results.txt is the experiment's directory, and a file
         orch = Orchestrator(storage=tmp_path, name="results.txt", **QUIET)
-    with pytest.raises(NotADirectory) as info:
+    # Said before anything is opened, by the experiment's own check (the storage driver
+    # would say NotADirectory; the storage library's own tests check that).
+    with pytest.raises(ConfigError) as info:
         async with orch:
             pass
     message = str(info.value)

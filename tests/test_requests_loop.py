@@ -19,30 +19,22 @@ from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.decisions import Stop
 from orchestrator.core.events import (
     ActorReady,
-    ApplyConfig,
     Decided,
-    DeleteCheckpoints,
     Launch,
-    Notify,
-    Report,
     RestoreDone,
-    RunStarted,
     SaveDone,
     Train,
     TrainResult,
-    WaitForHooks,
 )
 from orchestrator.core.hook_progress import HookProgress
 from orchestrator.core.spec import StorageMode, policy_for
 from orchestrator.engine.collector import CheckpointCollector
+from orchestrator.engine.executor import RaySettings
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.loop import Dispatcher
 from orchestrator.engine.record import TrialRuntime
 
 from .trainables import Counter
-
-#: What the loop carries out itself; every other action is a Ray call, recorded.
-BOOKKEEPING = (Report, RunStarted, Notify, ApplyConfig, WaitForHooks, DeleteCheckpoints)
 
 
 class Loop:
@@ -53,22 +45,17 @@ class Loop:
         self.hook_progress = HookProgress()  # as the session binds the experiment's
         self.hook_progress.bind(self.hooks)
         self.dispatcher = Dispatcher(
-            storage_uri=str(tmp_path),
-            storage_options={},
-            storage_mode=StorageMode.LOCAL,
+            RaySettings(str(tmp_path), {}, StorageMode.LOCAL),
             uri_for=lambda key: f"file://{tmp_path}/{key}",
             local_path_for=lambda key: None,
             hooks=self.hooks,
             collector=CheckpointCollector(None),
         )
+        # The bookkeeper carries out the rest; every executor action is a Ray call.
         self.ray_calls: list[Any] = []
-        real = self.dispatcher.executor.execute
 
         def execute(rt: TrialRuntime, action: Any) -> None:
-            if isinstance(action, BOOKKEEPING):
-                real(rt, action)
-            else:
-                self.ray_calls.append(action)
+            self.ray_calls.append(action)
 
         self.dispatcher.executor.execute = execute  # type: ignore[method-assign]
         self.orch = Orchestrator(storage=tmp_path, name="loop", progress=False, loggers=[])
@@ -77,7 +64,7 @@ class Loop:
         spec = self.orch.trial_spec(Counter, **options)
         policy = policy_for(spec, self.orch.settings, hook_progress=self.hook_progress)
         rt = TrialRuntime(spec, policy)
-        Trial(rt, lambda: self.dispatcher)  # its public handle, as the experiment makes it
+        Trial(rt, lambda: self.dispatcher)  # its public handle, sending to this loop
         self.dispatcher.attach(rt)
         return rt
 

@@ -62,6 +62,21 @@ async def test_asha_stops_buffered_trials_exactly_at_their_rungs(tmp_path: Path)
         assert [r["training_iteration"] for r in trial.results] == list(
             range(1, len(trial.results) + 1)
         )
+    # The journal says who stopped each trial, where, on which value (show and the
+    # dashboard read it), and ASHA's rungs as plain data (its state is a pickle).
+    head = json.loads((tmp_path / "asha" / JOURNAL_KEY).read_text())
+    assert head["sweeps"][0]["rungs"] == [[1, 3, 9]]  # max_t ends every trial
+    for trial, entry in zip(result.trials, head["trials"], strict=True):
+        stops = [e for e in entry.get("events", []) if e["kind"] == "stop"]
+        assert stops == [
+            {
+                "kind": "stop",
+                "iteration": len(trial.results),
+                "by": "ASHA",
+                "metric": "acc",
+                "value": trial.results[-1]["acc"],
+            }
+        ], entry.get("events")
 
 
 async def test_a_resumed_sweeps_trials_are_judged_by_its_scheduler(tmp_path: Path) -> None:

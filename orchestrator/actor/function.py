@@ -60,6 +60,7 @@ from orchestrator.errors import ConfigError, NotInTrial
 __all__ = [
     "FUNCTION_GRACE_S",
     "FunctionTrainable",
+    "current_trial_id",
     "get_checkpoint",
     "is_function",
     "report",
@@ -107,6 +108,12 @@ def get_checkpoint() -> str | None:
     """The local directory of the checkpoint this run resumes from, or None for a fresh
     start. It stays until the run ends; read it, do not write into it."""
     return _run_here("get_checkpoint").checkpoint
+
+
+def current_trial_id() -> str:
+    """The id of the trial whose function is running here (in its thread, or in code it
+    calls there): for a library that names files or logs after the trial."""
+    return _run_here("current_trial_id").trial_id
 
 
 def _run_here(what: str) -> _Run:

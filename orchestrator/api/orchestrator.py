@@ -27,9 +27,7 @@ from orchestrator.core.stopping import StopSpec
 from orchestrator.errors import ConfigError, OrchestratorError
 
 if TYPE_CHECKING:
-    from orchestrator.api.interrupts import Interrupts
-    from orchestrator.api.lease import ExperimentLease
-    from orchestrator.api.session import Session
+    from orchestrator.api.session import Opened
     from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
@@ -41,8 +39,6 @@ if TYPE_CHECKING:
     from orchestrator.search import Searcher
 
 log = logging.getLogger("orchestrator")
-
-DEFAULT_RESULTS_DIR = os.path.join("~", "trialflow_results")
 
 
 @dataclass(frozen=True)
@@ -200,6 +196,7 @@ class Orchestrator:
     ) -> None:
         import storage as storage_pkg
         from orchestrator.api.experiment import Experiment, Opening
+        from orchestrator.core.locations import experiment_uri
         from orchestrator.engine.hooks import check_hooks
         from orchestrator.journal.storage_check import open_checked
         from orchestrator.views.loggers.writers import split_loggers
@@ -229,7 +226,7 @@ class Orchestrator:
         check_hooks(hooks_list)
         logger_names, user_loggers = split_loggers(loggers)
         check_hooks(user_loggers)
-        self.storage_uri = _experiment_uri(storage, name)
+        self.storage_uri = experiment_uri(storage, name)
         storage_options = dict(storage_options or {})
         probe = open_checked(self.storage_uri, storage_options, name)
         self.storage_mode: StorageMode = self.settings.storage_mode(
@@ -250,9 +247,7 @@ class Orchestrator:
             take_over=bool(take_over),
         )
         self._exp: Experiment = Experiment(self.settings, self.storage_mode, opening)
-        self._session: Session | None = None  # while entered
-        self._lease: ExperimentLease | None = None  # while entered
-        self._interrupts: Interrupts | None = None  # our SIGINT/SIGTERM handlers, if any
+        self._opened: Opened | None = None  # while entered
 
     # -- settings, as attributes --------------------------------------------------------
 
@@ -397,7 +392,9 @@ class Orchestrator:
         max_concurrent_trials: int | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
-        resources: Mapping[str, float] | None = None,
+        resources: Mapping[str, float]
+        | Callable[[dict[str, Any]], Mapping[str, float]]
+        | None = None,
         max_failures: int | None = None,
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
@@ -412,7 +409,8 @@ class Orchestrator:
         ``max_concurrent_trials`` at once (default: what the cluster's resources hold).
         Returns once every trial of the sweep is settled; see :class:`SweepResult`.
 
-        The other arguments are ``add_trial``'s, for every trial. ``name`` names the
+        The other arguments are ``add_trial``'s, for every trial (``resources`` may also be
+        a function of a trial's config returning its resources). ``name`` names the
         sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
         continues it (finished trials are kept, the others restart from their
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
@@ -454,6 +452,25 @@ class Orchestrator:
         exp.sweeps[name] = sweep
         return SweepResult(await sweep.run(), metric, mode)
 
+    def end_sweep(self, name: str = "sweep") -> None:
+        """End the running sweep ``name`` now: it asks for no more trials and stops those
+        that have not ended (TERMINATED, results and checkpoints kept); its ``sweep()``
+        call returns once they are settled. For a stop rule over the whole population or
+        a time budget, from a hook (sync ones run in threads: it is safe there), a task
+        or a timer. A sweep that is not running: nothing."""
+        sweep, dispatcher = self._exp.sweeps.get(name), self._exp.dispatcher
+        loop = dispatcher.loop if dispatcher is not None else None
+        if sweep is None or sweep.finished or loop is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            sweep.end()
+        else:
+            loop.call_soon_threadsafe(sweep.end)
+
     def run_sync(self) -> list[Trial]:
         """One call for plain scripts: enter, ``run()``, exit.
 
@@ -480,7 +497,7 @@ class Orchestrator:
 
     def statistics(self) -> OrchestratorStatistics:
         dispatcher, hooks = self._exp.entered()
-        assert self._session is not None
+        assert self._opened is not None
         counts: dict[str, int] = {}
         for rt in self._exp.trials.values():
             state = rt.machine.state.value
@@ -489,35 +506,17 @@ class Orchestrator:
             counts,
             dispatcher.statistics(),
             hooks.statistics(),
-            self._session.collector.statistics(),
+            self._opened.session.collector.statistics(),
         )
 
     # -- context manager ---------------------------------------------------------------
 
     async def __aenter__(self) -> Orchestrator:
-        from orchestrator.api.interrupts import Interrupts
-        from orchestrator.api.lease import acquire_lease
-        from orchestrator.api.session import open_session
+        from orchestrator.api.session import enter
 
-        if self._session is not None:
+        if self._opened is not None:
             raise OrchestratorError(f"experiment {self.name!r}: this Orchestrator is already open")
-        exp = self._exp
-        # Before Ray: a second driver is refused at once.
-        lease = await acquire_lease(exp)
-        try:
-            session = await open_session(exp)
-        except BaseException:
-            await lease.release()
-            raise
-        # Nothing is written to the experiment without the lease, and losing it ends run().
-        session.journal.write_only_while(lease.may_write)
-        session.dispatcher.drive_only_while(lease.may_write)
-        if exp.logger is not None:
-            exp.logger.write_only_while(lease.may_write)
-        lease.on_lost(session.dispatcher.abort)
-        self._lease, self._session = lease, session
-        # After Ray's start, which installs its own SIGTERM handlers.
-        self._interrupts = Interrupts.catch()
+        self._opened = await enter(self._exp)
         return self
 
     async def __aexit__(
@@ -526,29 +525,9 @@ class Orchestrator:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        session, self._session = self._session, None
-        lease, self._lease = self._lease, None
-        interrupts, self._interrupts = self._interrupts, None
-        if interrupts is not None:
-            interrupts.closing = True
-            interrupts.ours(exc)
-        if session is not None:
-            try:
-                await session.aclose()
-            except asyncio.CancelledError:
-                if interrupts is None or not interrupts.forced:
-                    raise
-            finally:
-                if lease is not None:
-                    await lease.release()
-                if interrupts is not None:
-                    interrupts.release()
-        if interrupts is not None:
-            ending = interrupts.ending(self.storage_uri, self.name)
-            if ending is not None:
-                raise ending from None
-        if lease is not None and lease.lost is not None and exc is None:
-            raise lease.lost  # lost while no run() was waiting: say so
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            await opened.close(exc)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -556,15 +535,3 @@ class Orchestrator:
     def _dispatcher(self) -> Dispatcher | None:
         """The session's loop while entered (for tests that look inside)."""
         return self._exp.dispatcher
-
-
-def _experiment_uri(storage: str | os.PathLike[str] | None, name: str) -> str:
-    if storage is None:
-        base = os.environ.get("TRIALFLOW_RESULTS_DIR") or DEFAULT_RESULTS_DIR
-        return os.path.join(os.path.abspath(os.path.expanduser(base)), name)
-    text = os.fspath(storage)
-    if not isinstance(text, str):
-        raise ConfigError(f"storage must be a path or URI string, got {storage!r}")
-    if "://" in text:
-        return text.rstrip("/") + "/" + name
-    return os.path.join(os.path.abspath(os.path.expanduser(text)), name)

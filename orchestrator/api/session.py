@@ -27,13 +27,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import storage as storage_pkg
     from orchestrator.api.experiment import Experiment
+    from orchestrator.api.interrupts import Interrupts
+    from orchestrator.api.lease import ExperimentLease
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.journal.writer import Journal
 
-__all__ = ["Session", "open_session"]
+__all__ = ["Opened", "Session", "enter", "open_session"]
 
 log = logging.getLogger("orchestrator")
 
@@ -80,6 +82,68 @@ class Session:
             release_ray(self.owns_ray)
 
 
+@dataclass
+class Opened:
+    """An entered ``Orchestrator``: its session, the experiment's lease, and the signal
+    handlers (if it took them); :meth:`close` ends all three in order."""
+
+    experiment: Experiment
+    session: Session
+    lease: ExperimentLease
+    interrupts: Interrupts | None
+
+    async def close(self, exc: BaseException | None) -> None:
+        """Close the session, then give the lease back and the signals; then say why the
+        block ended when it was a signal (raised) or a lost lease (raised if nothing
+        else is being raised)."""
+        lease, interrupts = self.lease, self.interrupts
+        if interrupts is not None:
+            interrupts.closing = True
+            interrupts.ours(exc)
+        try:
+            await self.session.aclose()
+        except asyncio.CancelledError:
+            if interrupts is None or not interrupts.forced:
+                raise
+        finally:
+            await lease.release()
+            if interrupts is not None:
+                interrupts.release()
+        if interrupts is not None:
+            ending = interrupts.ending(self.experiment.storage_uri, self.experiment.name)
+            if ending is not None:
+                raise ending from None
+        if lease.lost is not None and exc is None:
+            raise lease.lost  # lost while no run() was waiting: say so
+
+
+async def enter(exp: Experiment) -> Opened:
+    """Check that a local storage path can hold the experiment, take the experiment's
+    lease (before Ray: a second driver is refused at once),
+    open the session, let nothing write to the experiment without the lease, and take
+    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler)."""
+    import storage as storage_pkg
+    from orchestrator.api.interrupts import Interrupts
+    from orchestrator.api.lease import acquire_lease
+    from orchestrator.journal.storage_check import check_local_path
+
+    if exp.storage_mode.is_local:  # a path that cannot hold it: said before anything
+        path = storage_pkg.open_storage(exp.storage_uri, **exp.opening.storage_options).uri
+        await asyncio.to_thread(check_local_path, path, exp.name)
+    lease = await acquire_lease(exp)
+    try:
+        session = await open_session(exp)
+    except BaseException:
+        await lease.release()
+        raise
+    session.journal.write_only_while(lease.may_write)
+    session.dispatcher.drive_only_while(lease.may_write)
+    if exp.logger is not None:
+        exp.logger.write_only_while(lease.may_write)
+    lease.on_lost(session.dispatcher.abort)
+    return Opened(exp, session, lease, Interrupts.catch())
+
+
 def release_ray(owned: bool) -> None:
     """Shut Ray down if this session started it (never a cluster it joined or found)."""
     import ray
@@ -93,6 +157,7 @@ async def open_session(exp: Experiment) -> Session:
     import storage as storage_pkg
     from orchestrator.api.resumption import adopt_experiment
     from orchestrator.engine.collector import CheckpointCollector, delete_where_visible_fn
+    from orchestrator.engine.executor import RaySettings
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.raystart import ensure_ray
@@ -132,20 +197,23 @@ async def open_session(exp: Experiment) -> Session:
             is_pinned=lambda key: dispatcher.is_pinned(key),
             delete=delete_where_visible_fn(store, mode),
         )
-        dispatcher = Dispatcher(
+        ray = RaySettings(
             storage_uri=uri,
             storage_options=options,
             storage_mode=mode,
+            runtime_env=opening.runtime_env,
+            trials_per_worker=settings.trials_per_worker,
+            spare_actors=settings.spare_actors,
+            save_retry_for=settings.save_retry_for,
+            stop_grace_s=settings.stop_grace_s,
+        )
+        dispatcher = Dispatcher(
+            ray,
             uri_for=lambda key: _checkpoint_uri(store, key, mode.is_local),
             local_path_for=lambda key: store.uri_for(key) if mode.is_local else None,
             hooks=hooks,
             collector=collector,
-            save_retry_for=settings.save_retry_for,
             journal=journal,
-            runtime_env=opening.runtime_env,
-            trials_per_worker=settings.trials_per_worker,
-            spare_actors=settings.spare_actors,
-            stop_grace_s=settings.stop_grace_s,
         )
     except BaseException:  # one way back for any failure between opening and running
         loop.set_exception_handler(loop_handler)

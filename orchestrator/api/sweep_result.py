@@ -5,18 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.core.best import finite, lookup, pick_best, standing, value_of
+from orchestrator.core.best import finite_metric, lookup, pick_best, standing, value_of
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import Checkpoint
-
-
-def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
-    """``result[metric]`` as a finite number (``"a/b"`` reads nested dicts), else None."""
-    return finite(lookup(result, metric))
 
 
 class SweepResult:
@@ -99,6 +94,14 @@ class SweepResult:
         newest_first = reversed(checkpoints)  # of equals, the newest
         found = pick_best(((c, lookup(c.metrics, metric)) for c in newest_first), self.mode)
         return found[0] if found is not None else checkpoints[-1]
+
+    def pareto_front(self, metrics: Sequence[str], modes: Sequence[str]) -> list[Trial]:
+        """The trials no other trial beats on every one of ``metrics`` at once (by their
+        last results; ``modes`` says 'min' or 'max' for each): a multi-objective sweep's
+        answer, where no single trial is best."""
+        from orchestrator.api.pareto import pareto_front
+
+        return pareto_front(self.trials, lambda t: t.last_result, metrics, modes, finite_metric)
 
     @property
     def errors(self) -> list[BaseException]:

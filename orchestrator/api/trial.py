@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.decisions import Pause, RestoreFrom, Resume, Stop
-from orchestrator.core.events import Decided, Event
+from orchestrator.core.events import Decided, Event, SaveRequested
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError, NoCheckpointError, TrialError, TrialNotRunning
 
@@ -197,6 +197,23 @@ class Trial:
             Decided(Resume(self.id)),
             lambda: self._rt.runs_started > before or self._gave_up() or self._training(),
         )
+
+    async def save(self) -> Checkpoint | None:
+        """Checkpoint the trial right after its next result (the step in flight, when
+        one is); returns the persisted checkpoint once its upload committed, or None when
+        the trial settled first or saves only when it says so (a training function
+        checkpoints through ``report(..., checkpoint=...)``)."""
+        newest = self.latest_checkpoint
+        await self._request(
+            SaveRequested(),
+            lambda: (
+                self.latest_checkpoint != newest
+                or self.state.is_settled
+                or not self._rt.machine.policy.saves_on_demand
+            ),
+        )
+        latest = self.latest_checkpoint
+        return latest if latest != newest else None
 
     async def stop(self) -> None:
         """End the trial now: TERMINATED once the call in flight is back (or killed

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.core.locations import DEFAULT_RESULTS_DIR, experiment_uri, results_root
 from orchestrator.errors import ConfigError
 
 __all__ = [
@@ -43,7 +43,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 #: Where experiments go without ``--storage`` (``$TRIALFLOW_RESULTS_DIR`` overrides it);
 #: the same default as ``Orchestrator(storage=None)``.
-DEFAULT_RESULTS_DIR = os.path.join("~", "trialflow_results")
 
 
 def add_storage_args(
@@ -253,22 +252,6 @@ def storage_options(items: Sequence[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             options[key.strip()] = text
     return options
-
-
-def results_root(storage: str | None) -> str:
-    """The storage root ``--storage`` names (its default when None)."""
-    if storage is None:
-        storage = os.environ.get("TRIALFLOW_RESULTS_DIR") or DEFAULT_RESULTS_DIR
-    if "://" in storage:
-        return storage.rstrip("/")
-    return os.path.abspath(os.path.expanduser(storage))
-
-
-def experiment_uri(storage: str | None, name: str) -> str:
-    """Where experiment ``name`` lives, as ``Orchestrator(storage, name).storage_uri``
-    says (without importing it: that would import Ray)."""
-    root = results_root(storage)
-    return f"{root}/{name}" if "://" in root else os.path.join(root, name)
 
 
 def json_arg(text: str, flag: str) -> Any:

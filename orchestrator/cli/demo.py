@@ -31,7 +31,8 @@ from rich.text import Text
 
 from orchestrator.api.orchestrator import Orchestrator
 from orchestrator.api.trial import Trial
-from orchestrator.cli.present import elapsed_line, fixed, number, state_text
+from orchestrator.cli.present import elapsed_line, fixed, state_text
+from orchestrator.core.best import finite as number
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.machine import TrialState
 

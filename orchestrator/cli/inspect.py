@@ -328,6 +328,6 @@ def _objective(
 
 
 def _reported(record: ExperimentRecord, metric: str) -> bool:
-    from orchestrator.views.experiments import metric_value
+    from orchestrator.core.best import metric_value
 
     return any(metric_value(r, metric) is not None for t in record.trials for r in t.results)

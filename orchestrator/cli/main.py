@@ -15,10 +15,15 @@ Commands
 ``repair``
     Rebuild a damaged journal (``--storage``, ``--name``) from what survives: the
     head's backup, else the result segments and checkpoints.
+``tune``
+    Run a Ray Tune script unchanged on trialflow's Ray Tune facade (``orchestrator.tune``).
 ``ls``, ``show``, ``plot``
     The experiments in a storage, one experiment's trials (and PBT lineage), one
     metric of every trial as a PNG: read from the journals, without Ray or the trials'
     code.
+``dashboard``
+    A live, read-only web view of the experiments in a storage (trials, curves, config
+    against the metric, PBT lineage, scheduler stops), from the same journals.
 
 Every command is a ``(help, configure, handler)`` entry in :data:`COMMANDS`. Bad
 arguments are reported before Ray starts, as ``trialflow <command>: error: ...`` with
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli import args as cli_args
 from orchestrator.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from orchestrator.cli.dashboard import configure_dashboard, handle_dashboard
 from orchestrator.cli.inspect import (
     configure_ls,
     configure_plot,
@@ -51,6 +57,7 @@ from orchestrator.cli.inspect import (
 )
 from orchestrator.cli.repair import configure_repair, handle_repair
 from orchestrator.cli.run import configure_resume, configure_run, handle_resume, handle_run
+from orchestrator.cli.tune_script import configure_tune, handle_tune
 from orchestrator.engine.raystart import RayStartError
 from orchestrator.errors import ConfigError, ExperimentLocked, JournalError, LeaseLost
 
@@ -138,6 +145,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         configure_repair,
         handle_repair,
     ),
+    "tune": (
+        "run a Ray Tune script unchanged on trialflow (its ray.tune imports: orchestrator.tune)",
+        configure_tune,
+        handle_tune,
+    ),
     "ls": ("list the experiments in a storage", configure_ls, handle_ls),
     "show": (
         "one experiment's trials (state, config, metric, checkpoints) and PBT lineage",
@@ -148,6 +160,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
         "plot one metric of every trial of an experiment to a PNG",
         configure_plot,
         handle_plot,
+    ),
+    "dashboard": (
+        "a live, read-only web view of the experiments in a storage",
+        configure_dashboard,
+        handle_dashboard,
     ),
 }
 

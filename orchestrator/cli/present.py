@@ -35,7 +35,6 @@ __all__ = [
     "config_text",
     "elapsed_line",
     "fixed",
-    "number",
     "results_table",
     "state_text",
     "states_text",
@@ -208,13 +207,6 @@ def cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def number(value: Any) -> float | None:
-    """``value`` as a float when it is a finite number (not a bool), else None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def fixed(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -228,6 +220,6 @@ def time_text(stamp: float | None) -> str:
 
 def _lookup(result: Mapping[str, Any], name: str) -> Any:
     """``result[name]``, or for ``a/b`` the nested value (what ``--metric a/b`` means)."""
-    from orchestrator.views.experiments import metric_value
+    from orchestrator.core.best import metric_value
 
     return result[name] if name in result else metric_value(result, name)

@@ -46,6 +46,17 @@ def number(value: Any) -> float | None:
     return float(value)
 
 
+def metric_value(result: Mapping[str, Any] | None, metric: str) -> float | None:
+    """``result[metric]`` (see :func:`lookup`) as a float, NaN and infinities as they
+    are; None when absent or not a number."""
+    return number(lookup(result, metric))
+
+
+def finite_metric(result: Mapping[str, Any] | None, metric: str) -> float | None:
+    """``result[metric]`` (see :func:`lookup`) when it is a finite number, else None."""
+    return finite(lookup(result, metric))
+
+
 def finite(value: Any) -> float | None:
     """``value`` as a float when it is a finite real number (not a bool), else None."""
     n = number(value)

@@ -111,6 +111,13 @@ class GraceExpired(ActorEvent):
 
 
 @dataclass(frozen=True)
+class SaveRequested(Event):
+    """Save a checkpoint right after the trial's next result (its step in flight, or the
+    next one); a trainable that saves only when it says so (a function) has nothing to
+    save on demand, and a trial without an actor nothing to save: ignored."""
+
+
+@dataclass(frozen=True)
 class Decided(Event):
     """A decision about the trial, whoever made it: the user (``trial.stop()``,
     ``pause()``, ``resume()``, ``restore()``), a sweep's scheduler about a trial other

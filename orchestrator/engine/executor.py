@@ -13,9 +13,9 @@ in-flight table (:meth:`Dispatcher.track`) with a typed payload; nothing here wa
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.actor.persister import PersisterPool
@@ -23,29 +23,17 @@ from orchestrator.actor.scratch import fetch_dir
 from orchestrator.actor.trial_actor import RemoteTrialActor
 from orchestrator.core.events import (
     Action,
-    ApplyConfig,
-    ArmGrace,
-    DeleteCheckpoints,
     Failure,
-    GraceExpired,
-    HooksCaughtUp,
-    Notify,
-    ReleaseCheckpoint,
-    Report,
     Restore,
-    RunStarted,
     Save,
     StartActor,
     StopActor,
     Train,
-    WaitForHooks,
 )
 from orchestrator.core.machine import TrialState
 from orchestrator.core.placement import Host, HostPool, resource_key
-from orchestrator.core.results import ResultWarnings, clean_result
 from orchestrator.core.spec import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
-from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.outcomes import (
     Collect,
     FetchPayload,
@@ -74,7 +62,6 @@ from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialEr
 
 if TYPE_CHECKING:
     from orchestrator.core.events import Event
-    from orchestrator.engine.ports import JournalPort
     from orchestrator.engine.record import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
@@ -105,46 +92,46 @@ class Tracker(Protocol):
     def notify(self, rt: TrialRuntime, event: Event) -> None: ...
 
 
+@dataclass(frozen=True)
+class RaySettings:
+    """How the executor runs trials on Ray: where checkpoints go (``storage_uri`` with
+    ``storage_options``, in ``storage_mode``), the actors' ``runtime_env``, how many
+    trials share a worker, how many warm spares to keep, how long an upload is retried
+    while storage is down, and how long a stopping actor may take before it is killed."""
+
+    storage_uri: str
+    storage_options: Mapping[str, Any]
+    storage_mode: StorageMode
+    runtime_env: Mapping[str, Any] | None = None
+    trials_per_worker: int = 1
+    spare_actors: int = 1
+    save_retry_for: float = 300.0
+    stop_grace_s: float = 30.0
+
+
 class Executor:
     """Carries out actions for the loop (see the module docstring)."""
 
     def __init__(
-        self,
-        dispatcher: Tracker,
-        *,
-        storage_uri: str,
-        storage_options: Mapping[str, Any],
-        storage_mode: StorageMode,
-        hooks: HookRunner,
-        collector: CheckpointCollector,
-        journal: JournalPort | None,
-        save_retry_for: float,
-        runtime_env: Mapping[str, Any] | None,
-        trials_per_worker: int,
-        spare_actors: int = 1,
-        stop_grace_s: float = 30.0,
+        self, dispatcher: Tracker, settings: RaySettings, collector: CheckpointCollector
     ) -> None:
         self._dispatcher = dispatcher
-        self.hosts = HostPool(trials_per_worker)
-        self.spares = Spares(self.hosts, self.create_actor, self.trials, spare_actors)
+        storage_uri, storage_options = settings.storage_uri, settings.storage_options
+        runtime_env = settings.runtime_env
+        self.hosts = HostPool(settings.trials_per_worker)
+        self.spares = Spares(self.hosts, self.create_actor, self.trials, settings.spare_actors)
         self.persisters = PersisterPool(storage_uri, storage_options, runtime_env)
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
-        self._mode = storage_mode
-        self._hooks = hooks
-        hooks.watch_results(self._hooks_saw)
-        # Trials whose training waits for their result hooks: the count they wait for.
-        self._hook_waits: dict[str, int] = {}
+        self._mode = settings.storage_mode
         self._collector = collector
-        self._journal = journal
-        self._save_retry_for = save_retry_for
+        self._save_retry_for = settings.save_retry_for
         self._runtime_env = dict(runtime_env) if runtime_env else None
-        self.retiring = Retiring(stop_grace_s, kill)
+        self.retiring = Retiring(settings.stop_grace_s, kill)
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[TrialRuntime, int]] = []
         self._keys: dict[str, set[str]] = {}
-        self._result_warnings = ResultWarnings()
         self.fetches = 0
         self.waiting: dict[str, float] = {}  # trials whose actor is not ready: since when
 
@@ -316,7 +303,7 @@ class Executor:
                 ", ".join(skipped),
             )
         if action.config is not None:
-            self._apply_config(rt, ApplyConfig(action.config))
+            rt.set_config(action.config)
             rt.note("exploit", ckpt.iteration, donor_id=ckpt.trial_id)
         # Local storage the nodes may not share: the actor loads the checkpoint only if
         # it sees it, and says so otherwise (then it is streamed from a node that does).
@@ -400,98 +387,6 @@ class Executor:
     def close(self) -> None:
         self.persisters.close()
 
-    # -- bookkeeping ------------------------------------------------------------------
-
-    def _report(self, rt: TrialRuntime, action: Report) -> None:
-        result = action.result  # a fresh dict the machine built for this result
-        assert isinstance(result, dict)
-        clean_result(result, self._result_warnings.for_trial(rt.id))
-        if rt.report_config:
-            result["config"] = rt.config
-        rt.results.append(result)
-        rt.last_result = result
-        if self._journal is not None:
-            self._journal.record_result(rt, result)
-        if self._hooks.wants("on_trial_result"):
-            self._hooks.emit(rt.id, "on_trial_result", rt.handle, result)
-        if rt.observer is not None:
-            rt.observer.on_result(rt, result)
-
-    def _arm_grace(self, rt: TrialRuntime, action: ArmGrace) -> None:
-        expired = GraceExpired(action.generation, action.token)
-        self._loop.call_later(action.seconds, self._dispatcher.notify, rt, expired)
-
-    def _wait_for_hooks(self, rt: TrialRuntime, action: WaitForHooks) -> None:
-        seen = self._hooks.results_seen(rt.id)
-        if seen >= action.seen:
-            self._dispatcher.notify(rt, HooksCaughtUp(seen))
-        else:
-            self._hook_waits[rt.id] = action.seen
-
-    def _hooks_saw(self, key: str, seen: int) -> None:
-        wanted = self._hook_waits.get(key)
-        if wanted is None or seen < wanted:
-            return
-        del self._hook_waits[key]
-        rt = self._dispatcher.trials.get(key)
-        if rt is not None:
-            self._dispatcher.notify(rt, HooksCaughtUp(seen))
-
-    def _run_started(self, rt: TrialRuntime, action: RunStarted) -> None:
-        rt.runs_started += 1
-        keep = action.iteration
-        results = rt.results
-        if results and results[-1].get("training_iteration", 0) > keep:
-            cut = len(results)
-            while cut and results[cut - 1].get("training_iteration", 0) > keep:
-                cut -= 1
-            dropped = len(results) - cut
-            del results[cut:]
-            if self._journal is not None:
-                self._journal.truncate(rt, cut)
-            rt.discarded_results += dropped
-            log.info(
-                "trial %s: continuing from iteration %d; discarded %d later result(s) of "
-                "the abandoned run",
-                rt.id,
-                keep,
-                dropped,
-            )
-        rt.last_result = results[-1] if results else None
-
-    def _apply_config(self, rt: TrialRuntime, action: ApplyConfig) -> None:
-        rt.set_config(action.config)
-
-    def _delete_checkpoints(self, rt: TrialRuntime, action: DeleteCheckpoints) -> None:
-        if self._journal is None:
-            self._collector.submit(action.checkpoints)
-            return
-        # Not before the journal lists their successors: a resumed driver uses only the
-        # checkpoints its journal names.
-        delete = functools.partial(self._collector.submit, action.checkpoints)
-        self._journal.after_next_write(delete)
-
-    def _release_checkpoint(self, rt: TrialRuntime, action: ReleaseCheckpoint) -> None:
-        ckpt = action.checkpoint
-        owner = self._dispatcher.trials.get(ckpt.trial_id)
-        if owner is None or (owner is not rt and owner.machine.keeps(ckpt.key)):
-            return  # not this experiment's, or still on its owner's timeline
-        # Its owner dropped it while this trial's timeline started from it; the
-        # collector still waits while another trial's does (pins).
-        self._delete_checkpoints(rt, DeleteCheckpoints((ckpt,)))
-
-    def _notify(self, rt: TrialRuntime, action: Notify) -> None:
-        if action.hook == "on_trial_error":
-            (error,) = action.args
-            if rt.machine.storage_down:  # a checkpoint that cannot be stored: no failure
-                log.warning("%s", error)
-            else:
-                log.warning("%s (failure %d)", error, rt.machine.num_failures)
-            rt.note("failure", rt.machine.iteration)
-        elif action.hook == "on_trial_restore":
-            rt.note("restore", action.args[0].iteration)
-        self._hooks.emit(rt.id, action.hook, rt.handle, *action.args)
-
     # -- follow-ups -----------------------------------------------------------------------
 
     def _kill(self, rt: TrialRuntime, item: Kill) -> None:
@@ -529,15 +424,7 @@ _ACTIONS: dict[type[Action], Callable[[Executor, TrialRuntime, Any], None]] = {
     Train: Executor._train,
     Save: Executor._save,
     Restore: Executor._restore,
-    ApplyConfig: Executor._apply_config,
     StopActor: Executor._stop_actor,
-    Report: Executor._report,
-    WaitForHooks: Executor._wait_for_hooks,
-    ArmGrace: Executor._arm_grace,
-    RunStarted: Executor._run_started,
-    DeleteCheckpoints: Executor._delete_checkpoints,
-    ReleaseCheckpoint: Executor._release_checkpoint,
-    Notify: Executor._notify,
 }
 
 _FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.events import Event, Failure, Launch
 from orchestrator.core.spec import StorageMode
+from orchestrator.engine.bookkeeper import Bookkeeper
 from orchestrator.engine.collector import CheckpointCollector
-from orchestrator.engine.executor import Executor
+from orchestrator.engine.executor import Executor, RaySettings
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.outcomes import Kind, Outcomes, Payload, Pending
 from orchestrator.engine.ray_calls import kill
@@ -58,46 +59,38 @@ Inbound = tuple["TrialRuntime", Event] | tuple[Pending, "Future[Any] | asyncio.F
 
 
 class Dispatcher:
+    """The loop (see the module docstring): ``ray`` says how trials run on Ray,
+    ``uri_for`` and ``local_path_for`` name a checkpoint key's URI and local path."""
+
     def __init__(
         self,
+        ray: RaySettings,
         *,
-        storage_uri: str,
-        storage_options: Mapping[str, Any],
-        storage_mode: StorageMode,
         uri_for: Callable[[str], str],
         local_path_for: Callable[[str], str | None],
         hooks: HookRunner,
         collector: CheckpointCollector,
-        save_retry_for: float = 300.0,
         journal: JournalPort | None = None,
-        runtime_env: Mapping[str, Any] | None = None,
-        trials_per_worker: int = 1,
-        spare_actors: int = 1,
-        stop_grace_s: float = 30.0,
     ) -> None:
-        self.executor = Executor(
-            self,
-            storage_uri=storage_uri,
-            storage_options=storage_options,
-            storage_mode=storage_mode,
+        self._trials: dict[str, TrialRuntime] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.executor = Executor(self, ray, collector)
+        self.bookkeeper = Bookkeeper(
+            trials=self._trials,
+            notify=self.notify,
+            loop=self._running_loop,
             hooks=hooks,
             collector=collector,
             journal=journal,
-            save_retry_for=save_retry_for,
-            runtime_env=runtime_env,
-            trials_per_worker=trials_per_worker,
-            spare_actors=spare_actors,
-            stop_grace_s=stop_grace_s,
         )
         self._outcomes = Outcomes(
             uri_for=uri_for,
             local_path_for=local_path_for,
-            remote_storage=storage_mode is StorageMode.REMOTE,
+            remote_storage=ray.storage_mode is StorageMode.REMOTE,
         )
         self._journal = journal
         self._collector = collector
         self._hooks = hooks
-        self._trials: dict[str, TrialRuntime] = {}
         self._unsettled: set[str] = set()
         self._launch_queued: set[str] = set()  # trials with a Launch not yet handled
         self._settled = asyncio.Event()
@@ -108,7 +101,6 @@ class Dispatcher:
         self._from_ray_queue: collections.deque[tuple[Pending, Future[Any]]] = collections.deque()
         self._drain_scheduled = False
         self._wake = asyncio.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._watch = ResourceWatch(self._trials, self.executor.waiting, lambda: self.running)
         # Checkpoint keys to keep although no machine pins them yet: a sweep's exploit
@@ -118,6 +110,10 @@ class Dispatcher:
         self.running = False
         self._aborted: BaseException | None = None
         self._may_drive: Callable[[], bool] | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        assert self.loop is not None
+        return self.loop
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -341,7 +337,9 @@ class Dispatcher:
             log.exception("trial %s: dropped an event the machine refused", rt.id)
             actions = []
         for action in actions:
-            if not self._carry_out(rt, self.executor.execute, action):
+            book = self.bookkeeper
+            do = book.execute if book.handles(action) else self.executor.execute
+            if not self._carry_out(rt, do, action):
                 break
         rt.wake_waiters(event)
         self._note_settled(rt)

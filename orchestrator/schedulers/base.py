@@ -241,15 +241,17 @@ class Scheduler(abc.ABC):
         return value if _is_number(value) else None
 
     def _score_of(self, result: Mapping[str, Any] | None) -> float | None:
-        """The result's metric as a score where higher is better (NaN: -inf, the worst);
-        None when the result has no numeric metric."""
+        """The result's metric as a score where higher is better; None when the result
+        has no numeric metric. NaN and the infinities score -inf, the worst, in either
+        mode: a diverged trial is never the best (the one rule for best everywhere,
+        :mod:`orchestrator.core.best`), whichever way it diverged."""
         if result is None or self.metric is None:
             return None
         raw = result.get(self.metric)
         if not _is_number(raw):
             return None
         value = float(raw)
-        if math.isnan(value):
+        if not math.isfinite(value):
             return -math.inf
         return value if self.mode == "max" else -value
 

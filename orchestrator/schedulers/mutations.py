@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from orchestrator.errors import ConfigError
 
-__all__ = ["check_mutations", "mutate"]
+__all__ = ["check_mutations", "explore", "mutate"]
 
 _MISSING = object()
 
@@ -65,3 +65,23 @@ def mutate(
                 value = int(round(value))
             new[key] = value
     return new
+
+
+def explore(
+    config: Mapping[str, Any],
+    mutations: Mapping[str, Any],
+    rng: random.Random,
+    resample_probability: float,
+    perturbation_factors: Sequence[float],
+    custom_explore_fn: Callable[[dict[str, Any]], Mapping[str, Any]] | None,
+) -> dict[str, Any]:
+    """:func:`mutate`, then ``custom_explore_fn`` on the result (it must return a dict)."""
+    new_config = mutate(config, mutations, rng, resample_probability, perturbation_factors)
+    if custom_explore_fn is not None:
+        explored = custom_explore_fn(new_config)
+        if not isinstance(explored, Mapping):
+            raise ConfigError(
+                f"custom_explore_fn must return the new config (a dict), got {explored!r}"
+            )
+        new_config = dict(explored)
+    return new_config

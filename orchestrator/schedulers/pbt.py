@@ -24,7 +24,6 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from orchestrator.errors import ConfigError
 from orchestrator.schedulers.base import (
     Continue,
     Decision,
@@ -36,12 +35,12 @@ from orchestrator.schedulers.base import (
     ResumeQueue,
     Scheduler,
     TrialInfo,
-    check_number,
     is_live,
     rng_state,
     set_rng_state,
 )
-from orchestrator.schedulers.mutations import check_mutations, mutate
+from orchestrator.schedulers.mutations import explore
+from orchestrator.schedulers.pbt_checks import check_pbt_options
 
 
 def _quantiles(scores: Sequence[tuple[str, float]], fraction: float) -> tuple[list[str], list[str]]:
@@ -120,32 +119,16 @@ class PBT(Scheduler):
         max_lead: int | None = 1,
     ) -> None:
         super().__init__(time_attr, metric, mode)
-        if not hyperparam_mutations and custom_explore_fn is None:
-            raise ConfigError(
-                "PBT needs hyperparam_mutations or custom_explore_fn (or both): "
-                "say how to explore a donor's config"
-            )
-        check_mutations(hyperparam_mutations or {})
-        if custom_explore_fn is not None and not callable(custom_explore_fn):
-            raise ConfigError(f"custom_explore_fn must be callable, got {custom_explore_fn!r}")
-        check_number("perturbation_interval", perturbation_interval)
-        check_number("burn_in_period", burn_in_period, lambda v: 0 <= v < math.inf, "a number >= 0")
-        check_number("quantile_fraction", quantile_fraction, lambda v: 0 < v <= 0.5, "in (0, 0.5]")
-        check_number(
-            "resample_probability", resample_probability, lambda v: 0 <= v <= 1, "in [0, 1]"
+        check_pbt_options(
+            perturbation_interval=perturbation_interval,
+            burn_in_period=burn_in_period,
+            hyperparam_mutations=hyperparam_mutations,
+            quantile_fraction=quantile_fraction,
+            resample_probability=resample_probability,
+            perturbation_factors=perturbation_factors,
+            custom_explore_fn=custom_explore_fn,
+            max_lead=max_lead,
         )
-        factors = perturbation_factors
-        if not isinstance(factors, (tuple, list)) or not factors:
-            raise ConfigError(f"perturbation_factors must be a non-empty tuple, got {factors!r}")
-        for factor in factors:
-            check_number("each of perturbation_factors", factor, math.isfinite, "a finite number")
-        if max_lead is not None and (
-            isinstance(max_lead, bool) or not isinstance(max_lead, int) or max_lead < 0
-        ):
-            raise ConfigError(
-                f"max_lead must be an int >= 0 (perturbation intervals a trial may run ahead "
-                f"of the slowest live trial) or None (no bound), got {max_lead!r}"
-            )
         self.perturbation_interval = perturbation_interval
         self.burn_in_period = burn_in_period
         self.hyperparam_mutations: Mapping[str, Any] = hyperparam_mutations or {}
@@ -471,21 +454,14 @@ class PBT(Scheduler):
         scales the value by a random one of ``perturbation_factors``, ints rounded back
         to ints and bools kept bools; a dict recurses. Then ``custom_explore_fn``.
         """
-        new_config = mutate(
+        return explore(
             config,
             self.hyperparam_mutations,
             self._rng,
             self.resample_probability,
             self.perturbation_factors,
+            self.custom_explore_fn,
         )
-        if self.custom_explore_fn is not None:
-            explored = self.custom_explore_fn(new_config)
-            if not isinstance(explored, Mapping):
-                raise ConfigError(
-                    f"custom_explore_fn must return the new config (a dict), got {explored!r}"
-                )
-            new_config = dict(explored)
-        return new_config
 
     # -- state ----------------------------------------------------------------------
 

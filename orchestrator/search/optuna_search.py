@@ -13,11 +13,13 @@ import math
 import numbers
 import pickle
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.errors import ConfigError
 from orchestrator.search.domains import Choice, Domain, LogUniform, QUniform, RandInt, Uniform
+from orchestrator.search.more_domains import LogRandInt, QLogRandInt, QLogUniform, QRandInt
+from orchestrator.search.optuna_own import OwnObjective, OwnSpace, merged
 from orchestrator.search.searcher import Searcher, check_seed, check_setup
 from orchestrator.search.space import Path, SearchSpace
 
@@ -67,6 +69,14 @@ def _distribution(domain: Domain) -> BaseDistribution:
     if isinstance(domain, Choice):
         values = tuple(domain.values)
         return CategoricalDistribution(list(values) if _by_value(values) else range(len(values)))
+    if isinstance(domain, QLogUniform):  # Optuna has no step on a log scale: quantized after
+        return FloatDistribution(domain.lowest, domain.highest, log=True)
+    if isinstance(domain, QLogRandInt):
+        return IntDistribution(domain.first * domain.q, domain.last * domain.q, log=True)
+    if isinstance(domain, QRandInt):
+        return IntDistribution(domain.first * domain.q, domain.last * domain.q, step=domain.q)
+    if isinstance(domain, LogRandInt):
+        return IntDistribution(domain.low, domain.high - 1, log=True)
     if isinstance(domain, Uniform):
         return FloatDistribution(domain.low, domain.high)
     if isinstance(domain, LogUniform):
@@ -86,15 +96,33 @@ class OptunaSearch(Searcher):
     steps count from ``low`` and must divide ``high - low``, so these are the bounds for
     which Optuna's values are exactly the domain's (multiples of q within the bounds).
     Grids are refused: Optuna's trials are not a grid's fixed combinations.
+
+    Its own (optional, Ray Tune's arguments): ``space``, a define-by-run function
+    (``trial -> dict of constants | None``, calling ``trial.suggest_*``) or Optuna
+    distributions by name, instead of domains in the sweep's space; ``metric`` and
+    ``mode``, used when the sweep has none, and lists of them for a multi-objective
+    study (then results report nothing to Optuna until the trial ends);
+    ``points_to_evaluate``, configs tried first; ``evaluated_rewards``, their known
+    rewards, so they are recorded as finished instead of run. See
+    :mod:`orchestrator.search.optuna_own`.
     """
 
     def __init__(
-        self, sampler: optuna.samplers.BaseSampler | None = None, seed: int | None = None
+        self,
+        sampler: optuna.samplers.BaseSampler | None = None,
+        seed: int | None = None,
+        *,
+        space: OwnSpace | None = None,
+        metric: str | Sequence[str] | None = None,
+        mode: str | Sequence[str] | None = None,
+        points_to_evaluate: Sequence[Mapping[str, Any]] | None = None,
+        evaluated_rewards: Sequence[Any] | None = None,
     ) -> None:
         _require_optuna()
         import optuna
 
         check_seed("OptunaSearch", seed)
+        self._own = OwnObjective.check(space, metric, mode, points_to_evaluate, evaluated_rewards)
         if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
             raise ConfigError(
                 f"OptunaSearch: sampler must be an optuna.samplers.BaseSampler, "
@@ -107,6 +135,7 @@ class OptunaSearch(Searcher):
         self._space: SearchSpace | None = None
         self._study: optuna.Study | None = None
         self._metric = ""
+        self._metrics: list[str] = []
         self._params: dict[str, tuple[Path, Domain]] = {}
         self._distributions: dict[str, BaseDistribution] = {}
         self._trials: dict[str, optuna.Trial] = {}
@@ -125,16 +154,19 @@ class OptunaSearch(Searcher):
         import optuna
 
         check_setup("OptunaSearch", metric, mode, num_samples, seed)
-        if metric is None or mode is None:
-            raise ConfigError(
-                "OptunaSearch needs metric and mode (e.g. metric='loss', mode='min') "
-                f"to know what to optimise, got metric={metric!r} mode={mode!r}"
-            )
+        own = self._own
+        metrics, modes = own.objective(metric, mode)
         if space.grid_domains:
             where = ".".join(next(iter(space.grid_domains)))
             raise ConfigError(
                 f"space key '{where}': OptunaSearch does not take grid(...); "
                 "use choice(...) or RandomSearch"
+            )
+        if own.space is not None and space.random_domains:
+            where = ".".join(next(iter(space.random_domains)))
+            raise ConfigError(
+                f"space key '{where}': OptunaSearch was given its own space, so the sweep's "
+                "space may hold constants only; put every searched key in one of the two"
             )
         if optuna.logging.get_verbosity() < logging.WARNING:
             optuna.logging.set_verbosity(logging.WARNING)  # one INFO line per trial
@@ -148,14 +180,29 @@ class OptunaSearch(Searcher):
                 )
             self._params[name] = (path, domain)
             self._distributions[name] = _distribution(domain)
+        if isinstance(own.space, Mapping):
+            self._distributions = dict(own.space)
         own_seed = self._seed if self._seed is not None else seed
         sampler = self._sampler or optuna.samplers.TPESampler(seed=own_seed)
         self._study = optuna.create_study(
-            direction=_DIRECTIONS[mode], sampler=sampler, pruner=optuna.pruners.NopPruner()
+            directions=[_DIRECTIONS[m] for m in modes],
+            sampler=sampler,
+            pruner=optuna.pruners.NopPruner(),
         )
-        self._space, self._metric = space, metric
+        self._space, self._metric, self._metrics = space, metrics[0], metrics
         self._trials, self._last_step = {}, {}
         self._rng = random.Random(own_seed)
+        own.warm_start(self._study, self._distributions, self._encode)
+
+    def _encode(self, name: str, value: Any) -> Any:
+        """A config value as Optuna holds it: a choice that Optuna takes by index, its
+        index (a warm-start point is written in config values)."""
+        param = self._params.get(name)
+        if param is not None and isinstance(param[1], Choice):
+            values = tuple(param[1].values)
+            if not _by_value(values):
+                return values.index(value)
+        return value
 
     @property
     def study(self) -> optuna.Study:
@@ -171,6 +218,10 @@ class OptunaSearch(Searcher):
         space, study = self._set_up()
         if trial_id in self._trials:
             raise ConfigError(f"OptunaSearch: trial {trial_id} was already suggested a config")
+        if self._own.space is not None:
+            trial, config = self._own.suggest(study, self._distributions)
+            self._trials[trial_id] = trial
+            return merged(space.sample(self._rng), config)
         trial = study.ask(self._distributions)
         values: dict[Path, Any] = {}
         for name, (path, domain) in self._params.items():
@@ -180,12 +231,16 @@ class OptunaSearch(Searcher):
                 value = value if by_value else domain.values[value]
             elif isinstance(domain, QUniform):
                 value = domain.quantize(value)  # Optuna's low + k * step carries float noise
+            elif isinstance(domain, QLogRandInt):
+                value = min(max(round(value / domain.q), domain.first), domain.last) * domain.q
             values[path] = value
         self._trials[trial_id] = trial
         return space.resolve(values, self._rng)
 
     def on_trial_result(self, trial_id: str, result: Mapping[str, Any]) -> None:
         trial = self._trials.get(trial_id)
+        if len(self._metrics) > 1:
+            return  # Optuna's intermediate values have one objective
         value = _finite(result.get(self._metric))
         step = result.get("training_iteration")
         if trial is None or value is None or not isinstance(step, int) or isinstance(step, bool):
@@ -204,6 +259,15 @@ class OptunaSearch(Searcher):
         trial = self._trials.pop(trial_id, None)
         reported_along = self._last_step.pop(trial_id, None) is not None
         if trial is None:
+            return
+        if len(self._metrics) > 1:  # several objectives: every one must be finite
+            ended = None if error else result
+            found = [None if ended is None else _finite(ended.get(m)) for m in self._metrics]
+            values = [value for value in found if value is not None]
+            if len(values) < len(found):
+                study.tell(trial, state=TrialState.FAIL)
+            else:
+                study.tell(trial, values)
             return
         raw = None if error or result is None else result.get(self._metric)
         value = _finite(raw)

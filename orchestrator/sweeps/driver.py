@@ -28,13 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.best import has_metric
-from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume
+from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher, SearchSpace
-from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of
+from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of, note_stop
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -56,6 +56,22 @@ SEARCHER_SNAPSHOT_S = 1.0
 HOLD_PATIENCE_S = 15.0
 #: How often the sweep looks whether its held trials' wait can still end by itself.
 HOLD_CHECK_S = 1.0
+
+
+def trial_options_for(options: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-trial options of a trial with ``config``: ``resources`` may be a function of
+    the config (``config -> {"cpu": ..., "gpu": ...}``), called here."""
+    resources = options.get("resources")
+    if not callable(resources):
+        return dict(options)
+    try:
+        shape = resources(dict(config))
+    except Exception as err:
+        raise ConfigError(
+            f"the sweep's resources function raised {type(err).__name__}: {err} (for config "
+            f"{dict(config)!r})"
+        ) from err
+    return {**options, "resources": shape}
 
 
 class Sweep:
@@ -108,8 +124,10 @@ class Sweep:
         self._draining = False
         self._wants_results = type(searcher).on_trial_result is not Searcher.on_trial_result
         self._exhausted = False
+        self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
         self._capacity: tuple[float, int] | None = None  # (when read, trials that fit)
+        self._last_resources: Any = None  # the newest trial's, when resources is a function
 
     # -- the sweep's life ----------------------------------------------------------------
 
@@ -117,6 +135,23 @@ class Sweep:
     def finished(self) -> bool:
         """The sweep ran to its end (it may be run again only then)."""
         return self._finished
+
+    def end(self) -> None:
+        """End the sweep now (on the loop): no trial is asked for or resumed any more, and
+        every trial that has not ended is stopped (TERMINATED, keeping its results and
+        checkpoints); ``run()`` returns once they are settled. For experiment-wide stop
+        rules and time budgets. A resumed experiment does not continue an ended sweep."""
+        if self._finished or self._ending:
+            return
+        self._ending = True
+        for _, event in self._queued:
+            if isinstance(event, Decided) and isinstance(event.decision, RestoreFrom):
+                self._port.unpin(event.decision.checkpoint.key)
+        self._queued.clear()
+        for rt in self._trials.values():
+            if not rt.machine.state.is_terminal:
+                self._port.request(rt, Decided(Stop(rt.id)))
+        self._changed.set()
 
     async def run(self) -> list[Any]:
         """Run the sweep to its end; its trials' public handles, in creation order."""
@@ -173,6 +208,8 @@ class Sweep:
                     "experiment does not hold; resume with the same storage and name"
                 )
             self._join(rt)
+            if not rt.machine.state.is_terminal:
+                self._run_call_trainable(rt)
             if rt.machine.state.is_terminal and trial_id not in self._told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.machine.state is TrialState.PENDING:
@@ -184,6 +221,21 @@ class Sweep:
             self.total,
             len(self._queued),
         )
+
+    def _run_call_trainable(self, rt: TrialRuntime) -> None:
+        """A resumed sweep's trial that may run again runs the trainable of this call, not
+        the journal's copy: the user's code as it is now, and objects it holds in Ray's
+        object store (the old copy's references died with the old driver)."""
+        from dataclasses import replace
+
+        from orchestrator.actor.function import is_function, wrap_function
+        from orchestrator.engine.executor import load_code
+
+        if not rt.code_loaded:
+            load_code(rt)  # its stop condition and config, as journaled
+        trainable = self._trainable
+        new = wrap_function(trainable) if is_function(trainable) else trainable
+        rt.spec = replace(rt.spec, trainable=new, json=None)
 
     async def _wait_for_change(self) -> None:
         """Until a trial settles or a decision is made. While the scheduler holds trials,
@@ -225,6 +277,8 @@ class Sweep:
     async def _done(self) -> bool:
         if self._finished:
             return True
+        if self._ending:
+            return all(self._port.is_settled(rt) for rt in self._trials.values())
         if self._queued or not all(self._port.is_settled(rt) for rt in self._trials.values()):
             return False
         if len(self._trials) < self.total and not self._exhausted:
@@ -248,7 +302,7 @@ class Sweep:
     async def _admit(self) -> None:
         """Fill free slots: queued resumes and restores first, then new trials."""
         port = self._port
-        while await self._free_slots() > 0:
+        while not self._ending and await self._free_slots() > 0:
             if self._queued:
                 rt, event = self._queued.pop(0)
                 if event is None:
@@ -262,6 +316,8 @@ class Sweep:
                 break
             trial_id = f"{self.name}_{len(self._trials):05d}"
             config = await self._in_thread(self._suggest, trial_id)
+            if self._ending:
+                break  # end() came while the searcher was asked: start nothing more
             if config is None:
                 if not any(rt.machine.state.has_actor for rt in self._trials.values()):
                     self._exhausted = True  # nothing will change its mind
@@ -283,7 +339,9 @@ class Sweep:
         return config
 
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
-        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **self._options)
+        options = trial_options_for(self._options, config)
+        self._last_resources = options.get("resources")
+        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **options)
         rt = self._port.add(spec, **self._judging(trial_id))
         self._join(rt)
         if self._scheduler is not None:
@@ -343,7 +401,10 @@ class Sweep:
         from orchestrator.engine.ray_calls import ray_demand
 
         totals = await asyncio.to_thread(ray.cluster_resources)
-        demand = ray_demand(self._options.get("resources") or {"cpu": 1.0}, 1)
+        shape = self._options.get("resources")
+        if callable(shape):  # resources by config: the last trial's shape
+            shape = self._last_resources
+        demand = ray_demand(shape or {"cpu": 1.0}, 1)
         fits = [int(totals.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
         return max(1, min(fits)) if fits else 1
 
@@ -414,12 +475,14 @@ class Sweep:
         as a user's requests are sent: one ``Decided`` event each. A trial without an
         actor that is to run again waits for a free slot first."""
         port = self._port
-        for decision in decisions:
+        for decision in [] if self._ending else decisions:
             rt = self._trials.get(decision.trial_id)
             if rt is None:
                 continue
             if isinstance(decision, Continue) and not rt.machine.held:
                 continue  # it is running: nothing to say
+            if isinstance(decision, Stop) and self._scheduler is not None:
+                note_stop(rt, self._scheduler, None)
             event = Decided(decision)
             if isinstance(decision, Resume):
                 self._queued.append((rt, event))
@@ -473,4 +536,7 @@ class Sweep:
             lineage = getattr(self._scheduler, "lineage", None)
             if lineage:
                 doc["lineage"] = list(lineage)
+            rungs = getattr(self._scheduler, "rungs", None)
+            if rungs:  # ASHA's milestones, for the dashboard (its state is a pickle)
+                doc["rungs"] = rungs
         return doc

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.schedulers import Continue, Decision, Resume, Scheduler, TrialInfo
+from orchestrator.schedulers import Continue, Decision, Resume, Scheduler, Stop, TrialInfo
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -52,6 +52,10 @@ class PopulationView(Mapping[str, TrialInfo]):
     def __len__(self) -> int:
         return len(self._trials)
 
+    def runtime(self, trial_id: str) -> TrialRuntime:
+        """The trial itself, for what a snapshot does not carry (its journal notes)."""
+        return self._trials[trial_id]
+
 
 class SchedulerJudge:
     """One trial's judge, asking the sweep's scheduler (see the module docstring). It
@@ -76,7 +80,10 @@ class SchedulerJudge:
 
     def judge(self, result: Mapping[str, Any]) -> Decision | None:
         info = self._population[self._trial_id]
-        return self.split(self._scheduler.on_trial_result(info, result, self._population))
+        mine = self.split(self._scheduler.on_trial_result(info, result, self._population))
+        if isinstance(mine, Stop):
+            note_stop(self._population.runtime(self._trial_id), self._scheduler, result)
+        return mine
 
     def split(self, decisions: list[Decision]) -> Decision | None:
         """The decision about this trial (None: it goes on); the rest go to the sweep."""
@@ -100,3 +107,12 @@ class SchedulerJudge:
         if point is None:
             return None
         return max(iteration + 1, math.ceil(point))
+
+
+def note_stop(rt: TrialRuntime, scheduler: Scheduler, result: Mapping[str, Any] | None) -> None:
+    """Journal the scheduler's stop among the trial's events (``show`` and the dashboard
+    list them): when, by which scheduler, and the metric it judged."""
+    metric = getattr(scheduler, "metric", None)
+    value = (result or rt.last_result or {}).get(metric) if isinstance(metric, str) else None
+    iteration = (result or {}).get("training_iteration", rt.machine.iteration)
+    rt.note("stop", iteration, by=type(scheduler).__name__, metric=metric, value=value)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core.best import lookup, number, pick_best, standing
+from orchestrator.core.best import metric_value, pick_best, standing
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, replay_results
 from orchestrator.core.json_codec import loads
 from orchestrator.errors import JournalDamaged, JournalError
@@ -164,12 +164,6 @@ def _short(where: str, name: str) -> str:
     """An object's URI as its key within the experiment ``name``."""
     marker = f"/{name}/"
     return where.rpartition(marker)[2] if marker in where else where
-
-
-def metric_value(result: Mapping[str, Any], metric: str) -> float | None:
-    """``result[metric]`` as a float (``"a/b"`` also finds ``result["a"]["b"]``), or
-    None when absent or not a number. NaN and infinities are returned as they are."""
-    return number(lookup(result, metric))
 
 
 # -- reading ---------------------------------------------------------------------------

@@ -287,3 +287,13 @@ def test_a_result_at_max_t_is_recorded_at_the_rung_its_earlier_results_missed() 
     assert sim.report("b", 1, 5.0) == []  # alone at rungs 1 and 2
     assert sim.report("b", 2, 5.0) == []
     assert sim.report("b", 4, 5.0) == [Stop("b")]  # below a's 10 at rung 4
+
+
+@pytest.mark.parametrize(("mode", "diverged"), [("max", math.inf), ("min", -math.inf)])
+def test_a_diverged_trial_is_never_the_best_at_a_rung(mode: str, diverged: float) -> None:
+    """An infinity in the direction the mode favours is a diverged trial, not a record:
+    it must not set the rung's cutoff that stops an ordinary trial (one rule for best:
+    a non-finite value never counts)."""
+    sim = Sim(asha(mode=mode, reduction_factor=2), ["wild", "sane"])
+    assert sim.report("wild", 1, diverged) == []
+    assert sim.report("sane", 1, 1.0 if mode == "max" else -1.0) == []

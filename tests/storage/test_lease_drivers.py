@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator import ExperimentLocked, Orchestrator
+from orchestrator.api.experiment import Experiment
 from orchestrator.api.lease import acquire_lease
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 from storage import open_storage
@@ -37,8 +38,8 @@ async def test_one_driver_per_experiment_on_remote_storage(
 ) -> None:
     uri, options = where
 
-    def driver(**kw: Any) -> Orchestrator:
-        return Orchestrator(storage=uri, name="exp", storage_options=options, **kw)
+    def driver(**kw: Any) -> Experiment:
+        return Orchestrator(storage=uri, name="exp", storage_options=options, **kw)._exp
 
     first = await acquire_lease(driver())
     try:

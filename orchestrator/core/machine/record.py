@@ -86,6 +86,7 @@ class TrialRecord:
         # the token tells its expiry from an earlier one's.
         self.grace_armed = False
         self.grace_extended = False  # saves in flight got their extra time
+        self.save_wanted = False  # SaveRequested: save after the next result
         self.grace_token = 0
         # What a starting actor restores once it is ready (None: a fresh start), and
         # with which new config (None: the one it was set up with).

@@ -15,6 +15,7 @@ from orchestrator.core.events import (
     Report,
     SaveDone,
     SaveFailed,
+    SaveRequested,
     TrainResult,
 )
 from orchestrator.core.judge import decides
@@ -74,7 +75,8 @@ def on_train_result(m: TrialSteps, event: TrainResult) -> list[Action]:
             if judged is not None and decides(judged):
                 decision = judged
     every = m.policy.checkpoint_every
-    due = reported or (every > 0 and m.iteration % every == 0)
+    due = reported or m.save_wanted or (every > 0 and m.iteration % every == 0)
+    m.save_wanted = False
     # The iteration's own checkpoint, unless storage is down and the trial is ending
     # (a trial pausing because storage failed saves no more).
     if due and not (m.storage_down and _ending(m, decision)):
@@ -113,6 +115,13 @@ def on_save_failed(m: TrialSteps, event: SaveFailed) -> list[Action]:
     m.error = event.error
     m._want(Intent.PAUSE)
     return [Notify("on_trial_error", (event.error,))] + m._settle_if_idle()
+
+
+def on_save_request(m: TrialSteps, event: SaveRequested) -> list[Action]:
+    """Save after the next result; a trainable that saves only when it says so has
+    nothing to save on demand."""
+    m.save_wanted = m.policy.saves_on_demand
+    return []
 
 
 def on_hooks_caught_up(m: TrialSteps, event: HooksCaughtUp) -> list[Action]:

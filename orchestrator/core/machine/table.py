@@ -39,6 +39,7 @@ from orchestrator.core.events import (
     RestoreDone,
     SaveDone,
     SaveFailed,
+    SaveRequested,
     TrainResult,
 )
 from orchestrator.core.machine import decided, failures, running, starting
@@ -82,9 +83,11 @@ FAILED = _to(STARTING, TERMINATED, PAUSED, ERROR)
 
 _HOOKS = Move(running.on_hooks_caught_up)
 _IGNORED = Move(decided.ignore)
+_SAVE = Move(running.on_save_request)
 #: A trial without an actor, settled or not yet started.
 _IDLE: dict[Input, Move] = {
     HooksCaughtUp: _HOOKS,
+    SaveRequested: _IGNORED,  # nothing to save without an actor
     Continue: _IGNORED,
     Hold: _IGNORED,
     Pause: _IGNORED,
@@ -106,6 +109,7 @@ TABLE: Mapping[TrialState, Mapping[Input, Move]] = {
         Failure: Move(failures.on_failure, _to(STARTING, ERROR)),
         GraceExpired: Move(failures.on_grace_expired),
         HooksCaughtUp: _HOOKS,
+        SaveRequested: _SAVE,
         Continue: _IGNORED,
         Hold: _IGNORED,
         Stop: Move(decided.stop_now, _to(TERMINATED)),
@@ -120,6 +124,7 @@ TABLE: Mapping[TrialState, Mapping[Input, Move]] = {
         Failure: Move(failures.on_failure, FAILED),
         GraceExpired: Move(failures.on_grace_expired, _to(TERMINATED, PAUSED)),
         HooksCaughtUp: _HOOKS,
+        SaveRequested: _SAVE,
         Continue: _IGNORED,
         Hold: _IGNORED,
         Stop: Move(decided.stop_when_idle),
@@ -134,6 +139,7 @@ TABLE: Mapping[TrialState, Mapping[Input, Move]] = {
         Failure: Move(failures.on_failure, FAILED),
         GraceExpired: Move(failures.on_grace_expired, _to(TERMINATED, PAUSED)),
         HooksCaughtUp: _HOOKS,
+        SaveRequested: _SAVE,
         Continue: Move(decided.go_on),
         Hold: Move(decided.hold),
         Stop: Move(decided.stop_when_idle, _to(TERMINATED)),
@@ -163,6 +169,7 @@ ALL_EVENT_TYPES: tuple[type[Event], ...] = (
     Failure,
     GraceExpired,
     HooksCaughtUp,
+    SaveRequested,
     Decided,
 )
 #: The table's columns, in the order the diagram lists them.

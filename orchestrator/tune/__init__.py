@@ -1,0 +1,157 @@
+"""Ray Tune's API on trialflow's engine: change ``from ray import tune`` to
+``from orchestrator import tune`` (and ``from ray.tune.X import Y`` to
+``from orchestrator.tune.X import Y``); the rest of a Tune script stays as it is.
+
+``tune.Tuner(...).fit()`` runs as one ``Orchestrator.sweep``; Tune's searchers and
+schedulers are trialflow's under Tune's names and arguments; a training function's
+``tune.report`` is trialflow's ``report``. What is not covered raises
+:class:`~orchestrator.tune.errors.TuneUnsupported` at once, naming it and what to use
+instead. See the README's "Coming from Ray Tune".
+
+Names load on first use (PEP 562): a trial's worker imports this module to run a Tune
+function, and should not load the driver's machinery to do so.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.tune.unsupported import getattr_for, install_finder
+
+if TYPE_CHECKING:
+    from orchestrator.tune.adapters import with_parameters, with_resources
+    from orchestrator.tune.callback import Callback
+    from orchestrator.tune.checkpoint import Checkpoint
+    from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
+    from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
+    from orchestrator.tune.errors import TuneError, TuneUnsupported
+    from orchestrator.tune.result_grid import Result, ResultGrid
+    from orchestrator.tune.sample import (
+        choice,
+        grid_search,
+        lograndint,
+        loguniform,
+        qlograndint,
+        qloguniform,
+        qrandint,
+        qrandn,
+        quniform,
+        randint,
+        randn,
+        sample_from,
+        uniform,
+    )
+    from orchestrator.tune.stopper import Stopper
+    from orchestrator.tune.trainable import Trainable
+    from orchestrator.tune.tuner import Tuner
+
+_WHERE = {
+    "Callback": ".callback",
+    "Checkpoint": ".checkpoint",
+    "CheckpointConfig": ".config",
+    "FailureConfig": ".config",
+    "Result": ".result_grid",
+    "ResultGrid": ".result_grid",
+    "RunConfig": ".config",
+    "Stopper": ".stopper",
+    "Trainable": ".trainable",
+    "TuneConfig": ".config",
+    "TuneContext": ".context",
+    "TuneError": ".errors",
+    "TuneUnsupported": ".errors",
+    "Tuner": ".tuner",
+    "get_checkpoint": ".context",
+    "get_context": ".context",
+    "report": ".context",
+    "with_parameters": ".adapters",
+    "with_resources": ".adapters",
+    **{
+        name: ".sample"
+        for name in (
+            "choice",
+            "grid_search",
+            "lograndint",
+            "loguniform",
+            "qlograndint",
+            "qloguniform",
+            "qrandint",
+            "qrandn",
+            "quniform",
+            "randint",
+            "randn",
+            "sample_from",
+            "uniform",
+        )
+    },
+}
+
+__all__ = [
+    "Callback",
+    "Checkpoint",
+    "CheckpointConfig",
+    "FailureConfig",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
+    "Stopper",
+    "Trainable",
+    "TuneConfig",
+    "TuneContext",
+    "TuneError",
+    "TuneUnsupported",
+    "Tuner",
+    "choice",
+    "get_checkpoint",
+    "get_context",
+    "grid_search",
+    "lograndint",
+    "loguniform",
+    "qlograndint",
+    "qloguniform",
+    "qrandint",
+    "qrandn",
+    "quniform",
+    "randint",
+    "randn",
+    "report",
+    "sample_from",
+    "uniform",
+    "with_parameters",
+    "with_resources",
+]
+
+install_finder()
+_uncovered = getattr_for("")
+
+
+#: Submodules reachable as attributes (``tune.result.SHOULD_CHECKPOINT``), as on Tune.
+_SUBMODULES = (
+    "callback",
+    "experiment",
+    "logger",
+    "result",
+    "result_grid",
+    "schedulers",
+    "search",
+    "stopper",
+    "trainable",
+    "tune_config",
+    "tuner",
+    "utils",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    where = _WHERE.get(name)
+    if where is None:
+        return _uncovered(name)
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

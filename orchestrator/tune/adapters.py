@@ -1,0 +1,242 @@
+"""A Tune trainable as the engine runs it.
+
+:func:`engine_trainable` turns what the user gave ``tune.Tuner`` (a function, a
+``tune.Trainable`` subclass, either wrapped by ``with_parameters``/``with_resources``)
+into what ``Orchestrator.sweep`` runs: a function (:class:`FunctionAdapter`, a callable
+object, wrapped by the engine as a function trainable) or a class
+(:class:`ClassAdapter`, an ``orchestrator.Trainable``). Both set the trial's Tune
+context before the user's code runs and fetch ``with_parameters`` objects from Ray's
+object store, where they were put once for the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from orchestrator.actor.trainable import Trainable as EngineTrainable
+from orchestrator.core.wire import REPORTED_CHECKPOINT
+from orchestrator.tune import context as ctx
+from orchestrator.tune.errors import unsupported
+from orchestrator.tune.result import SHOULD_CHECKPOINT
+from orchestrator.tune.trainable import Trainable, building
+
+__all__ = [
+    "ClassAdapter",
+    "FunctionAdapter",
+    "engine_trainable",
+    "trainable_name",
+    "with_parameters",
+    "with_resources",
+]
+
+#: Where a class trainable's dict checkpoint is pickled (Ray Tune's file name).
+DICT_CHECKPOINT = "_dict_checkpoint.pkl"
+
+
+def _fetch(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``with_parameters`` objects: ObjectRefs fetched (once each), values as given."""
+    if not params:
+        return {}
+    import ray
+
+    names = list(params)
+    refs = [params[n] for n in names]
+    values = ray.get(refs) if all(isinstance(r, ray.ObjectRef) for r in refs) else refs
+    return dict(zip(names, values, strict=True))
+
+
+def trainable_name(trainable: Any) -> str:
+    while hasattr(trainable, "inner"):
+        trainable = trainable.inner
+    return str(getattr(trainable, "__name__", None) or type(trainable).__name__)
+
+
+class FunctionAdapter:
+    """A Tune training function as the engine's (a picklable callable object)."""
+
+    def __init__(
+        self, function: Callable[..., Any], info: ctx.RunInfo, params: Mapping[str, Any]
+    ) -> None:
+        self.function = function
+        self.info = info
+        self.params = dict(params)
+        self.__name__ = trainable_name(function)
+
+    def __call__(self, config: dict[str, Any]) -> Any:
+        from orchestrator.actor.function import current_trial_id
+
+        ctx.enter(ctx.TrialContext(current_trial_id(), config, self.info))
+        return self.function(config, **_fetch(self.params))
+
+
+class ClassAdapter(EngineTrainable):
+    """A ``tune.Trainable`` subclass as the engine's trainable (see the module docstring);
+    :func:`engine_trainable` makes one subclass per run, naming the user's class."""
+
+    tune_class: ClassVar[type[Trainable]]
+    info: ClassVar[ctx.RunInfo]
+    params: ClassVar[dict[str, Any]]
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self._context = ctx.TrialContext(self.trial_id, config, self.info)
+        ctx.enter(self._context)
+        token = building.set((self, self._context, _fetch(self.params)))
+        try:
+            self.inner = self.tune_class(config)
+        finally:
+            building.reset(token)
+
+    def step(self) -> dict[str, Any]:
+        ctx.enter(self._context)
+        result = self.inner.step()
+        if not isinstance(result, Mapping):
+            raise TypeError(
+                f"trial {self.trial_id}: {type(self.inner).__name__}.step() must return a dict "
+                f"of metrics, got {type(result).__name__}"
+            )
+        result = self._context.add_keys(dict(result))
+        if result.pop(SHOULD_CHECKPOINT, False):
+            result[REPORTED_CHECKPOINT] = True
+        return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        saved = self.inner.save_checkpoint(checkpoint_dir)
+        if isinstance(saved, Mapping):
+            with open(os.path.join(checkpoint_dir, DICT_CHECKPOINT), "wb") as f:
+                pickle.dump(dict(saved), f)
+        elif saved is not None and os.path.abspath(str(saved)) != os.path.abspath(checkpoint_dir):
+            raise TypeError(
+                f"trial {self.trial_id}: {type(self.inner).__name__}.save_checkpoint() must "
+                f"write into checkpoint_dir and return None or a dict, got {saved!r}"
+            )
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        ctx.enter(self._context)
+        pickled = os.path.join(checkpoint_dir, DICT_CHECKPOINT)
+        if os.path.exists(pickled):
+            with open(pickled, "rb") as f:
+                self.inner.load_checkpoint(pickle.load(f))
+        else:
+            self.inner.load_checkpoint(checkpoint_dir)
+        self._context.restarted()
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        taken = bool(self.inner.reset_config(new_config))
+        if taken:
+            self.inner.config = dict(new_config)
+            self._context = ctx.TrialContext(self.trial_id, new_config, self.info)
+        return taken
+
+    def cleanup(self) -> None:
+        inner = getattr(self, "inner", None)
+        if inner is not None:
+            inner.cleanup()
+
+
+class Parametrized:
+    """``tune.with_parameters(trainable, **objects)``: the objects go to Ray's object store
+    once (when the run starts, or at once if Ray is up) and each trial fetches them."""
+
+    def __init__(self, inner: Any, params: Mapping[str, Any]) -> None:
+        self.inner = inner
+        self.params = dict(params)
+        self.__name__ = trainable_name(inner)
+        self._refs: tuple[str, dict[str, Any]] | None = None  # (Ray job, its ObjectRefs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_refs": None}  # references live as long as their Ray
+
+    def put(self) -> dict[str, Any]:
+        """The objects as ObjectRefs, put once per Ray session (Ray must be up)."""
+        import ray
+
+        job = ray.get_runtime_context().get_job_id()
+        if self._refs is None or self._refs[0] != job:
+            refs = {
+                name: value if isinstance(value, ray.ObjectRef) else ray.put(value)
+                for name, value in self.params.items()
+            }
+            self._refs = (job, refs)
+        return dict(self._refs[1])
+
+
+class WithResources:
+    """``tune.with_resources(trainable, resources)``: a dict, or a function of the config."""
+
+    def __init__(self, inner: Any, resources: Any) -> None:
+        if not (isinstance(resources, Mapping) or callable(resources)):
+            raise unsupported(
+                f"tune.with_resources(..., {type(resources).__name__})",
+                "give a dict like {'cpu': 2, 'gpu': 1} or a function config -> such a dict",
+            )
+        self.inner = inner
+        self.resources = resources
+        self.__name__ = trainable_name(inner)
+
+
+def unwrap(trainable: Any, *, put: bool = True) -> tuple[Any, dict[str, Any], Any]:
+    """(the user's function or class, the with_parameters objects (as ObjectRefs with
+    ``put``: Ray must be up), the with_resources resources or None)."""
+    params: dict[str, Any] = {}
+    resources = None
+    while isinstance(trainable, (Parametrized, WithResources)):
+        if isinstance(trainable, Parametrized):
+            params.update(trainable.put() if put else trainable.params)
+        elif resources is None:
+            resources = trainable.resources
+        trainable = trainable.inner
+    return trainable, params, resources
+
+
+def check_trainable(trainable: Any) -> None:
+    """Refuse what cannot be a Tune trainable, at once."""
+    if isinstance(trainable, type) and issubclass(trainable, Trainable):
+        return
+    if isinstance(trainable, type):
+        raise unsupported(
+            f"the trainable {trainable.__name__} (not a subclass of tune.Trainable)",
+            "subclass orchestrator.tune.Trainable (from orchestrator import tune), or pass a "
+            "training function",
+        )
+    if isinstance(trainable, str):
+        raise unsupported(
+            f"a trainable by name ({trainable!r}: Tune's registry)",
+            "pass the function or class itself",
+        )
+    if not callable(trainable):
+        raise unsupported(f"the trainable {trainable!r}", "pass a function or a tune.Trainable")
+
+
+def engine_trainable(trainable: Any, info: ctx.RunInfo, params: Mapping[str, Any]) -> Any:
+    """What ``Orchestrator.sweep`` runs for the user's ``trainable``."""
+    check_trainable(trainable)
+    if isinstance(trainable, type) and issubclass(trainable, Trainable):
+        namespace = {
+            "tune_class": trainable,
+            "info": info,
+            "params": dict(params),
+            "__module__": trainable.__module__,
+            "__qualname__": f"engine_trainable.<locals>.{trainable.__name__}",
+        }
+        return type(trainable.__name__, (ClassAdapter,), namespace)
+    return FunctionAdapter(trainable, info, params)
+
+
+def with_parameters(trainable: Any, **kwargs: Any) -> Parametrized:
+    """Ray Tune's ``with_parameters``: ``trainable`` receives ``kwargs`` (a function as
+    keyword arguments after ``config``, a class in ``setup(config, **kwargs)``); each
+    object goes to Ray's object store once, not into every trial's pickle."""
+    if isinstance(trainable, type) and not issubclass(trainable, Trainable):
+        raise unsupported(
+            f"with_parameters({trainable.__name__}, ...)", "pass a function or a tune.Trainable"
+        )
+    return Parametrized(trainable, kwargs)
+
+
+def with_resources(trainable: Any, resources: Any) -> WithResources:
+    """Ray Tune's ``with_resources``: every trial of ``trainable`` asks for ``resources``
+    (a dict such as ``{"cpu": 2, "gpu": 1}``, or a function of the config returning one)."""
+    return WithResources(trainable, resources)

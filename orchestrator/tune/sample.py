@@ -1,0 +1,168 @@
+"""Ray Tune's search-space functions (``tune.uniform``...) as trialflow's domains.
+
+Each returns a domain of :mod:`orchestrator.search`, with Tune's arguments and
+semantics (bounds, quantization, ``randint``'s excluded upper bound). ``grid_search``
+returns a ``grid``; a literal ``{"grid_search": [...]}`` in a space is read as one too
+(:func:`translate_space`). ``sample_from`` takes Tune's function of ``spec``
+(``spec.config.x`` or ``spec["config"]["x"]``) or of nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from orchestrator import search
+from orchestrator.tune.errors import unsupported
+
+__all__ = [
+    "choice",
+    "grid_search",
+    "lograndint",
+    "loguniform",
+    "qlograndint",
+    "qloguniform",
+    "qrandint",
+    "qrandn",
+    "quniform",
+    "randint",
+    "randn",
+    "sample_from",
+    "translate_space",
+    "uniform",
+]
+
+
+def _no_base(name: str, base: Any) -> None:
+    if base is not None:
+        raise unsupported(
+            f"tune.{name}(..., base=...)", "log scales use base e (as Tune's default)"
+        )
+
+
+def uniform(lower: float, upper: float) -> search.Uniform:
+    return search.uniform(lower, upper)
+
+
+def quniform(lower: float, upper: float, q: float) -> search.QUniform:
+    return search.quniform(lower, upper, q)
+
+
+def loguniform(lower: float, upper: float, base: Any = None) -> search.LogUniform:
+    _no_base("loguniform", base)
+    return search.loguniform(lower, upper)
+
+
+def qloguniform(lower: float, upper: float, q: float, base: Any = None) -> search.QLogUniform:
+    _no_base("qloguniform", base)
+    return search.qloguniform(lower, upper, q)
+
+
+def choice(categories: Sequence[Any]) -> search.Choice:
+    return search.choice(list(categories))
+
+
+def randint(lower: int, upper: int) -> search.RandInt:
+    return search.randint(lower, upper)
+
+
+def lograndint(lower: int, upper: int, base: Any = None) -> search.LogRandInt:
+    _no_base("lograndint", base)
+    return search.lograndint(lower, upper)
+
+
+def qrandint(lower: int, upper: int, q: int = 1) -> search.QRandInt:
+    return search.qrandint(lower, upper, q)
+
+
+def qlograndint(lower: int, upper: int, q: int, base: Any = None) -> search.QLogRandInt:
+    _no_base("qlograndint", base)
+    return search.qlograndint(lower, upper, q)
+
+
+def randn(mean: float = 0.0, sd: float = 1.0) -> search.RandN:
+    return search.randn(mean, sd)
+
+
+def qrandn(mean: float, sd: float, q: float) -> search.QRandN:
+    return search.qrandn(mean, sd, q)
+
+
+def grid_search(values: Sequence[Any]) -> search.Grid:
+    return search.grid(list(values))
+
+
+class _Spec(dict):  # type: ignore[type-arg]
+    """What a Tune ``sample_from`` function gets: ``spec.config.x`` and
+    ``spec["config"]["x"]`` both read the config sampled so far."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        return _Spec(value) if isinstance(value, Mapping) else value
+
+
+class _TuneFunction:
+    """A Tune ``sample_from`` function as trialflow's: it reads the config through a spec.
+    Picklable when the function is."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        try:
+            self.takes_spec = bool(inspect.signature(func).parameters)
+        except (TypeError, ValueError):
+            self.takes_spec = True
+        self.__qualname__ = str(getattr(func, "__qualname__", "sample_from"))  # its repr
+
+    def __call__(self, config: Mapping[str, Any]) -> Any:
+        if not self.takes_spec:
+            return self.func()
+        return self.func(_Spec({"config": _Lazy(config)}))
+
+
+class _Lazy(Mapping[str, Any]):
+    """A config view read on demand (so trialflow resolves only what the function reads),
+    with attribute access."""
+
+    def __init__(self, view: Mapping[str, Any]) -> None:
+        self._view = view
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._view[key]
+        return _Lazy(value) if isinstance(value, Mapping) else value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self) -> Any:
+        return iter(self._view)
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+
+def sample_from(func: Callable[..., Any]) -> search.SampleFrom:
+    return search.sample_from(_TuneFunction(func))
+
+
+def translate_space(space: Any) -> Any:
+    """A Tune param_space with Tune's literal forms (``{"grid_search": [...]}``, and
+    ``{"eval": "..."}``, refused) as a trialflow space."""
+    if isinstance(space, Mapping):
+        if set(space) == {"grid_search"}:
+            return search.grid(list(space["grid_search"]))
+        if set(space) == {"eval"}:
+            raise unsupported(
+                "Ray Tune's {'eval': '...'} in param_space",
+                "use tune.sample_from(lambda spec: ...)",
+            )
+        return {key: translate_space(value) for key, value in space.items()}
+    return space

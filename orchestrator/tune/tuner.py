@@ -1,0 +1,236 @@
+"""Ray Tune's ``Tuner``: ``fit()`` runs the search as one trialflow sweep.
+
+``Tuner(trainable, param_space=..., tune_config=..., run_config=...)`` checks every
+argument at once (:mod:`orchestrator.tune.plan`); ``fit()`` opens an ``Orchestrator``
+on ``<storage_path>/<name>`` (an existing run there is kept: this run is added beside
+it, as on Tune), runs one ``sweep(...)`` with the translated arguments and returns a
+``ResultGrid``. ``Tuner.restore(path, trainable)`` makes the same sweep call on the same
+experiment with ``resume=True``: finished trials are kept, the others continue from
+their newest checkpoints, and only the remaining samples are asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from orchestrator.tune import saved
+from orchestrator.tune.adapters import engine_trainable, trainable_name, unwrap
+from orchestrator.tune.config import RunConfig, TuneConfig
+from orchestrator.tune.context import RunInfo
+from orchestrator.tune.errors import TuneError, unsupported
+from orchestrator.tune.hooks import TuneHooks
+from orchestrator.tune.plan import RunPlan, plan_run
+from orchestrator.tune.result_grid import ResultGrid
+from orchestrator.tune.schedulers.base import TuneScheduler
+
+__all__ = ["Tuner"]
+
+log = logging.getLogger("orchestrator.tune")
+
+
+class Tuner:
+    """Ray Tune's ``Tuner`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        trainable: Any = None,
+        *,
+        param_space: dict[str, Any] | None = None,
+        tune_config: TuneConfig | None = None,
+        run_config: RunConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs:
+            raise unsupported(f"Tuner({', '.join(kwargs)}=...)", "see tune.Tuner's arguments")
+        if trainable is None:
+            raise unsupported("Tuner() without a trainable", "pass a function or tune.Trainable")
+        self._trainable = trainable
+        self._param_space = param_space
+        self._tune_config = tune_config or TuneConfig()
+        self._run_config = run_config or RunConfig()
+        self._resume_errored = False
+        self._restored_sweep: str | None = None
+        self._plan = plan_run(trainable, param_space, self._tune_config, self._run_config)
+        self._results: ResultGrid | None = None
+
+    # -- Tune's API ------------------------------------------------------------------------
+
+    def fit(self) -> ResultGrid:
+        """Run the search to its end; the results of this run's trials."""
+        grid: ResultGrid = saved._run(self._fit(self._plan))
+        self._results = grid
+        return grid
+
+    def get_results(self) -> ResultGrid:
+        """The results of ``fit()``; for a restored Tuner not fitted yet, what its
+        experiment holds."""
+        if self._results is not None:
+            return self._results
+        if self._restored_sweep is None:
+            raise TuneError("get_results() needs fit() first (or Tuner.restore(path, ...))")
+        return _recorded_results(self._plan, self._restored_sweep)
+
+    @classmethod
+    def can_restore(cls, path: str, storage_filesystem: Any = None) -> bool:
+        """Whether ``path`` holds a run of this facade that ``restore`` can continue."""
+        if storage_filesystem is not None:
+            raise unsupported("can_restore(storage_filesystem=...)", "give a path or URI")
+        return saved.is_experiment(saved.experiment_uri(*saved.split(path)))
+
+    @classmethod
+    def restore(
+        cls,
+        path: str,
+        trainable: Any,
+        resume_unfinished: bool = True,
+        resume_errored: bool = False,
+        restart_errored: bool = False,
+        param_space: dict[str, Any] | None = None,
+        storage_filesystem: Any = None,
+        _resume_config: Any = None,
+    ) -> Tuner:
+        """The Tuner of the run at ``path``; ``fit()`` continues it (see the module
+        docstring). ``trainable`` is the run's (code and ``with_parameters`` objects are
+        taken from here, not from the old driver); ``resume_errored`` retries trials that
+        ended in ERROR from their newest checkpoints."""
+        if not resume_unfinished:
+            raise unsupported(
+                "Tuner.restore(resume_unfinished=False)",
+                "unfinished trials continue; stop them from a callback if they should not",
+            )
+        if restart_errored:
+            raise unsupported(
+                "Tuner.restore(restart_errored=True)",
+                "use resume_errored=True (errored trials continue from their newest checkpoint)",
+            )
+        if storage_filesystem is not None or _resume_config is not None:
+            raise unsupported("Tuner.restore(storage_filesystem/_resume_config)", "give a path")
+        storage_path, name = saved.split(path)
+        uri = saved.experiment_uri(storage_path, name)
+        if not saved.is_experiment(uri, tuner=False):
+            raise TuneError(
+                f"Tuner.restore: {path} is not an experiment (no experiment_state.json there); "
+                "give the directory fit() wrote: <storage_path>/<name>"
+            )
+        if not saved.is_experiment(uri):
+            raise TuneError(
+                f"Tuner.restore: {path} is a trialflow experiment but not a Tuner's run (no "
+                f"{saved.TUNER_KEY}); continue it with `python -m orchestrator resume` or "
+                "Orchestrator(resume=True)"
+            )
+        document = saved.load(uri)
+        run_config = document["run_config"]
+        from dataclasses import replace
+
+        run_config = replace(run_config, storage_path=storage_path, name=name)
+        tuner = cls.__new__(cls)
+        tuner._trainable = trainable
+        tuner._param_space = param_space if param_space is not None else document["param_space"]
+        tuner._tune_config = document["tune_config"]
+        tuner._run_config = run_config
+        tuner._resume_errored = bool(resume_errored)
+        tuner._restored_sweep = document["sweep_name"]
+        tuner._plan = plan_run(
+            trainable,
+            tuner._param_space,
+            tuner._tune_config,
+            run_config,
+            sweep_name=document["sweep_name"],
+        )
+        tuner._results = None
+        return tuner
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def _fit(self, plan: RunPlan) -> ResultGrid:
+        from orchestrator.api.orchestrator import Orchestrator
+
+        uri = plan.experiment_path
+        restoring = self._restored_sweep is not None
+        exists = restoring or await asyncio.to_thread(saved.is_experiment, uri, tuner=False)
+        hooks = TuneHooks(
+            plan.callbacks,
+            experiment_path=uri,
+            local="://" not in uri,
+            trainable_name=trainable_name(plan.trainable),
+            name_creator=plan.name_creator,
+            dirname_creator=plan.dirname_creator,
+            fail_fast=plan.fail_fast,
+            prefix=plan.sweep_name + "_",
+        )
+        orch = Orchestrator(
+            storage=plan.storage_path,
+            name=plan.name,
+            max_failures=plan.max_failures,
+            keep_checkpoints=plan.keep_checkpoints,
+            checkpoint_score=plan.checkpoint_score,  # type: ignore[arg-type]
+            hooks=[hooks],
+            resume=exists,
+            resume_errored=self._resume_errored,
+            progress=plan.progress,
+        )
+        async with orch:
+            if not restoring:
+                await saved.save(uri, self._document(plan))
+            user, params, _ = unwrap(plan.wrapped)
+            resources = plan.resources if isinstance(plan.resources, dict) else None
+            info = RunInfo(plan.name, uri, trainable_name(user), plan.name_creator, resources)
+            engine = engine_trainable(user, info, params)
+
+            def end() -> None:
+                orch.end_sweep(plan.sweep_name)
+
+            hooks.end_run = end
+            hooks.loop = asyncio.get_running_loop()
+            if plan.stop.driver is not None and isinstance(plan.scheduler, TuneScheduler):
+                plan.scheduler.attach_stopper(plan.stop.driver, end)
+            budget = plan.stop.budget_s
+            timer = asyncio.get_running_loop().call_later(budget, end) if budget else None
+            try:
+                result = await orch.sweep(
+                    engine,
+                    plan.space,
+                    plan.num_samples,
+                    plan.metric,
+                    plan.mode,
+                    searcher=plan.searcher,
+                    scheduler=plan.scheduler,
+                    max_concurrent_trials=plan.max_concurrent,
+                    stop=plan.stop.engine,
+                    checkpoint_every=plan.checkpoint_every,
+                    resources=plan.resources,
+                    reuse_actors=plan.reuse_actors,
+                    name=plan.sweep_name,
+                )
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        if plan.fail_fast == "raise" and hooks.first_error is not None:
+            raise TuneError(f"a trial failed (fail_fast='raise'): {hooks.first_error}") from (
+                hooks.first_error
+            )
+        return ResultGrid(result.trials, uri, plan.metric, plan.mode, plan.objectives)
+
+    def _document(self, plan: RunPlan) -> dict[str, Any]:
+        return {
+            "sweep_name": plan.sweep_name,
+            "param_space": self._param_space,
+            "tune_config": self._tune_config,
+            "run_config": self._run_config,
+            "trainable_name": trainable_name(plan.trainable),
+        }
+
+
+def _recorded_results(plan: RunPlan, sweep_name: str) -> ResultGrid:
+    """A ResultGrid of what the experiment's journal holds for the run (no Ray)."""
+    from orchestrator.tune.records import RecordedTrial
+
+    record = saved.read_records(plan.experiment_path)
+    trials = [
+        RecordedTrial(t, plan.experiment_path)
+        for t in (record.trials if record is not None else [])
+        if t.id.startswith(sweep_name + "_")
+    ]
+    return ResultGrid(trials, plan.experiment_path, plan.metric, plan.mode, plan.objectives)

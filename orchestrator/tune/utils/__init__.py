@@ -1,0 +1,1 @@
+"""``ray.tune.utils``: only ``mock_trainable`` (Tune's examples import it)."""

@@ -1,0 +1,47 @@
+"""Ray Tune's own examples, rewritten only in their import lines, run on the facade
+(on the session's Ray, in this process: the ones that do not call ray.init themselves)
+and print their answer. The benchmark runs all twelve, each in a fresh process."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.tune_examples import examples_dir, rewrite
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+#: The quickest framework-free examples that leave ray.init to Tune (a class trainable
+#: with a callback, a function with checkpoints, a logger callback with name creators).
+IN_PROCESS = {
+    "custom_checkpointing_with_callback": "Best checkpoint: Checkpoint(filesystem=local, path=",
+    "custom_func_checkpointing": "Best checkpoint:  Checkpoint(filesystem=local, path=",
+    "logging_example": "Best hyperparameters:  {'steps': 100, 'width': ",
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PROCESS))
+def test_a_tune_example_runs_after_only_the_import_rewrite(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / f"{name}.py"
+    script.write_text(rewrite((examples_dir() / f"{name}.py").read_text()))
+    monkeypatch.setenv("HOME", str(tmp_path))  # its ~/ray_results
+    monkeypatch.setattr(sys, "argv", [str(script), "--smoke-test"])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(script), run_name="__main__")
+    printed = out.getvalue()
+    assert IN_PROCESS[name] in printed, printed[-2000:]
+    assert (tmp_path / "ray_results").is_dir()
+    if name == "logging_example":
+        assert printed.count("TestLogger for trial easy_objective_") == 5  # its name creator
+        links = [
+            p for p in (tmp_path / "ray_results" / "hyperband_test").iterdir() if p.is_symlink()
+        ]
+        assert len(links) == 5 and all(p.name.endswith("_123") for p in links)

@@ -1,0 +1,128 @@
+"""Run-wide rules of the facade on Ray: a time budget and a stop_all stopper end the
+run (its trials stopped, no new one started); fail_fast ends it at the first error
+("raise": fit raises it); with_parameters puts its objects in Ray's store once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+from orchestrator import tune
+from orchestrator.tune.adapters import unwrap
+from orchestrator.tune.stopper import Stopper
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+CPU = {"cpu": 0.25}
+
+
+def slow(config: dict[str, Any]) -> None:
+    for step in range(10_000):
+        time.sleep(0.05)
+        tune.report({"step": step, "loss": 1.0 / (step + 1)})
+
+
+def fails(config: dict[str, Any]) -> None:
+    tune.report({"step": 0})
+    if config["x"] == 1:
+        raise ValueError("trial one fails")
+    for step in range(1, 10_000):
+        time.sleep(0.05)
+        tune.report({"step": step})
+
+
+def run(tmp_path: Path, trainable: Any, name: str, **config: Any) -> tune.ResultGrid:
+    run_config = config.pop("run_config", {})
+    return tune.Tuner(
+        tune.with_resources(trainable, CPU),
+        param_space={"x": tune.grid_search([0, 1, 2, 3])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=2, **config),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name=name, verbose=0, **run_config),
+    ).fit()
+
+
+def test_a_time_budget_and_a_stop_all_stopper_end_the_run(tmp_path: Path) -> None:
+    started = time.monotonic()
+    budget = run(tmp_path, slow, "budget", time_budget_s=4)
+    assert time.monotonic() - started < 60
+    assert 1 <= len(budget) < 4 and budget.num_terminated == len(budget)
+
+    class FiveResults(Stopper):
+        def __init__(self) -> None:
+            self.seen = 0
+
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            self.seen += 1
+            return False
+
+        def stop_all(self) -> bool:
+            return self.seen >= 5
+
+    stopped = run(tmp_path, slow, "stop_all", run_config={"stop": FiveResults()})
+    steps = [r.metrics.get("step", -1) for r in stopped]
+    assert len(stopped) == 2 and sum(s + 1 for s in steps) <= 7, steps  # 5, give or take
+
+
+def test_fail_fast_ends_the_run_at_the_first_error(tmp_path: Path) -> None:
+    fast = tune.RunConfig(failure_config=tune.FailureConfig(fail_fast=True))
+    results = run(tmp_path, fails, "ff", run_config={"failure_config": fast.failure_config})
+    # The run ends from a hook (beside the loop), so one trial may have started after the
+    # error, never more; the others were stopped.
+    assert results.num_errors == 1 and len(results) in (2, 3)
+    assert results.num_terminated == len(results) - 1
+    with pytest.raises(tune.TuneError, match="trial one fails"):
+        run(
+            tmp_path,
+            fails,
+            "ffr",
+            run_config={"failure_config": tune.FailureConfig(fail_fast="raise")},
+        )
+
+
+def test_with_parameters_puts_each_object_in_rays_store_once() -> None:
+    data = np.arange(1_000_000)
+    wrapped = tune.with_parameters(slow, data=data)
+    _, first, _ = unwrap(wrapped)
+    _, again, _ = unwrap(wrapped)
+    assert isinstance(first["data"], ray.ObjectRef) and first == again
+    assert (ray.get(first["data"]) == data).all()
+
+
+class Steps(tune.Trainable):
+    def setup(self, config: dict[str, Any]) -> None:
+        self.n = 0
+
+    def step(self) -> dict[str, Any]:
+        time.sleep(0.02)
+        self.n += 1
+        return {"n": self.n, "done": self.n >= 40}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any]:
+        return {"n": self.n}
+
+    def load_checkpoint(self, checkpoint: Any) -> None:
+        self.n = checkpoint["n"]
+
+
+class CheckpointAtFive(tune.Callback):
+    def on_trial_result(
+        self, iteration: int, trials: Any, trial: Any, result: Any, **info: Any
+    ) -> None:
+        if result["n"] == 5:
+            result[tune.result.SHOULD_CHECKPOINT] = True
+
+
+def test_a_callback_asks_for_a_checkpoint_with_should_checkpoint(tmp_path: Path) -> None:
+    results = tune.Tuner(
+        tune.with_resources(Steps, CPU),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="cb", verbose=0, callbacks=[CheckpointAtFive()]
+        ),
+    ).fit()
+    saved = [metrics["training_iteration"] for _, metrics in results[0].best_checkpoints]
+    assert len(saved) == 1 and 5 < saved[0] < 40  # after the step in flight at iteration 5
