@@ -52,12 +52,36 @@ from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.engine.node_local import LiveNode, search_order
 
-__all__ = ["TRAIN", "FakeActor", "FakeRay", "FakeRef", "Gate", "actor_died", "task_error"]
+__all__ = [
+    "TRAIN",
+    "FakeActor",
+    "FakeRay",
+    "FakeRef",
+    "Gate",
+    "ProcessDied",
+    "actor_died",
+    "current_actor",
+    "task_error",
+]
 
 #: The trial actor's train calls (which one the executor makes depends on buffering).
 TRAIN = ("train", "train_sole", "train_many")
 
 _ids = itertools.count(1)
+_pids = itertools.count(4_000_001)  # above the default pid_max: no real process has one
+_here = threading.local()
+
+
+def current_actor() -> FakeActor | None:
+    """The fake actor whose thread this is (None on any other thread): what a
+    trainable reports instead of ``os.getpid()`` to tell its worker processes apart."""
+    actor: FakeActor | None = getattr(_here, "actor", None)
+    return actor
+
+
+class ProcessDied(BaseException):
+    """Raised by code in a fake actor: its "process" ends there (``os._exit`` in a real
+    worker, which in-process code must never call)."""
 
 
 class FakeRef:
@@ -151,6 +175,7 @@ class _Rule:
     answer: bool
     gate: Gate
     times: int | None  # None: every matching call
+    after: int  # matching calls to let through first
 
 
 @dataclass
@@ -223,6 +248,7 @@ class FakeActor:
         self.fake = fake
         self.name = name
         self.actor_id = f"{next(_ids):032x}"
+        self.pid = next(_pids)  # its "process", for a trainable to report
         self.options = dict(options)
         self.demand = _demand(options)
         self.node: FakeNode | None = None
@@ -263,6 +289,7 @@ class FakeActor:
     # -- on the actor's threads ------------------------------------------------------
 
     def _serve(self) -> None:
+        _here.actor = self
         while True:
             job = self._queue.get()
             if job is None:
@@ -298,7 +325,7 @@ class FakeActor:
             return
         try:
             value = getattr(self.instance, method)(*_copied(args), **_copied(kwargs))
-        except (SystemExit, KeyboardInterrupt) as err:  # a worker process would end
+        except (SystemExit, KeyboardInterrupt, ProcessDied) as err:  # the process ends
             self.fake._die(self, f"{type(err).__name__} in {method}")
             return
         except Exception as err:
@@ -492,6 +519,11 @@ class FakeRay:
             self._schedule()
             return node
 
+    def kill_worker(self, pid: int) -> None:
+        """SIGKILL the "process" ``pid`` (a :attr:`FakeActor.pid`): its actor dies."""
+        (actor,) = [a for a in self.actors if a.pid == pid]
+        self._die(actor, f"its process {pid} was killed")
+
     def node(self, name: str) -> FakeNode:
         return self.nodes_by_name[name]
 
@@ -511,15 +543,17 @@ class FakeRay:
         trial: str | None = None,
         answer: bool = False,
         times: int | None = 1,
+        after: int = 0,
     ) -> Gate:
         """Hold the next ``times`` calls (None: all) of ``methods`` (for ``trial``, if
-        given) at a gate: before they run (a call that hangs), or with ``answer`` after
-        they ran, before their answer reaches the driver (a completion delayed). The
-        actor's death releases its held calls, which then fail as its other calls do."""
+        given; the first ``after`` such calls pass) at a gate: before they run (a call
+        that hangs), or with ``answer`` after they ran, before their answer reaches the
+        driver (a completion delayed). The actor's death releases its held calls, which
+        then fail as its other calls do."""
         names = (methods,) if isinstance(methods, str) else tuple(methods)
         gate = Gate()
         with self.lock:
-            self._rules.append(_Rule(names, trial, answer, gate, times))
+            self._rules.append(_Rule(names, trial, answer, gate, times, after))
         return gate
 
     def actor_of(self, handle: Any) -> FakeActor:
@@ -611,6 +645,9 @@ class FakeRay:
                 if rule.times is not None and rule.times <= 0:
                     continue
                 if rule.trial is not None and not _is_for(actor, rule.trial, args):
+                    continue
+                if rule.after > 0:
+                    rule.after -= 1
                     continue
                 if rule.times is not None:
                     rule.times -= 1
