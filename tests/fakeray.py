@@ -520,8 +520,11 @@ class FakeRay:
             return node
 
     def kill_worker(self, pid: int) -> None:
-        """SIGKILL the "process" ``pid`` (a :attr:`FakeActor.pid`): its actor dies."""
+        """SIGKILL the "process" ``pid`` (a :attr:`FakeActor.pid`): its actor dies.
+        ProcessLookupError if it is gone already, as for a real process."""
         (actor,) = [a for a in self.actors if a.pid == pid]
+        if actor.dead:
+            raise ProcessLookupError(pid)
         self._die(actor, f"its process {pid} was killed")
 
     def node(self, name: str) -> FakeNode:
