@@ -473,6 +473,15 @@ class FakeRay:
                         free[k] = free.get(k, 0.0) + v
             return free
 
+    def cluster_resources(self) -> dict[str, float]:
+        with self.lock:
+            total: dict[str, float] = {}
+            for node in self.nodes_by_id.values():
+                if node.alive:
+                    for k, v in node.total.items():
+                        total[k] = total.get(k, 0.0) + v
+            return total
+
     def nodes(self) -> list[dict[str, Any]]:
         with self.lock:
             return [

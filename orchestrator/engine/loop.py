@@ -77,6 +77,7 @@ class Dispatcher:
         self._trials: dict[str, TrialRuntime] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._kill = backend.kill
+        self._backend = backend
         self.executor = Executor(self, ray, collector, backend)
         self.bookkeeper = Bookkeeper(
             trials=self._trials,
@@ -254,6 +255,10 @@ class Dispatcher:
     def retire_idle_workers(self) -> None:
         """Stop the idle workers no trial took (their reuse is over)."""
         self.executor.retire_idle()
+
+    async def cluster_resources(self) -> Mapping[str, float]:
+        """The cluster's total resources, in Ray's names (read in a thread)."""
+        return await asyncio.to_thread(self._backend.cluster_resources)
 
     def statistics(self) -> LoopStatistics:
         by_kind: dict[str, int] = collections.Counter(p.kind.value for p in self._in_flight)

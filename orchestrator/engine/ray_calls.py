@@ -77,6 +77,8 @@ class RayBackend(Protocol):
 
     def available_resources(self) -> Mapping[str, float]: ...
 
+    def cluster_resources(self) -> Mapping[str, float]: ...
+
     def nodes(self) -> Sequence[Mapping[str, Any]]: ...
 
     async def find_visible(self, ckpt: Checkpoint, skip: str | None) -> str | None:
@@ -108,6 +110,9 @@ class _Ray:
 
     def available_resources(self) -> Mapping[str, float]:
         return ray.available_resources()
+
+    def cluster_resources(self) -> Mapping[str, float]:
+        return ray.cluster_resources()
 
     def nodes(self) -> Sequence[Mapping[str, Any]]:
         return ray.nodes()  # type: ignore[no-any-return]

@@ -339,11 +339,9 @@ class Sweep:
 
     async def _cluster_fits(self) -> int:
         """How many trials the cluster's resources hold at once (at least 1)."""
-        import ray
-
         from orchestrator.engine.ray_calls import ray_demand
 
-        totals = await asyncio.to_thread(ray.cluster_resources)
+        totals = await self._port.cluster_resources()
         demand = ray_demand(self._options.get("resources") or {"cpu": 1.0}, 1)
         fits = [int(totals.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
         return max(1, min(fits)) if fits else 1

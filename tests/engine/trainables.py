@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..fakeray import ProcessDied, current_actor
-from ..trainables import Recorder, Tripwire
+from ..trainables import Climber, Curve, Objective, Recorder, StubbornClimber, Tripwire
 
 
 def fake_pid() -> int:
@@ -16,11 +16,31 @@ def fake_pid() -> int:
     return actor.pid
 
 
-class FakeRecorder(Recorder):
-    """A :class:`Recorder` whose ``pid`` is its fake actor's."""
+class FakePid:
+    """Mixed into a :class:`Recorder`: its ``pid`` is its fake actor's."""
 
     def step(self) -> dict[str, Any]:
-        return {**super().step(), "pid": fake_pid()}
+        return {**super().step(), "pid": fake_pid()}  # type: ignore[misc]
+
+
+class FakeRecorder(FakePid, Recorder):
+    pass
+
+
+class FakeObjective(FakePid, Objective):
+    pass
+
+
+class FakeCurve(FakePid, Curve):
+    pass
+
+
+class FakeClimber(FakePid, Climber):
+    pass
+
+
+class FakeStubbornClimber(FakePid, StubbornClimber):
+    pass
 
 
 class FakeTripwire(Tripwire):
