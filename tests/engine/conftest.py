@@ -1,9 +1,10 @@
 """The engine on a fake Ray (``tests/fakeray.py``): no Ray starts in this folder.
 
-``fake_ray`` is an in-process Ray of one 4-CPU node (the real session cluster's head
-has 4 CPUs too); ``orchestrator(...)`` builds an ``Orchestrator`` that runs on it, with
-the same arguments and defaults as a real one; ``runtime(...)`` builds the loop's
-record of one trial for the tests that drive the outcomes or the executor directly.
+``fake_ray`` (``tests/conftest.py``) is an in-process Ray of one 4-CPU node (the real
+session cluster's head has 4 CPUs too); ``orchestrator(...)`` builds an ``Orchestrator``
+that runs on it, with the same arguments and defaults as a real one; ``runtime(...)``
+builds the loop's record of one trial for the tests that drive the outcomes or the
+executor directly.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,6 @@ from ..trainables import Counter
 
 MakeOrchestrator = Callable[..., Orchestrator]
 MakeRuntime = Callable[..., TrialRuntime]
-
-
-@pytest.fixture
-def fake_ray(tmp_path: Path) -> Iterator[FakeRay]:
-    fake = FakeRay(tmp_path / "nodes")
-    yield fake
-    fake.close()
 
 
 @pytest.fixture
