@@ -46,7 +46,7 @@ from typing import Any
 from ray import cloudpickle
 from ray import exceptions as rex
 
-from orchestrator.actor.locality import is_visible
+from orchestrator.actor.locality import delete_if_visible, is_visible
 from orchestrator.actor.persister import UPLOADS_PER_NODE, CheckpointPersister
 from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.checkpoints import Checkpoint
@@ -508,6 +508,16 @@ class FakeRay:
                 raise rex.NodeDiedError(f"node {node_id} died during the copy")
         await asyncio.to_thread(shutil.copytree, path, staged, dirs_exist_ok=True)
         self.copies += 1
+
+    async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
+        live = [LiveNode(n.node_id, n.host) for n in self.nodes_by_id.values() if n.alive]
+        manifest = dict(ckpt.manifest) if ckpt.manifest is not None else None
+        for node_id in search_order(ckpt, live, None):
+            if self.sees(node_id, ckpt) and await asyncio.to_thread(
+                delete_if_visible, root, ckpt.key, manifest
+            ):
+                return True
+        return False
 
     def sees(self, node_id: str, ckpt: Checkpoint) -> bool:
         """Whether node ``node_id`` sees ``ckpt`` on its disk (replace to model disks

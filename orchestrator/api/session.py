@@ -132,7 +132,7 @@ async def open_session(exp: Experiment) -> Session:
         collector = CheckpointCollector(
             store,
             is_pinned=lambda key: dispatcher.is_pinned(key),
-            delete=delete_where_visible_fn(store, mode),
+            delete=delete_where_visible_fn(store, mode, backend),
         )
         ray = RaySettings(
             storage_uri=uri,

@@ -3,11 +3,12 @@ reserves in Ray's names, killing an actor that may already be gone, and the one 
 between the engine and Ray (:class:`RayBackend`).
 
 The engine reaches Ray through a :class:`RayBackend`: the remote classes it starts
-actors from, ``kill``, the cluster's resources and nodes, and the two calls that stream
-a checkpoint between nodes. Production passes :data:`RAY` (Ray itself, these very
-functions: nothing is added on the path of a step, whose calls go to the actor handle
-directly); the engine's tests pass an in-process fake (``tests/fakeray.py``) whose
-actors are the real :class:`~orchestrator.actor.trial_actor.TrialActor` run on threads,
+actors from, ``kill``, the cluster's resources and nodes, the two calls that stream a
+checkpoint between nodes, and the delete of a checkpoint on the nodes that see it.
+Production passes :data:`RAY` (Ray itself, these very functions: nothing is added on
+the path of a step, whose calls go to the actor handle directly); the engine's tests
+pass an in-process fake (``tests/fakeray.py``) whose actors are the real
+:class:`~orchestrator.actor.trial_actor.TrialActor` run on threads,
 so the loop, the outcomes and the executor are tested in milliseconds.
 """
 
@@ -89,6 +90,11 @@ class RayBackend(Protocol):
         """Copy directory ``path`` of node ``source`` to ``staged`` on node ``target``."""
         ...
 
+    async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
+        """Delete ``ckpt`` (of storage ``root``) on the live nodes that see it; whether
+        any did."""
+        ...
+
 
 class _Ray:
     """Ray itself: :data:`RAY`."""
@@ -126,6 +132,11 @@ class _Ray:
         import transfer  # imported here: trial workers that import the engine skip it
 
         await transfer.copy_dir(source, path, target, staged)
+
+    async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
+        from orchestrator.engine.node_local import delete_where_visible
+
+        return await delete_where_visible(root, ckpt)
 
 
 #: Ray itself, the engine's default backend.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,38 @@ from ..trainables import Counter
 
 MakeOrchestrator = Callable[..., Orchestrator]
 MakeRuntime = Callable[..., TrialRuntime]
+
+
+#: Ray's driver-side calls the engine makes; on the fake Ray none may be made.
+RAY_CALLS = (
+    "init",
+    "kill",
+    "nodes",
+    "available_resources",
+    "cluster_resources",
+    "get_runtime_context",
+)
+
+
+@pytest.fixture(autouse=True)
+def no_real_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A tripwire: a call of the real Ray from a test here fails the test (the engine
+    would have logged and retried it, hiding a path that bypasses its backend)."""
+    import ray
+
+    called: list[str] = []
+
+    def tripwire(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            called.append(name)
+            raise AssertionError(f"ray.{name}() called on the fake Ray")
+
+        return call
+
+    for name in RAY_CALLS:
+        monkeypatch.setattr(ray, name, tripwire(name))
+    yield called
+    assert called == [], f"the engine called the real Ray: {called}"
 
 
 @pytest.fixture

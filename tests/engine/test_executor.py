@@ -362,7 +362,8 @@ async def test_a_graceful_stop_cleans_up_then_the_actor_goes(
     assert stop.payload == StopPayload(actor.handle)  # kill it once it has shut down
     await stop.answer()
     assert [c.method for c in actor.calls] == ["setup", "stop", "shutdown"]
-    assert actor.trials == [] and not actor.dead
+    assert actor.trials == []
+    await until(lambda: actor.dead)  # once it has shut down, not at its grace's end
 
 
 async def test_a_failed_trial_alone_in_its_process_is_killed_at_once(
@@ -412,10 +413,12 @@ async def test_a_stuck_actor_is_killed_with_every_trial_it_hosts(
         await s.loop.last(Kind.TRAIN).answer()  # b's step fails: b recovers on its own
 
 
-async def test_idle_actors_kept_for_reuse_are_retired_when_reuse_ends(
+async def test_idle_actors_kept_for_reuse_go_once_shut_down_when_reuse_ends(
     executor: Any, runtime: MakeRuntime
 ) -> None:
-    s = executor(stop_grace_s=0.2)
+    """An idle actor kept for reuse is shut down when reuse ends, and killed as soon as
+    it has (not at its grace's end: its resources may be what a trial waits for)."""
+    s = executor(stop_grace_s=60.0)
     s.executor.hosts.keep_idle = True
     rt = s.add(runtime)
     await s.start(rt)
@@ -425,4 +428,21 @@ async def test_idle_actors_kept_for_reuse_are_retired_when_reuse_ends(
     assert not actor.dead  # kept for the next trial
     s.executor.retire_idle()
     assert actor.calls[-1].method == "shutdown"
-    await until(lambda: actor.dead)  # killed at its grace's end
+    await until(lambda: actor.dead, timeout=10)
+
+
+async def test_an_actor_whose_shutdown_hangs_is_killed_at_its_grace_end(
+    executor: Any, runtime: MakeRuntime
+) -> None:
+    s = executor(stop_grace_s=0.3)
+    s.executor.hosts.keep_idle = True
+    rt = s.add(runtime)
+    await s.start(rt)
+    actor = s.fake.actor_of(rt.actor)
+    s.executor.execute(rt, StopActor(1))
+    await s.loop.last(Kind.STOP).answer()
+    s.fake.hold("shutdown")  # the trainable's cleanup never returns, say
+    s.executor.retire_idle()
+    await asyncio.sleep(0.1)
+    assert not actor.dead
+    await until(lambda: actor.dead)  # at the grace's end

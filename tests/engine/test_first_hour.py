@@ -70,7 +70,9 @@ async def test_resources_no_node_has_are_warned_about_within_seconds(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, orchestrator: MakeOrchestrator
 ) -> None:
     caplog.set_level(logging.WARNING, logger="orchestrator")
-    async with orchestrator(storage=tmp_path, name="r") as orch:
+    # The stopped trial's actor never started, so its shutdown never answers: the exit
+    # waits the stop's grace for it (30 s by default), then kills it.
+    async with orchestrator(storage=tmp_path, name="r", stop_grace_s=1.0) as orch:
         greedy = orch.add_trial(Counter, resources={"cpu": 64})
         fine = orch.add_trial(Counter, stop={"training_iteration": 3}, resources=CPU)
         runner = asyncio.create_task(orch.run())
