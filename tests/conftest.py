@@ -1,9 +1,11 @@
-"""Session-wide fixtures: one real Ray cluster for the whole test session.
+"""Session-wide fixtures: one real Ray cluster for the whole test session, and a fake.
 
 The cluster is a ``ray.cluster_utils.Cluster`` whose head node is the "local Ray" every
 test uses; tests that need more nodes add them with ``add_node`` and the fixture removes
 them afterwards. One process can be connected to one Ray cluster only, so a single
-session-wide cluster is both the cheapest and the only consistent choice.
+session-wide cluster is both the cheapest and the only consistent choice. It starts only
+for the tests that ask for it: the engine's own logic runs on ``fake_ray``, an
+in-process Ray (``tests/fakeray.py``), which costs nothing to start.
 """
 
 from __future__ import annotations
@@ -88,6 +90,17 @@ def add_node(ray_cluster: Any) -> Iterator[Callable[..., Any]]:
         if node in ray_cluster.worker_nodes:
             ray_cluster.remove_node(node, allow_graceful=True)
     wait_until_dead([node.node_id for node in added])
+
+
+@pytest.fixture
+def fake_ray(tmp_path: Any) -> Iterator[Any]:
+    """An in-process fake Ray of one 4-CPU node (see ``tests/fakeray.py``); pass it to
+    ``Orchestrator(_ray_backend=...)``. Its actors die with the test."""
+    from .fakeray import FakeRay
+
+    fake = FakeRay(tmp_path / "nodes")
+    yield fake
+    fake.close()
 
 
 def wait_until_dead(node_ids: list[str]) -> None:

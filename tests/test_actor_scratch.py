@@ -16,7 +16,7 @@ from orchestrator.actor.scratch import (
     remove_dead_scratch,
     remove_stale_fetches,
 )
-from orchestrator.actor.trial_actor import _HostedTrial
+from orchestrator.actor.trial_actor import TrialActor, _HostedTrial
 
 from .trainables import Counter
 
@@ -56,8 +56,8 @@ def test_a_released_trial_sweeps_dead_actors_scratch(tmp_path: Path) -> None:
     """A predecessor killed just before setup looked may still have been a zombie then,
     and an actor whose trial went to ERROR is never released: the next release on the
     host sweeps them (live ones stay)."""
-    hosted = _HostedTrial(Counter, "trial", 3, None)
-    hosted.scratch = str(tmp_path / f"trial-g3-{os.getpid()}")
+    hosted = _HostedTrial(Counter, "trial", 3, None, str(tmp_path))
+    assert hosted.scratch == str(tmp_path / f"trial-g3-{os.getpid()}")
     dead = tmp_path / f"trial-g2-{DEAD_PID}"
     errored_trial = tmp_path / f"other-g1-{DEAD_PID}"
     alive = tmp_path / f"third-g1-{os.getppid()}"
@@ -69,11 +69,10 @@ def test_a_released_trial_sweeps_dead_actors_scratch(tmp_path: Path) -> None:
     assert alive.exists()
 
 
-def test_scratch_is_grouped_by_host() -> None:
+def test_scratch_is_grouped_by_host(tmp_path: Path) -> None:
     """Another machine sharing the temporary directory sweeps only its own host's
     directory, never judging this host's processes by its own pid table."""
-    hosted = _HostedTrial(Counter, "trial", 1, None)
-    parent = Path(hosted.scratch).parent
+    parent = Path(TrialActor(str(tmp_path))._scratch_parent())
     assert parent == Path(tempfile.gettempdir()) / "trialflow" / socket.gethostname()
 
 

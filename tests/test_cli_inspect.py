@@ -31,10 +31,9 @@ NAME = "tiny"
 
 
 @pytest.fixture(scope="module")
-async def results(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+async def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A storage root holding one finished experiment, ``tiny`` (see
-    ``run_tiny_experiment``: 2 TERMINATED, 1 ERROR). Module-scoped, so it depends on
-    the session cluster itself (``ray_local`` is its per-test alias)."""
+    ``run_tiny_experiment``: 2 TERMINATED, 1 ERROR, run on the fake Ray)."""
     root = tmp_path_factory.mktemp("results")
     await run_tiny_experiment(root, NAME)
     return root

@@ -1,8 +1,8 @@
 """A damaged journal: named before Ray starts (which object, what is wrong, how to
 recover), listed as damaged by ``ls``, and repaired from what survives: the head's
 backup, else the result segments and checkpoints, after which the same script resumes
-its trials without running any again. On local storage (one real run for the module,
-copied per test) and on S3 (moto)."""
+its trials without running any again. On local storage (one run for the module on the
+fake Ray, copied per test) and on S3 (moto)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from orchestrator.journal.repair import repair_experiment
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
+from .fakeray import FakeRay
 from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from .test_cli_inspect import table
 from .trainables import Recorder
@@ -46,14 +47,18 @@ def add_trials(orch: Orchestrator, marks: Path) -> list[Trial]:
 
 
 @pytest.fixture(scope="module")
-async def finished(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+async def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A storage root holding ``exp``: three TERMINATED trials of 4 iterations, with
     checkpoints at 2 and 4 (and a marks folder counting each trial's setups)."""
     root = tmp_path_factory.mktemp("finished")
     (root / "marks").mkdir()
-    async with Orchestrator(storage=root / "runs", name=NAME, progress=False) as orch:
+    fake = FakeRay(root / "nodes")
+    async with Orchestrator(
+        storage=root / "runs", name=NAME, progress=False, _ray_backend=fake
+    ) as orch:
         trials = add_trials(orch, root / "marks")
         await orch.run()
+    fake.close()
     assert all(t.state is TrialState.TERMINATED for t in trials)
     return root
 
@@ -96,9 +101,12 @@ async def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
     return status, out, err
 
 
-async def resume_script(root: Path, marks: Path) -> list[Trial]:
-    """The script again, with resume=True: its calls adopt the journaled trials."""
-    async with Orchestrator(storage=root / "runs", name=NAME, resume=True, progress=False) as orch:
+async def resume_script(root: Path, marks: Path, fake: FakeRay) -> list[Trial]:
+    """The script again, with resume=True (on the fake Ray): its calls adopt the
+    journaled trials."""
+    async with Orchestrator(
+        storage=root / "runs", name=NAME, resume=True, progress=False, _ray_backend=fake
+    ) as orch:
         trials = add_trials(orch, marks)
         assert len(orch.trials) == 3
         await orch.run()
@@ -118,6 +126,7 @@ async def test_a_truncated_head_is_named_before_ray_and_its_backup_restores_it(
     no_ray_start: list[str],
     capsys: pytest.CaptureFixture[str],
     monkeypatch: Any,
+    fake_ray: FakeRay,
 ) -> None:
     head = copy / "runs" / NAME / JOURNAL_KEY
     data = head.read_bytes()
@@ -153,7 +162,7 @@ async def test_a_truncated_head_is_named_before_ray_and_its_backup_restores_it(
     assert await results_of(copy) == before
 
     monkeypatch.undo()  # Ray may start now
-    trials = await resume_script(copy, finished / "marks")
+    trials = await resume_script(copy, finished / "marks", fake_ray)
     assert [t.state for t in trials] == [TrialState.TERMINATED] * 3
     assert [[r["training_iteration"] for r in t.results] for t in trials] == [[1, 2, 3, 4]] * 3
     assert setups(finished / "marks") == ran  # nothing ran again
@@ -172,7 +181,7 @@ async def _results_via_backup(root: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 async def test_a_head_lost_with_its_backup_is_rebuilt_from_segments_and_checkpoints(
-    copy: Path, finished: Path
+    copy: Path, finished: Path, fake_ray: FakeRay
 ) -> None:
     experiment = copy / "runs" / NAME
     before = await results_of(copy)
@@ -199,7 +208,7 @@ async def test_a_head_lost_with_its_backup_is_rebuilt_from_segments_and_checkpoi
 
     # The same script adopts all three (the rebuilt ones by their trainable and config),
     # and their results say they are done: nothing runs again.
-    trials = await resume_script(copy, finished / "marks")
+    trials = await resume_script(copy, finished / "marks", fake_ray)
     assert [t.id for t in trials] == ids
     assert [t.state for t in trials] == [TrialState.TERMINATED] * 3
     assert [[r["training_iteration"] for r in t.results] for t in trials] == [[1, 2, 3, 4]] * 3

@@ -1,5 +1,7 @@
-"""Function trainables: the wrapper driven by hand (no Ray), the machine's handling of
-a returned function, then whole experiments on the session's real Ray cluster."""
+"""Function trainables: the wrapper driven by hand, the machine's handling of a
+returned function, the trial actor running one in this process (no Ray), then function
+trainables whose real worker processes are SIGKILLed. Whole experiments of function
+trainables run on the fake Ray: ``tests/engine/test_function_run.py``."""
 
 from __future__ import annotations
 
@@ -33,7 +35,6 @@ from orchestrator.core.spec import TrialSpec
 from orchestrator.core.stopping import StopCondition
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import NotInTrial
-from storage import MANIFEST_NAME, open_storage
 
 from .test_lifecycle import ckpt, kinds, running
 from .trainables import (
@@ -349,11 +350,17 @@ def test_a_paused_function_trial_asks_no_final_save(on_demand: bool) -> None:
 # -- the actor, in this process ----------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("ray_local")
+class HereActor(TrialActor):
+    """The trial actor as a plain object: it runs in no Ray worker, so no node id."""
+
+    def _where(self) -> tuple[str, str]:
+        return "no-node", "no-host"
+
+
 def test_buffered_steps_run_several_reports_but_stop_at_each_checkpoint(tmp_path: Path) -> None:
     """``train_many`` ends a batch right after a reported checkpoint (its save comes
     next) and after the function's return, never later."""
-    actor = TrialActor(str(tmp_path))
+    actor = HereActor(str(tmp_path))
     stop = StopCondition("t", {"training_iteration": 100})
     payload = cloudpickle.dumps((wrap_function(counting), {"every": 3, "epochs": 8}, stop))
     actor.setup("t", 1, payload)
@@ -373,14 +380,13 @@ def test_buffered_steps_run_several_reports_but_stop_at_each_checkpoint(tmp_path
         actor.drop("t", 1)
 
 
-@pytest.mark.usefixtures("ray_local")
 def test_a_buffered_function_call_stops_exactly_and_keeps_steps_before_an_error(
     tmp_path: Path,
 ) -> None:
     """A stop on a metric ends the call at that report, though the function's thread
     judges it; a function that raises mid-call keeps the reports before (the error comes
     with the next call), as a class's steps do."""
-    actor = TrialActor(str(tmp_path))
+    actor = HereActor(str(tmp_path))
     stop = StopCondition("t", {"count": 5})
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -401,104 +407,7 @@ def test_a_buffered_function_call_stops_exactly_and_keeps_steps_before_an_error(
         actor.drop("t", 1)
 
 
-# -- experiments on real Ray -------------------------------------------------------------------
-
-
-def history(trial: Any) -> list[tuple[int, int]]:
-    return [(r["training_iteration"], r["count"]) for r in trial.results]
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_sync_and_async_functions_stop_exactly(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="stops") as orch:
-        sync = orch.add_trial(
-            counting, {"every": 4}, stop={"training_iteration": 10}, resources=CPU
-        )
-        coro = orch.add_trial(async_counting, {"every": 4}, stop={"count": 7}, resources=CPU)
-        ends = orch.add_trial(counting, {"epochs": 5}, stop={"count": 50}, resources=CPU)
-        await orch.run()
-    for trial, final, ckpts in ((sync, 10, [4, 8]), (coro, 7, [4]), (ends, 5, [])):
-        assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, final)
-        assert [c.iteration for c in trial.checkpoints] == ckpts
-        assert all(REPORTED_CHECKPOINT not in r for r in trial.results)
-    assert sync.id.startswith("counting_") and coro.id.startswith("async_counting_")
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_result_buffer_gives_the_unbuffered_history(tmp_path: Path) -> None:
-    runs = {}
-    for buffer in (1, 10):
-        async with Orchestrator(storage=tmp_path, name=f"buf{buffer}") as orch:
-            trial = orch.add_trial(
-                counting,
-                {"every": 4},
-                stop={"training_iteration": 23},
-                resources=CPU,
-                result_buffer=buffer,
-            )
-            await orch.run()
-        assert trial.state is TrialState.TERMINATED, trial.error
-        runs[buffer] = (history(trial), [c.iteration for c in trial.checkpoints])
-    assert runs[10] == runs[1]
-    assert runs[1] == ([(i, i) for i in range(1, 24)], [4, 8, 12, 16, 20])
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_pause_resumes_from_the_newest_reported_checkpoint(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="pause") as orch:
-        trial = orch.add_trial(
-            counting, {"every": 4, "delay": 0.05}, stop={"count": 16}, resources=CPU
-        )
-        runner = asyncio.create_task(orch.run())
-        while trial.iteration < 5:
-            await asyncio.sleep(0.01)
-        await trial.pause()
-        assert trial.state is TrialState.PAUSED
-        paused_at = trial.iteration
-        newest = trial.checkpoints[-1].iteration
-        assert newest % 4 == 0 and newest <= paused_at  # no save on pause
-        await trial.resume()
-        await runner
-    assert trial.state is TrialState.TERMINATED, trial.error
-    assert trial.errors == []  # no final save was asked for: there was none to give
-    assert_failure_free_history(trial, 16)  # later results went; the count came back
-    assert trial.discarded_results == paused_at - newest
-    assert {r["resumed_from"] for r in trial.results[newest:]} == {newest}
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_restore_mid_run_restarts_the_function_from_that_checkpoint(
-    tmp_path: Path,
-) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-
-    class RollBackOnce:
-        done = False
-
-        async def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
-            if result["training_iteration"] == 10 and not self.done:
-                self.done = True
-                while not any(c.iteration == 4 for c in trial.checkpoints):
-                    await asyncio.sleep(0.02)
-                await trial.restore(next(c for c in trial.checkpoints if c.iteration == 4))
-
-    async with Orchestrator(storage=tmp_path, name="rb", hooks=[RollBackOnce()]) as orch:
-        trial = orch.add_trial(
-            counting,
-            {"every": 2, "delay": 0.02, "marks": str(marks)},
-            stop={"training_iteration": 16},
-            resources=CPU,
-        )
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
-    assert_failure_free_history(trial, 16)
-    assert trial.discarded_results > 0
-    resumed = [r["resumed_from"] for r in trial.results]
-    assert resumed == [0] * 4 + [4] * 12  # get_checkpoint() held checkpoint 4
-    runs = (marks / "runs").read_text().split()
-    assert runs[:3] == ["start:0", "finally", "start:4"]  # the first run's finally ran
+# -- on real Ray -----------------------------------------------------------------------------
 
 
 @pytest.mark.usefixtures("ray_local")
@@ -531,90 +440,3 @@ async def test_sigkilled_actors_leave_a_failure_free_history(tmp_path: Path) -> 
     for trial in trials:
         assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
         assert_failure_free_history(trial, final)
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_errors_in_the_function_name_the_trial_and_the_problem(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="errors", max_failures=0) as orch:
-        not_dict = orch.add_trial(reports_a_list, resources=CPU, trial_id="not_dict")
-        missing = orch.add_trial(
-            reports_a_missing_checkpoint, {"where": str(tmp_path)}, resources=CPU, trial_id="gone"
-        )
-        await orch.run()
-    for trial, problem, line in (
-        (not_dict, "report() takes a dict of metrics, got list", "report([1, 2])"),
-        (missing, f"{tmp_path / 'not-there'}", 'report({"count": 1}, checkpoint='),
-    ):
-        assert trial.state is TrialState.ERROR and trial.results == []
-        assert trial.error is not None
-        text = str(trial.error)
-        assert f"trial {trial.id}: " in text and problem in text, text
-        remote = str(trial.error.__cause__)  # Ray's error, with the worker's traceback
-        assert line in remote, remote  # it was raised in the function, at that line
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_a_function_that_never_reports_ends_with_no_results(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    async with Orchestrator(storage=tmp_path, name="silent") as orch:
-        trial = orch.add_trial(never_reports, resources=CPU)
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED and trial.results == [] and trial.error is None
-    # The warning is the actor's: Ray forwards its output to this process's.
-    said, warning = "", f"trial {trial.id}: its function never_reports returned without"
-    for _ in range(200):
-        said += "".join(capfd.readouterr())
-        if warning in said:
-            break
-        await asyncio.sleep(0.1)
-    assert warning in said, said[-2000:]
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_a_raising_function_is_retried_from_its_newest_checkpoint(tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    async with Orchestrator(storage=tmp_path, name="raises", max_failures=1) as orch:
-        trial = orch.add_trial(
-            counting,
-            {"every": 4, "fail_once_at": 7, "marks": str(marks)},
-            stop={"count": 12},
-            resources=CPU,
-        )
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
-    assert trial.num_failures == 1 and "planned failure at 7" in str(trial.errors[0])
-    assert_failure_free_history(trial, 12)
-    assert (marks / "runs").read_text().split()[:3] == ["start:0", "finally", "start:4"]
-
-
-@pytest.mark.usefixtures("ray_local")
-@pytest.mark.parametrize("padding", [0, 12])  # committed by the actor; by the persister
-async def test_reported_checkpoints_are_committed_intact_and_retained(
-    tmp_path: Path, padding: int
-) -> None:
-    """The function's directory is deleted right after report(); what was reported is
-    still committed, file for file, and keep_checkpoints=2 holds."""
-    async with Orchestrator(storage=tmp_path, name="keep", keep_checkpoints=2) as orch:
-        trial = orch.add_trial(
-            counting,
-            {"every": 1, "padding_files": padding},
-            stop={"count": 10},
-            resources=CPU,
-        )
-        await orch.run()
-        await asyncio.sleep(0.5)  # let the background GC finish its deletes
-    assert trial.state is TrialState.TERMINATED, trial.error
-    assert [c.iteration for c in trial.checkpoints] == [9, 10]
-    tdir = tmp_path / "keep" / trial.id
-    on_disk = sorted(p.name for p in tdir.iterdir() if (p / MANIFEST_NAME).exists())
-    assert on_disk == ["checkpoint_000009", "checkpoint_000010"]
-    async with open_storage(tmp_path / "keep") as store:
-        for ckpt in trial.checkpoints:
-            local = tmp_path / f"read-{ckpt.iteration}"
-            await store.get_checkpoint(ckpt.key, local)  # verifies sizes and checksums
-            state = json.loads((local / "state.json").read_text())
-            assert state == {"count": ckpt.iteration}
-            for i in range(padding):
-                assert (local / f"padding{i}").read_text() == f"{ckpt.iteration}:{i}"

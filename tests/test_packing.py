@@ -1,21 +1,14 @@
 """``trials_per_worker``: trials sharing one actor process. The placement rules are
-checked on their own; the rest on real Ray, killing real processes."""
+checked on their own here; trials sharing processes that fail or are killed run on the
+fake Ray (``tests/engine/test_failures.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from orchestrator import Orchestrator, TrialState
+from orchestrator import Orchestrator
 from orchestrator.core.placement import Host, HostPool
 from orchestrator.errors import ConfigError
-
-from .trainables import Recorder, assert_failure_free_history, kill_worker
-
-# -- placement, without Ray ----------------------------------------------------------
 
 
 class FakeActors:
@@ -96,77 +89,3 @@ def test_a_freed_slot_is_reused_and_a_retired_or_dead_actor_never_is() -> None:
 def test_trials_per_worker_must_be_a_positive_int() -> None:
     with pytest.raises(ConfigError, match="trials_per_worker"):
         Orchestrator(trials_per_worker=0)
-
-
-# -- on real Ray ---------------------------------------------------------------------
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_packed_trials_share_processes_and_a_failing_step_fails_only_its_trial(
-    tmp_path: Path,
-) -> None:
-    final = 30
-    async with Orchestrator(
-        storage=tmp_path, name="packed", max_failures=1, trials_per_worker=3, failure_backoff=0
-    ) as orch:
-        trials = [
-            orch.add_trial(
-                Recorder,
-                {"delay": 0.01, "marks": str(tmp_path), "fail_once_at": 12 if i == 0 else None},
-                stop={"training_iteration": final},
-                checkpoint_every=5,
-                resources={"cpu": 0.2},
-            )
-            for i in range(6)
-        ]
-        await orch.run()
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
-        assert_failure_free_history(trial, final)
-    assert trials[0].num_failures == 1
-    assert all(t.num_failures == 0 for t in trials[1:])
-    pids = {r["pid"] for t in trials for r in t.results}
-    assert len(pids) == 2  # six trials, three to a process
-    # The failed trial came back into its own process (its slot was free): no new one.
-    assert len({r["pid"] for r in trials[0].results}) == 1
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_killing_a_shared_process_restores_each_of_its_trials(tmp_path: Path) -> None:
-    final = 40
-    killed: list[int] = []
-
-    class KillOnce:
-        def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
-            if result["training_iteration"] == 15 and not killed:
-                killed.append(result["pid"])
-                kill_worker(result["pid"])
-
-    async with Orchestrator(
-        storage=tmp_path,
-        name="packed-kill",
-        max_failures=1,
-        trials_per_worker=4,
-        failure_backoff=0,
-        hooks=[KillOnce()],
-    ) as orch:
-        trials = [
-            orch.add_trial(
-                Recorder,
-                {"delay": 0.02},
-                stop={"training_iteration": final},
-                checkpoint_every=5,
-                resources={"cpu": 0.25},
-            )
-            for _ in range(4)
-        ]
-        await asyncio.wait_for(orch.run(), 120)
-    assert killed
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
-        assert trial.num_failures == 1  # all four lived in the killed process
-        assert_failure_free_history(trial, final)
-    after = {r["pid"] for t in trials for r in t.results if r["pid"] != killed[0]}
-    # They fail together and restart together, in one new process (two if Ray reported
-    # the deaths in two batches), not one process each.
-    assert 1 <= len(after) <= 2, after

@@ -1,6 +1,7 @@
-"""orchestrator.views.experiments: the journal as plain data, checked against what a real run held
-in memory and against heads written by hand (both formats, newer fields, rollbacks),
-and never importing or unpickling the trials' code."""
+"""orchestrator.views.experiments: the journal as plain data, checked against what a run held
+in memory (on the fake Ray: the journal is the engine's, not Ray's) and against heads
+written by hand (both formats, newer fields, rollbacks), and never importing or
+unpickling the trials' code."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from orchestrator.journal.reader import load as load_journal
 from orchestrator.views.experiments import ExperimentRecord, list_experiments, read_experiment
 from storage import BucketNotFound, open_storage
 
+from .fakeray import FakeRay
 from .trainables import Counter, Recorder
 
 CPU = {"cpu": 0.25}
@@ -34,11 +36,14 @@ class Boom:
 
 
 async def run_tiny_experiment(root: Path, name: str) -> list[Trial]:
-    """A real run: ``steady`` (3 checkpoints), ``recovers`` (one failure after a
-    checkpoint, so results past it are rolled back), ``fails`` (ERROR)."""
+    """A run on the fake Ray: ``steady`` (3 checkpoints), ``recovers`` (one failure
+    after a checkpoint, so results past it are rolled back), ``fails`` (ERROR)."""
     marks = root / f"{name}-marks"
     marks.mkdir(parents=True)
-    async with Orchestrator(storage=root, name=name, journal_interval=0.05) as orch:
+    fake = FakeRay(root / f"{name}-nodes")
+    async with Orchestrator(
+        storage=root, name=name, journal_interval=0.05, _ray_backend=fake
+    ) as orch:
         stop = {"training_iteration": 6}
         trials = [
             orch.add_trial(Counter, {"delay": 0.02}, stop, 2, CPU, trial_id="steady"),
@@ -54,6 +59,7 @@ async def run_tiny_experiment(root: Path, name: str) -> list[Trial]:
             orch.add_trial(Counter, {"fail_at": 2}, stop, 0, CPU, trial_id="fails"),
         ]
         await orch.run()
+    fake.close()
     return trials
 
 
@@ -106,11 +112,10 @@ async def read(path: Path) -> ExperimentRecord | None:
         return await read_experiment(store)
 
 
-# -- a real run ------------------------------------------------------------------------
+# -- a run -------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("ray_local")
-async def test_a_real_runs_journal_reads_as_the_run_left_its_trials(tmp_path: Path) -> None:
+async def test_a_runs_journal_reads_as_the_run_left_its_trials(tmp_path: Path) -> None:
     trials = await run_tiny_experiment(tmp_path, "tiny")
     assert [t.state for t in trials] == [
         TrialState.TERMINATED,

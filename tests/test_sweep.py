@@ -1,5 +1,6 @@
-"""``Orchestrator.sweep``: search spaces over real trials, bounded concurrency, actor
-reuse, results, resume after a killed driver, and every bad input before any trial."""
+"""``Orchestrator.sweep`` on real Ray: a sweep resumes after its driver (and the Ray it
+started) was killed. The sweep's own logic runs on the fake Ray:
+``tests/engine/test_sweep_run.py``."""
 
 from __future__ import annotations
 
@@ -10,179 +11,15 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections import Counter as Tally
 from pathlib import Path
-from typing import Any
 
 import pytest
-import ray
 
-from orchestrator import ConfigError, Orchestrator, Trial, TrialState
 from orchestrator.core.journal_format import JOURNAL_KEY
-from orchestrator.search import OptunaSearch, choice, grid, sample_from, uniform
-
-from .trainables import Objective
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 ROOT = Path(__file__).resolve().parent.parent
-CPU = {"cpu": 0.25}
-
-
-def space(marks: Path, **extra: Any) -> dict[str, Any]:
-    return {"x": uniform(-1, 1), "y": uniform(-1, 1), "marks": str(marks), **extra}
-
-
-def alive_trial_actors() -> set[str]:
-    """The ids of the trial actors alive now, read from Ray's actor table."""
-    from ray._private.state import actors
-
-    return {
-        actor_id
-        for actor_id, a in actors().items()
-        if a.get("State") == "ALIVE" and "TrialActor" in str(a.get("ActorClassName", ""))
-    }
-
-
-async def test_grid_times_samples_and_the_best_trial(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="grid") as orch:
-        result = await orch.sweep(
-            Objective,
-            space(
-                tmp_path,
-                opt={"name": grid(["sgd", "adam"]), "layers": choice([2, 4])},
-                wd=sample_from(lambda cfg: cfg["x"] / 10),
-            ),
-            num_samples=3,
-            metric="loss",
-            mode="min",
-            stop={"training_iteration": 4},
-            resources=CPU,
-            seed=7,
-        )
-    assert len(result.trials) == 6
-    assert Tally(t.config["opt"]["name"] for t in result.trials) == {"sgd": 3, "adam": 3}
-    assert all(t.config["wd"] == t.config["x"] / 10 for t in result.trials)
-    assert all(t.state is TrialState.TERMINATED for t in result.trials)
-    losses = {t.id: t.last_result["loss"] for t in result.trials if t.last_result}
-    assert result.best_trial.id == min(losses, key=losses.__getitem__)
-    assert result.best_config == result.best_trial.config
-    assert result.best_result["loss"] == min(losses.values())
-    assert result.get_best("loss", "max").id == max(losses, key=losses.__getitem__)
-    frame = result.dataframe()
-    assert len(frame) == 6 and {"config/x", "config/opt/name", "loss"} <= set(frame.columns)
-    with pytest.raises(ConfigError, match="no trial reported the metric 'acc'.*loss"):
-        result.get_best("acc", "max")
-
-
-async def test_concurrency_is_bounded_and_actors_are_reused(tmp_path: Path) -> None:
-    peak = 0
-    before = await asyncio.to_thread(alive_trial_actors)  # earlier tests' may still be going
-
-    async def watch() -> None:
-        nonlocal peak
-        while True:
-            peak = max(peak, len(await asyncio.to_thread(alive_trial_actors) - before))
-            await asyncio.sleep(0.05)
-
-    async with Orchestrator(storage=tmp_path, name="bound") as orch:
-        watcher = asyncio.create_task(watch())
-        result = await orch.sweep(
-            Objective,
-            space(tmp_path, delay=0.02),
-            num_samples=10,
-            metric="loss",
-            mode="min",
-            max_concurrent_trials=2,
-            stop={"training_iteration": 5},
-            resources=CPU,
-        )
-        watcher.cancel()
-    assert len(result.trials) == 10 and all(t.state is TrialState.TERMINATED for t in result.trials)
-    assert 1 <= peak <= 2  # never more than two trial actors alive at once
-    pids = {r["pid"] for t in result.trials for r in t.results}
-    assert len(pids) <= 3  # ten trials in two reused processes (three if one was slow to go)
-
-
-async def test_without_reuse_each_trial_has_its_own_process(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="noreuse") as orch:
-        result = await orch.sweep(
-            Objective,
-            space(tmp_path),
-            num_samples=4,
-            max_concurrent_trials=2,
-            stop={"training_iteration": 2},
-            resources=CPU,
-            reuse_actors=False,
-        )
-    assert len({r["pid"] for t in result.trials for r in t.results}) == 4
-
-
-async def test_a_failed_trial_never_hands_on_its_process(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="fail") as orch:
-        result = await orch.sweep(
-            Objective,
-            {"x": grid([0.0, 1.0]), "marks": str(tmp_path), "fail_at": 2},
-            max_concurrent_trials=1,
-            stop={"training_iteration": 3},
-            resources=CPU,
-        )
-    assert all(t.state is TrialState.ERROR for t in result.trials)
-    first, second = ([r["pid"] for r in t.results] for t in result.trials)
-    assert set(first).isdisjoint(second)
-    assert len(result.errors) == 2 and "planned failure" in str(result.errors[0])
-
-
-async def test_optuna_search_drives_a_real_sweep(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="optuna") as orch:
-        result = await orch.sweep(
-            Objective,
-            space(tmp_path),
-            num_samples=6,
-            metric="loss",
-            mode="min",
-            searcher=OptunaSearch(seed=3),
-            max_concurrent_trials=2,
-            stop={"training_iteration": 3},
-            resources=CPU,
-        )
-    assert len(result.trials) == 6 and all(t.state is TrialState.TERMINATED for t in result.trials)
-    assert len(result.best_trial.results) == 3
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"space": {"lr": choice([])}}, "'lr'"),
-        ({"space": {"lr": uniform(1, 0)}}, "'lr'"),
-        ({"num_samples": 0}, "num_samples must be an int >= 1"),
-        ({"metric": "loss"}, "metric and mode together"),
-        ({"mode": "best", "metric": "loss"}, "mode must be 'min' or 'max'"),
-        ({"searcher": object()}, "searcher must be an orchestrator.search.Searcher"),
-        ({"scheduler": "asha"}, "scheduler must be an orchestrator.schedulers.Scheduler"),
-        ({"max_concurrent_trials": 0}, "max_concurrent_trials must be an int >= 1"),
-        (
-            {
-                "searcher": OptunaSearch(),
-                "space": {"g": grid([1, 2])},
-                "metric": "loss",
-                "mode": "min",
-            },
-            "grid",
-        ),
-        ({"trainable": dict}, "neither a subclass of orchestrator.Trainable"),
-        ({"resources": {"cpu": -1}}, "resource 'cpu'"),
-        ({"space": {"bad": sample_from(lambda cfg: 1 / 0)}}, "'bad'"),
-    ],
-)
-async def test_bad_sweeps_fail_before_any_trial_starts(
-    tmp_path: Path, kwargs: dict[str, Any], message: str
-) -> None:
-    call: dict[str, Any] = {"trainable": Objective, "space": {"x": uniform(0, 1)}, **kwargs}
-    async with Orchestrator(storage=tmp_path, name="bad") as orch:
-        with pytest.raises(ConfigError, match=message):
-            await orch.sweep(**call, stop={"training_iteration": 1})
-        assert all(t.iteration == 0 for t in orch.trials)
 
 
 DRIVER = textwrap.dedent(
@@ -254,28 +91,3 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> No
             assert len(setups) <= 2
     xs = [x for _state, x, _its in trials.values()]
     assert len(set(xs)) == 10  # every sample drawn once: the searcher's state was restored
-
-
-async def test_a_trial_of_a_sweep_is_an_ordinary_trial(tmp_path: Path) -> None:
-    """Hooks see sweep trials, and a request on one works as on any trial."""
-    seen: list[str] = []
-
-    class Hook:
-        async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
-            seen.append(trial.id)
-            if trial.id.endswith("00000") and result["training_iteration"] == 2:
-                await trial.stop()
-
-    async with Orchestrator(storage=tmp_path, name="hooks", hooks=[Hook()]) as orch:
-        result = await orch.sweep(
-            Objective,
-            space(tmp_path, delay=0.05),
-            num_samples=2,
-            stop={"training_iteration": 20},
-            resources=CPU,
-        )
-    first, second = result.trials
-    assert first.state is TrialState.TERMINATED and first.iteration < 20
-    assert second.iteration == 20
-    assert {first.id, second.id} <= set(seen)
-    assert ray.is_initialized()

@@ -17,7 +17,7 @@ that node gets a new one; the save that was in flight fails its trial, which res
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ray
@@ -49,15 +49,28 @@ RemotePersister: Any = ray.remote(max_concurrency=UPLOADS_PER_NODE)(  # type: ig
 )
 
 
+def _kill(actor: Any) -> None:
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # already gone, or Ray is shutting down
+        pass
+
+
 class PersisterPool:
-    """The driver's persister per node, created on first use."""
+    """The driver's persister per node, created on first use (from ``remote_class``,
+    :data:`RemotePersister` unless a test passes its fake Ray's, as it does ``kill``)."""
 
     def __init__(
         self,
         storage_uri: str,
         storage_options: Mapping[str, Any],
         runtime_env: Mapping[str, Any] | None,
+        *,
+        remote_class: Any = None,
+        kill: Callable[[Any], None] = _kill,
     ) -> None:
+        self._remote_class = RemotePersister if remote_class is None else remote_class
+        self._kill = kill
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
         self._runtime_env = dict(runtime_env) if runtime_env else None
@@ -75,7 +88,7 @@ class PersisterPool:
             }
             if self._runtime_env is not None:
                 options["runtime_env"] = self._runtime_env
-            persister = RemotePersister.options(**options).remote(
+            persister = self._remote_class.options(**options).remote(
                 self._storage_uri, self._storage_options
             )
             self._by_node[node_id] = persister
@@ -110,9 +123,6 @@ class PersisterPool:
 
     def close(self) -> None:
         for persister in self._by_node.values():
-            try:
-                ray.kill(persister, no_restart=True)
-            except Exception:  # already gone, or Ray is shutting down
-                pass
+            self._kill(persister)
         self._by_node.clear()
         self._ready.clear()

@@ -61,7 +61,12 @@ class _HostedTrial:
     """One trial inside a trial actor: its trainable, call counter and scratch space."""
 
     def __init__(
-        self, trainable_cls: type[Trainable], trial_id: str, generation: int, stop: Any
+        self,
+        trainable_cls: type[Trainable],
+        trial_id: str,
+        generation: int,
+        stop: Any,
+        scratch_parent: str,
     ) -> None:
         self.cls = trainable_cls
         self.trial_id = trial_id
@@ -74,12 +79,7 @@ class _HostedTrial:
         # A restore's download started at setup: (key, directory, its future).
         self.prefetch: tuple[str, str, Any] | None = None
         self.awaiter = _Awaiter()
-        self.scratch = os.path.join(
-            tempfile.gettempdir(),
-            "trialflow",
-            socket.gethostname(),
-            f"{trial_id}-g{generation}-{os.getpid()}",
-        )
+        self.scratch = os.path.join(scratch_parent, f"{trial_id}-g{generation}-{os.getpid()}")
 
     def restore_dir(self, checkpoint: Mapping[str, Any]) -> str:
         return os.path.join(self.scratch, f"restore_{checkpoint['iteration']:06d}")
@@ -158,6 +158,10 @@ class TrialActor:
     Trials sharing an actor share its process: one worker start-up instead of several
     (most of a short trial's cost), one storage client, and a failing ``step()`` still
     fails only its own trial; the death of the process fails them all.
+
+    Where it runs (:meth:`_where`), its node's scratch space (:meth:`_scratch_parent`)
+    and its log prefix (:meth:`_announce`) are the methods an in-process test double
+    (``tests/fakeray.py``) overrides; everything else runs as in a worker.
     """
 
     def __init__(self, storage_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -195,7 +199,7 @@ class TrialActor:
         previous = self._trials.pop(trial_id, None)
         if previous is not None:  # an earlier generation this actor hosted: replaced
             previous.release()
-        hosted = _HostedTrial(trainable_cls, trial_id, generation, stop)
+        hosted = _HostedTrial(trainable_cls, trial_id, generation, stop, self._scratch_parent())
         hosted.turn(0)
         if prefetch is not None:
             hosted.start_prefetch(self._io, prefetch)
@@ -209,8 +213,19 @@ class TrialActor:
         hosted.awaiter.call(trainable.setup, config)
         hosted.trainable = trainable
         self._trials[trial_id] = hosted
-        _announce_log_name(self._trials)
+        self._announce()
+        return self._where()
+
+    def _where(self) -> tuple[str, str]:
+        """This process's node id and host name."""
         return str(ray.get_runtime_context().get_node_id()), socket.gethostname()
+
+    def _scratch_parent(self) -> str:
+        """Where this host's trial actors keep their scratch directories."""
+        return os.path.join(tempfile.gettempdir(), "trialflow", socket.gethostname())
+
+    def _announce(self) -> None:
+        _announce_log_name(self._trials)
 
     def train(self, trial_id: str, seq: int) -> dict[str, Any]:
         return _step(self._trial(trial_id, seq))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
+    from orchestrator.engine.ray_calls import RayBackend
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.journal.writer import Journal
     from orchestrator.sweeps.driver import Sweep
@@ -49,6 +50,10 @@ class Opening:
     logger_names: tuple[str, ...]
     progress: bool
     take_over: bool
+    # The Ray the engine calls: None is Ray itself (started or joined on entry); the
+    # engine's tests pass an in-process fake (``tests/fakeray.py``), and Ray is not
+    # started at all.
+    ray_backend: RayBackend | None = None
 
 
 class Experiment:

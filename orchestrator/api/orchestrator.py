@@ -159,6 +159,9 @@ class Orchestrator:
         killed process fails (and restarts) all the trials it hosted, and their steps
         take turns in that process. The actor reserves the sum of its trials'
         resources.
+    _ray_backend:
+        Not for users: the Ray the engine calls. The engine's tests pass an in-process
+        fake (``tests/fakeray.py``); ``None`` is Ray itself.
     """
 
     def __init__(
@@ -193,6 +196,7 @@ class Orchestrator:
         log_to_driver: bool = True,
         loggers: Iterable[Any] | None = None,
         progress: bool = True,
+        _ray_backend: Any = None,
     ) -> None:
         import storage as storage_pkg
         from orchestrator.api.experiment import Experiment, Opening
@@ -245,6 +249,7 @@ class Orchestrator:
             logger_names=tuple(logger_names),
             progress=bool(progress),
             take_over=bool(take_over),
+            ray_backend=_ray_backend,
         )
         self._exp: Experiment = Experiment(self.settings, self.storage_mode, opening)
         self._opened: Opened | None = None  # while entered

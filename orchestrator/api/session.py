@@ -160,6 +160,7 @@ async def open_session(exp: Experiment) -> Session:
     from orchestrator.engine.executor import RaySettings
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
+    from orchestrator.engine.ray_calls import RAY
     from orchestrator.engine.raystart import ensure_ray
     from orchestrator.journal.existing import check_existing
     from orchestrator.journal.writer import Journal
@@ -168,7 +169,8 @@ async def open_session(exp: Experiment) -> Session:
     uri, options = opening.storage_uri, dict(opening.storage_options)
     journaled = await check_existing(uri, options, settings, mode)
     resumption = adopt_experiment(exp, journaled) if journaled is not None else None
-    owns_ray = ensure_ray(
+    backend = RAY if opening.ray_backend is None else opening.ray_backend
+    owns_ray = opening.ray_backend is None and ensure_ray(
         opening.ray_address, num_cpus=opening.num_cpus, log_to_driver=opening.log_to_driver
     )
     try:
@@ -195,7 +197,7 @@ async def open_session(exp: Experiment) -> Session:
         collector = CheckpointCollector(
             store,
             is_pinned=lambda key: dispatcher.is_pinned(key),
-            delete=delete_where_visible_fn(store, mode),
+            delete=delete_where_visible_fn(store, mode, backend),
         )
         ray = RaySettings(
             storage_uri=uri,
@@ -214,6 +216,7 @@ async def open_session(exp: Experiment) -> Session:
             hooks=hooks,
             collector=collector,
             journal=journal,
+            backend=backend,
         )
     except BaseException:  # one way back for any failure between opening and running
         loop.set_exception_handler(loop_handler)

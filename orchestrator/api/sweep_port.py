@@ -58,6 +58,9 @@ class ExperimentPort:
     def retire_idle_workers(self) -> None:
         self._dispatcher.retire_idle_workers()
 
+    async def cluster_resources(self) -> Mapping[str, float]:
+        return await self._dispatcher.cluster_resources()
+
     def touch_journal(self) -> None:
         self._exp.touch_journal()
 

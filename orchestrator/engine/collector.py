@@ -21,6 +21,7 @@ from typing import Any
 from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.spec import StorageMode
+from orchestrator.engine.ray_calls import RAY, RayBackend
 
 log = logging.getLogger("orchestrator.gc")
 
@@ -130,11 +131,12 @@ class CheckpointCollector:
 
 
 def delete_where_visible_fn(
-    store: Any, mode: StorageMode
+    store: Any, mode: StorageMode, backend: RayBackend = RAY
 ) -> Callable[[Checkpoint], Awaitable[None]]:
     """The collector's delete: with local storage the nodes may not share, a checkpoint
-    is deleted where it is visible (here, or on a live node that sees it), and one that
-    no live node sees is dropped with one log line (there is nothing a retry could do)."""
+    is deleted where it is visible (here, or on a live node of ``backend`` that sees it),
+    and one that no live node sees is dropped with one log line (there is nothing a
+    retry could do)."""
     root = store.uri
 
     async def delete(ckpt: Checkpoint) -> None:
@@ -142,12 +144,11 @@ def delete_where_visible_fn(
             await store.delete_checkpoint(ckpt.key)
             return
         from orchestrator.actor.locality import is_visible
-        from orchestrator.engine.node_local import delete_where_visible
 
         manifest = dict(ckpt.manifest) if ckpt.manifest is not None else None
         if await asyncio.to_thread(is_visible, ckpt.path, manifest):
             await store.delete_checkpoint(ckpt.key)
-        elif not await delete_where_visible(root, ckpt):
+        elif not await backend.delete_where_visible(root, ckpt):
             log.info(
                 "trial %s: checkpoint %s is visible from no live node; dropped from the "
                 "books (delete it by hand if a disk that holds it comes back)",

@@ -8,6 +8,8 @@ in place for small local checkpoints, a node's persister, or the actor itself un
 that persister is up), restores (looking for the checkpoint first with local storage),
 streams from other nodes, and stopping. Each call's ObjectRef goes into the loop's
 in-flight table (:meth:`Dispatcher.track`) with a typed payload; nothing here waits.
+Ray is reached through a :class:`~orchestrator.engine.ray_calls.RayBackend` (Ray
+itself unless a test passes its fake).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.actor.persister import PersisterPool
 from orchestrator.actor.scratch import fetch_dir
-from orchestrator.actor.trial_actor import RemoteTrialActor
 from orchestrator.core.events import (
     Action,
     Failure,
@@ -55,7 +56,7 @@ from orchestrator.engine.outcomes import (
     Upload,
     WantSpare,
 )
-from orchestrator.engine.ray_calls import actor_options, kill
+from orchestrator.engine.ray_calls import RAY, RayBackend, actor_options
 from orchestrator.engine.retiring import Retiring
 from orchestrator.engine.spares import Spares
 from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialError
@@ -113,21 +114,34 @@ class Executor:
     """Carries out actions for the loop (see the module docstring)."""
 
     def __init__(
-        self, dispatcher: Tracker, settings: RaySettings, collector: CheckpointCollector
+        self,
+        dispatcher: Tracker,
+        settings: RaySettings,
+        collector: CheckpointCollector,
+        backend: RayBackend = RAY,
     ) -> None:
         self._dispatcher = dispatcher
+        self.backend = backend
         storage_uri, storage_options = settings.storage_uri, settings.storage_options
         runtime_env = settings.runtime_env
         self.hosts = HostPool(settings.trials_per_worker)
-        self.spares = Spares(self.hosts, self.create_actor, self.trials, settings.spare_actors)
-        self.persisters = PersisterPool(storage_uri, storage_options, runtime_env)
+        self.spares = Spares(
+            self.hosts, self.create_actor, self.trials, settings.spare_actors, backend
+        )
+        self.persisters = PersisterPool(
+            storage_uri,
+            storage_options,
+            runtime_env,
+            remote_class=backend.persister,
+            kill=backend.kill,
+        )
         self._storage_uri = storage_uri
         self._storage_options = dict(storage_options)
         self._mode = settings.storage_mode
         self._collector = collector
         self._save_retry_for = settings.save_retry_for
         self._runtime_env = dict(runtime_env) if runtime_env else None
-        self.retiring = Retiring(settings.stop_grace_s, kill)
+        self.retiring = Retiring(settings.stop_grace_s, backend.kill)
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[TrialRuntime, int]] = []
@@ -210,7 +224,8 @@ class Executor:
         options = actor_options({k: v * host.capacity for k, v in host.resources.items()})
         if self._runtime_env is not None:
             options["runtime_env"] = self._runtime_env
-        return RemoteTrialActor.options(**options).remote(self._storage_uri, self._storage_options)
+        remote = self.backend.trial_actor.options(**options)
+        return remote.remote(self._storage_uri, self._storage_options)
 
     def _setup_on(self, rt: TrialRuntime, host: Host) -> None:
         generation = rt.machine.generation
@@ -326,19 +341,15 @@ class Executor:
         self._dispatcher.track_task(rt, Kind.FETCH, task, FetchPayload(item.checkpoint, staged))
 
     async def _stream_from_where_visible(self, ckpt: Any, target: str | None, staged: str) -> None:
-        # Imported here: trial workers that import this module skip them.
-        import transfer
-        from orchestrator.engine.node_local import find_visible
-
         assert ckpt.path is not None and target is not None
-        source = await find_visible(ckpt, skip=target)
+        source = await self.backend.find_visible(ckpt, target)
         if source is None:
             raise CheckpointNotVisible(
                 f"{ckpt.uri} is not visible from any live node (it was saved on host "
                 f"{ckpt.host or 'unknown'}, node {ckpt.node_id or 'unknown'})"
             )
         self.fetches += 1
-        await transfer.copy_dir(source, ckpt.path, target, staged)
+        await self.backend.copy_dir(source, ckpt.path, target, staged)
 
     def _load_streamed(self, rt: TrialRuntime, item: LoadStreamed) -> None:
         self._submit_restore(rt, item.checkpoint, item.staged)
@@ -362,11 +373,11 @@ class Executor:
             )
             rt.note("killed", rt.machine.iteration)
             self.hosts.mark_dead(host)
-            kill(actor)
+            self.backend.kill(actor)
             return
         if not action.graceful:
             if last:
-                kill(actor)
+                self.backend.kill(actor)
             else:  # the other trials it hosts carry on
                 actor.drop.remote(rt.id, action.generation)
             return
@@ -399,7 +410,7 @@ class Executor:
         host = item.host
         self.hosts.mark_dead(host)
         if not host.members and host.actor is not None:
-            kill(host.actor)
+            self.backend.kill(host.actor)
 
     def _host_died(self, rt: TrialRuntime, item: HostDied) -> None:
         if rt.host is not None:

@@ -30,7 +30,7 @@ from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.outcomes import Kind, Outcomes, Payload, Pending
-from orchestrator.engine.ray_calls import kill
+from orchestrator.engine.ray_calls import RAY, RayBackend
 from orchestrator.engine.resource_watch import ResourceWatch
 from orchestrator.errors import InvalidTransition, OrchestratorError, TrialError
 
@@ -60,7 +60,8 @@ Inbound = tuple["TrialRuntime", Event] | tuple[Pending, "Future[Any] | asyncio.F
 
 class Dispatcher:
     """The loop (see the module docstring): ``ray`` says how trials run on Ray,
-    ``uri_for`` and ``local_path_for`` name a checkpoint key's URI and local path."""
+    ``uri_for`` and ``local_path_for`` name a checkpoint key's URI and local path, and
+    ``backend`` is the Ray it calls (Ray itself; a test's fake)."""
 
     def __init__(
         self,
@@ -71,10 +72,13 @@ class Dispatcher:
         hooks: HookRunner,
         collector: CheckpointCollector,
         journal: JournalPort | None = None,
+        backend: RayBackend = RAY,
     ) -> None:
         self._trials: dict[str, TrialRuntime] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.executor = Executor(self, ray, collector)
+        self._kill = backend.kill
+        self._backend = backend
+        self.executor = Executor(self, ray, collector, backend)
         self.bookkeeper = Bookkeeper(
             trials=self._trials,
             notify=self.notify,
@@ -102,7 +106,9 @@ class Dispatcher:
         self._drain_scheduled = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._watch = ResourceWatch(self._trials, self.executor.waiting, lambda: self.running)
+        self._watch = ResourceWatch(
+            self._trials, self.executor.waiting, lambda: self.running, backend.nodes
+        )
         # Checkpoint keys to keep although no machine pins them yet: a sweep's exploit
         # of a paused trial waiting for a slot (its donor's checkpoint must stay).
         self.pins: set[str] = set()
@@ -127,10 +133,10 @@ class Dispatcher:
         """Stop every live actor and the loop. Trials keep their state and history."""
         for rt in self._trials.values():
             if rt.actor is not None:
-                kill(rt.actor)
+                self._kill(rt.actor)
                 rt.actor = rt.host = None
         for host in self.executor.hosts.take_idle(spares=True):
-            kill(host.actor)
+            self._kill(host.actor)
         self.executor.close()
         self.running = False
         if self._task is not None:
@@ -246,6 +252,10 @@ class Dispatcher:
     def retire_idle_workers(self) -> None:
         """Stop the idle workers no trial took (their reuse is over)."""
         self.executor.retire_idle()
+
+    async def cluster_resources(self) -> Mapping[str, float]:
+        """The cluster's total resources, in Ray's names (read in a thread)."""
+        return await asyncio.to_thread(self._backend.cluster_resources)
 
     def statistics(self) -> LoopStatistics:
         by_kind: dict[str, int] = collections.Counter(p.kind.value for p in self._in_flight)

@@ -1,14 +1,28 @@
 """The driver's small Ray calls: actor options from a trial's resources, what an actor
-reserves in Ray's names, and killing an actor that may already be gone."""
+reserves in Ray's names, killing an actor that may already be gone, and the one seam
+between the engine and Ray (:class:`RayBackend`).
+
+The engine reaches Ray through a :class:`RayBackend`: the remote classes it starts
+actors from, ``kill``, the cluster's resources and nodes, the two calls that stream a
+checkpoint between nodes, and the delete of a checkpoint on the nodes that see it.
+Production passes :data:`RAY` (Ray itself, these very functions: nothing is added on
+the path of a step, whose calls go to the actor handle directly); the engine's tests
+pass an in-process fake (``tests/fakeray.py``) whose actors are the real
+:class:`~orchestrator.actor.trial_actor.TrialActor` run on threads,
+so the loop, the outcomes and the executor are tested in milliseconds.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import ray
 
-__all__ = ["actor_options", "kill", "ray_demand"]
+if TYPE_CHECKING:
+    from orchestrator.core.checkpoints import Checkpoint
+
+__all__ = ["RAY", "RayBackend", "actor_options", "kill", "ray_demand"]
 
 
 def actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
@@ -47,3 +61,83 @@ def ray_demand(resources: Mapping[str, float], trials: int) -> dict[str, float]:
         demand["memory"] = float(options["memory"])
     demand.update(options.get("resources", {}))
     return {k: v for k, v in demand.items() if v > 0}
+
+
+class RayBackend(Protocol):
+    """What the engine calls Ray for (see the module docstring). ``trial_actor`` and
+    ``persister`` are remote classes (``.options(**options).remote(*args)`` gives an
+    actor handle whose methods' ``.remote(...)`` give refs with ``.future()``)."""
+
+    @property
+    def trial_actor(self) -> Any: ...
+
+    @property
+    def persister(self) -> Any: ...
+
+    def kill(self, actor: Any) -> None: ...
+
+    def available_resources(self) -> Mapping[str, float]: ...
+
+    def cluster_resources(self) -> Mapping[str, float]: ...
+
+    def nodes(self) -> Sequence[Mapping[str, Any]]: ...
+
+    async def find_visible(self, ckpt: Checkpoint, skip: str | None) -> str | None:
+        """The first live node other than ``skip`` that sees ``ckpt`` on its disk."""
+        ...
+
+    async def copy_dir(self, source: str, path: str, target: str, staged: str) -> None:
+        """Copy directory ``path`` of node ``source`` to ``staged`` on node ``target``."""
+        ...
+
+    async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
+        """Delete ``ckpt`` (of storage ``root``) on the live nodes that see it; whether
+        any did."""
+        ...
+
+
+class _Ray:
+    """Ray itself: :data:`RAY`."""
+
+    @property
+    def trial_actor(self) -> Any:
+        from orchestrator.actor.trial_actor import RemoteTrialActor
+
+        return RemoteTrialActor
+
+    @property
+    def persister(self) -> Any:
+        from orchestrator.actor.persister import RemotePersister
+
+        return RemotePersister
+
+    def kill(self, actor: Any) -> None:
+        kill(actor)
+
+    def available_resources(self) -> Mapping[str, float]:
+        return ray.available_resources()
+
+    def cluster_resources(self) -> Mapping[str, float]:
+        return ray.cluster_resources()
+
+    def nodes(self) -> Sequence[Mapping[str, Any]]:
+        return ray.nodes()  # type: ignore[no-any-return]
+
+    async def find_visible(self, ckpt: Checkpoint, skip: str | None) -> str | None:
+        from orchestrator.engine.node_local import find_visible
+
+        return await find_visible(ckpt, skip=skip)
+
+    async def copy_dir(self, source: str, path: str, target: str, staged: str) -> None:
+        import transfer  # imported here: trial workers that import the engine skip it
+
+        await transfer.copy_dir(source, path, target, staged)
+
+    async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
+        from orchestrator.engine.node_local import delete_where_visible
+
+        return await delete_where_visible(root, ckpt)
+
+
+#: Ray itself, the engine's default backend.
+RAY: RayBackend = _Ray()

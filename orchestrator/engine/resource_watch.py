@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-import ray
 
 from orchestrator.core.machine import TrialState
 from orchestrator.engine.ray_calls import ray_demand
@@ -32,15 +30,18 @@ UNPLACEABLE_REPEAT_S = 60.0
 
 class ResourceWatch:
     """Looks, every few seconds while ``is_running()``, at the trials in ``waiting``
-    (trial id -> since when its actor waits) among ``trials``."""
+    (trial id -> since when its actor waits) among ``trials``; ``nodes`` reads the
+    cluster's nodes as ``ray.nodes()`` does."""
 
     def __init__(
         self,
         trials: Mapping[str, TrialRuntime],
         waiting: dict[str, float],
         is_running: Callable[[], bool],
+        nodes: Callable[[], Sequence[Mapping[str, Any]]],
     ) -> None:
         self._trials = trials
+        self._nodes = nodes
         self._waiting = waiting
         self._is_running = is_running
         self._warned: dict[str, float] = {}
@@ -70,7 +71,7 @@ class ResourceWatch:
         loop.call_later(UNPLACEABLE_AFTER_S, self._check)
 
     async def _warn(self, trials: list[TrialRuntime]) -> None:
-        nodes = await asyncio.to_thread(ray.nodes)
+        nodes = await asyncio.to_thread(self._nodes)
         totals = [dict(n.get("Resources") or {}) for n in nodes if n.get("Alive")]
         assert self._loop is not None
         for rt in trials:

@@ -2,15 +2,17 @@
 
 A released actor runs its trial's cleanup and closes its storage before it goes, but
 user code may hang there, so every shutdown has a deadline (the experiment's
-``stop_grace_s``) after which the actor is killed anyway. The loop's timers do that
-while it runs; at exit, :meth:`Retiring.finish` waits for the shutdowns still going,
-until their deadlines, then kills every one of them, so no worker process of the
-experiment outlives it.
+``stop_grace_s``) after which the actor is killed anyway. An actor is killed as soon as
+its shutdown answers (its resources may be what a waiting trial needs), or by the
+loop's timer at the deadline; at exit, :meth:`Retiring.finish` waits for the shutdowns
+still going, until their deadlines, then kills every one of them, so no worker process
+of the experiment outlives it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +31,19 @@ class Retiring:
         loop = asyncio.get_running_loop()
         self._actors[id(actor)] = (actor, shutdown, loop.time() + self._grace_s)
         loop.call_later(self._grace_s, self.kill, actor)
+        shutdown.future().add_done_callback(functools.partial(self._answered, loop, actor))
+
+    def _answered(self, loop: asyncio.AbstractEventLoop, actor: Any, _: Any) -> None:
+        # On a Ray thread: hand over to the loop.
+        if not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._shut_down, actor)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    def _shut_down(self, actor: Any) -> None:
+        if id(actor) in self._actors:  # not killed already (its deadline, a Kill)
+            self.kill(actor)
 
     def kill(self, actor: Any) -> None:
         """It shut down (or ran out of time): it goes now."""

@@ -20,11 +20,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import ray
-
 from orchestrator.core.machine import TrialState
 from orchestrator.core.placement import Host, HostPool, ResourceKey, resource_key
-from orchestrator.engine.ray_calls import kill, ray_demand
+from orchestrator.engine.ray_calls import RAY, RayBackend, ray_demand
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -34,7 +32,8 @@ log = logging.getLogger("orchestrator.engine.loop")
 
 class Spares:
     """Keeps ``count`` started, idle actors per resource shape in ``hosts`` (see the
-    module docstring); ``create_actor`` starts one, ``trials`` lists the loop's trials."""
+    module docstring); ``create_actor`` starts one, ``trials`` lists the loop's trials,
+    ``backend`` says what the cluster has free and kills."""
 
     def __init__(
         self,
@@ -42,9 +41,11 @@ class Spares:
         create_actor: Callable[[Host], Any],
         trials: Callable[[], Iterable[TrialRuntime]],
         count: int,
+        backend: RayBackend = RAY,
     ) -> None:
         self._hosts = hosts
         self._create_actor = create_actor
+        self._backend = backend
         self._trials = trials
         self.count = count
         self._checking: set[ResourceKey] = set()
@@ -76,7 +77,7 @@ class Spares:
             if not self._wanted(host.key, waiting_ok=True):
                 self._hosts.mark_dead(host)
                 if host.actor is not None:
-                    kill(host.actor)
+                    self._backend.kill(host.actor)
 
     def _wanted(self, key: ResourceKey, *, waiting_ok: bool = False) -> bool:
         """Whether a trial of shape ``key`` may still fail, and (unless ``waiting_ok``)
@@ -95,7 +96,7 @@ class Spares:
         return wanted
 
     async def _maybe_start(self, key: ResourceKey, resources: dict[str, float]) -> None:
-        available = await asyncio.to_thread(ray.available_resources)
+        available = await asyncio.to_thread(self._backend.available_resources)
         demand = ray_demand(resources, 1)
         if not all(available.get(k, 0.0) >= v for k, v in demand.items()):
             return  # no room: a spare would only compete with trials

@@ -396,11 +396,9 @@ class Sweep:
 
     async def _cluster_fits(self) -> int:
         """How many trials the cluster's resources hold at once (at least 1)."""
-        import ray
-
         from orchestrator.engine.ray_calls import ray_demand
 
-        totals = await asyncio.to_thread(ray.cluster_resources)
+        totals = await self._port.cluster_resources()
         shape = self._options.get("resources")
         if callable(shape):  # resources by config: the last trial's shape
             shape = self._last_resources

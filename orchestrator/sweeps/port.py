@@ -62,6 +62,10 @@ class SweepPort(Protocol):
 
     def retire_idle_workers(self) -> None: ...
 
+    async def cluster_resources(self) -> Mapping[str, float]:
+        """The cluster's total resources, in Ray's names (what it can hold at once)."""
+        ...
+
     def touch_journal(self) -> None: ...
 
     def set_objective(self, metric: str, mode: str | None) -> None:

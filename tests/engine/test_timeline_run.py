@@ -1,6 +1,7 @@
-"""A trial's timeline end to end, real Ray and real processes: a crash after a rollback
-or an exploit goes on from the point the run restarted from, never from a checkpoint of
-the run it left, and those checkpoints are gone from storage when the run ends."""
+"""A trial's timeline end to end on the fake Ray: a crash after a rollback or an
+exploit goes on from the point the run restarted from, never from a checkpoint of the
+run it left, and those checkpoints are gone from storage when the run ends. (These were
+real-Ray tests, ``tests/test_timeline_ray.py``; the crash is the fake process's end.)"""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import NoCheckpointError, Orchestrator, Trial, TrialState
+from orchestrator import NoCheckpointError, Trial, TrialState
 from storage import MANIFEST_NAME, open_storage
 
-from .trainables import Tripwire, assert_failure_free_history
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..trainables import assert_failure_free_history
+from .conftest import MakeOrchestrator
+from .trainables import FakeTripwire
 
 CPU = {"cpu": 0.25}
 
@@ -31,13 +32,15 @@ def on_disk(root: Path, trial: Trial) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if (p / MANIFEST_NAME).exists())
 
 
-async def test_a_crash_after_a_rollback_goes_on_from_the_rollback_point(tmp_path: Path) -> None:
+async def test_a_crash_after_a_rollback_goes_on_from_the_rollback_point(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     """The issue's case: restore(checkpoint 20) at about 45, then the actor crashes at 25.
     It used to reload checkpoint 40 of the run it had left (history 1..24, 41..60)."""
     wire = tmp_path / "wire"
-    async with Orchestrator(storage=tmp_path, name="tl", max_failures=1) as orch:
+    async with orchestrator(storage=tmp_path, name="tl", max_failures=1) as orch:
         trial = orch.add_trial(
-            Tripwire,
+            FakeTripwire,
             {"delay": 0.05, "tripwire": str(wire), "trip_at": 25},
             stop={"training_iteration": 60},
             checkpoint_every=10,
@@ -65,19 +68,21 @@ async def test_a_crash_after_a_rollback_goes_on_from_the_rollback_point(tmp_path
     assert "checkpoint_000030.1" in names and "checkpoint_000030" not in names
 
 
-async def test_a_crash_after_an_exploit_restores_the_state_it_took_over(tmp_path: Path) -> None:
+async def test_a_crash_after_an_exploit_restores_the_state_it_took_over(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     """PBT's exploit is ``restore(donor's checkpoint, config=...)``. A crash before the
     clone saves again restores the donor's checkpoint (it used to restore the clone's
     own newest, the state it had been told to give up); the clone's retention later lets
     go of the donor's checkpoint without deleting it."""
     wire = tmp_path / "wire"
-    async with Orchestrator(storage=tmp_path, name="ex", max_failures=1) as orch:
+    async with orchestrator(storage=tmp_path, name="ex", max_failures=1) as orch:
         donor = orch.add_trial(
-            Tripwire, stop={"training_iteration": 30}, checkpoint_every=10, resources=CPU
+            FakeTripwire, stop={"training_iteration": 30}, checkpoint_every=10, resources=CPU
         )
         config = {"delay": 0.05, "tripwire": str(wire), "trip_at": 25}
         clone = orch.add_trial(
-            Tripwire,
+            FakeTripwire,
             config,
             stop={"training_iteration": 60},
             checkpoint_every=10,
@@ -103,12 +108,14 @@ async def test_a_crash_after_an_exploit_restores_the_state_it_took_over(tmp_path
     assert [c.iteration for c in clone.checkpoints] == [60]
 
 
-async def test_a_resumed_driver_deletes_checkpoints_no_timeline_holds(tmp_path: Path) -> None:
+async def test_a_resumed_driver_deletes_checkpoints_no_timeline_holds(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     """A driver that dies after journaling a rollback, before its deletes ran, leaves the
     abandoned run's checkpoints in storage: the next driver deletes them on entering."""
-    async with Orchestrator(storage=tmp_path, name="rs") as orch:
+    async with orchestrator(storage=tmp_path, name="rs") as orch:
         trial = orch.add_trial(
-            Tripwire, stop={"training_iteration": 20}, checkpoint_every=10, resources=CPU
+            FakeTripwire, stop={"training_iteration": 20}, checkpoint_every=10, resources=CPU
         )
         await orch.run()
     abandoned = tmp_path / "abandoned"
@@ -117,7 +124,7 @@ async def test_a_resumed_driver_deletes_checkpoints_no_timeline_holds(tmp_path: 
     async with open_storage(tmp_path / "rs") as store:
         await store.put_checkpoint(abandoned, f"{trial.id}/checkpoint_000030")
     assert on_disk(tmp_path / "rs", trial) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
-    async with Orchestrator(storage=tmp_path, name="rs", resume=True) as orch:
+    async with orchestrator(storage=tmp_path, name="rs", resume=True) as orch:
         (resumed,) = orch.trials
         assert [c.iteration for c in resumed.checkpoints] == [10, 20]
     assert on_disk(tmp_path / "rs", trial) == ["checkpoint_000010", "checkpoint_000020"]

@@ -1,6 +1,6 @@
 """Adaptive result buffering, the default: a call runs short steps back to back for
 about a time slice, a long step returns alone, and nothing about a trial's history,
-checkpoints or stop depends on it."""
+checkpoints or stop depends on it. On the fake Ray: the slices are the real actor's."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator import Trial, TrialState
 from orchestrator.core.spec import ADAPTIVE_SLICE_S
 
-from .trainables import Counter
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..trainables import Counter
+from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 
@@ -31,8 +30,10 @@ class Arrivals:
         self.at.setdefault(trial.id, []).append(time.monotonic())
 
 
-async def test_short_steps_come_in_batches_and_a_long_step_alone(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="slice", progress=False) as orch:
+async def test_short_steps_come_in_batches_and_a_long_step_alone(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    async with orchestrator(storage=tmp_path, name="slice", progress=False) as orch:
         short = orch.add_trial(Counter, stop={"training_iteration": 400}, resources=CPU)
         long = orch.add_trial(
             Counter, {"delay": 0.5}, stop={"training_iteration": 4}, resources=CPU
@@ -47,9 +48,11 @@ async def test_short_steps_come_in_batches_and_a_long_step_alone(tmp_path: Path)
     assert all(s >= 0.5 > ADAPTIVE_SLICE_S for s in starts)
 
 
-async def test_a_long_step_is_reported_as_soon_as_it_ends(tmp_path: Path) -> None:
+async def test_a_long_step_is_reported_as_soon_as_it_ends(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     arrivals = Arrivals()
-    async with Orchestrator(
+    async with orchestrator(
         storage=tmp_path, name="alone", hooks=[arrivals], progress=False
     ) as orch:
         trial = orch.add_trial(
@@ -63,11 +66,11 @@ async def test_a_long_step_is_reported_as_soon_as_it_ends(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("stop", [{"training_iteration": 137}, {"count": 91}])
 async def test_histories_and_checkpoints_equal_one_step_per_call(
-    tmp_path: Path, stop: dict[str, int]
+    tmp_path: Path, stop: dict[str, int], orchestrator: MakeOrchestrator
 ) -> None:
     outcomes = []
     for buffer in (None, 1):
-        async with Orchestrator(
+        async with orchestrator(
             storage=tmp_path, name=f"exact-{buffer}", result_buffer=buffer, progress=False
         ) as orch:
             trial = orch.add_trial(Counter, stop=stop, checkpoint_every=7, resources=CPU)
@@ -83,8 +86,10 @@ async def test_histories_and_checkpoints_equal_one_step_per_call(
     assert outcomes[0] == outcomes[1]
 
 
-async def test_a_stop_lands_within_about_a_slice(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="lag", progress=False) as orch:
+async def test_a_stop_lands_within_about_a_slice(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    async with orchestrator(storage=tmp_path, name="lag", progress=False) as orch:
         trial = orch.add_trial(Counter, stop={"training_iteration": 10**7}, resources=CPU)
         runner = asyncio.create_task(orch.run())
         while trial.iteration < 500:
@@ -97,10 +102,12 @@ async def test_a_stop_lands_within_about_a_slice(tmp_path: Path) -> None:
     assert lag < 2.0  # the call in flight (about 20 ms of steps), then the stop itself
 
 
-async def test_the_steps_before_a_failing_one_in_a_batch_are_kept(tmp_path: Path) -> None:
+async def test_the_steps_before_a_failing_one_in_a_batch_are_kept(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     """A buffered call whose fifth step raises: the four before it are results, as one
     step per call would have made them; the error fails the trial after them."""
-    async with Orchestrator(storage=tmp_path, name="fails", progress=False) as orch:
+    async with orchestrator(storage=tmp_path, name="fails", progress=False) as orch:
         trial = orch.add_trial(
             Counter, {"fail_at": 5}, stop={"training_iteration": 50}, resources=CPU
         )
