@@ -477,3 +477,38 @@ def test_stop_actor_after_failure_is_not_graceful() -> None:
     actions = m.handle(Failure(m.generation, RuntimeError("x"), actor_died=True))
     stop = next(a for a in actions if isinstance(a, StopActor))
     assert stop.graceful is False
+
+
+@pytest.mark.parametrize(
+    "stop", [{"training_iteration": 3}, {"acc": 0.9}], ids=["iterations", "a metric"]
+)
+def test_a_run_restarted_where_its_stop_criterion_holds_trains_no_further(
+    stop: dict[str, float],
+) -> None:
+    """A driver killed between a trial's last checkpoint and its end: resumed, the trial
+    restores that checkpoint and ends there, not one step past its criterion."""
+    last = ckpt(3, training_iteration=3, acc=0.95)
+    m = TrialMachine.resumed(
+        "t",
+        TrialPolicy(checkpoint_every=1, judge=StopJudge(StopCondition("t", stop))),
+        state=TrialState.RUNNING,  # as the killed driver's journal left it
+        checkpoints=[ckpt(2, training_iteration=2, acc=0.8), last],
+        num_failures=0,
+        iteration=3,
+        error=None,
+    )
+    m.handle(Launch())
+    assert kinds(m.handle(ActorReady(m.generation))) == ["Restore"]
+    actions = m.handle(RestoreDone(m.generation, last))
+    assert "Train" not in kinds(actions) and "Save" not in kinds(actions)
+    assert m.state is TrialState.TERMINATED and m.iteration == 3
+
+
+def test_a_run_restarted_before_its_stop_criterion_holds_goes_on() -> None:
+    early = ckpt(2, training_iteration=2, acc=0.8)
+    m = running(checkpoint_every=1, stop={"training_iteration": 3, "acc": 0.9})
+    m.handle(Decided(RestoreFrom("t", early)))
+    result(m, training_iteration=1)
+    m.handle(SaveDone(m.generation, ckpt(1)))
+    actions = m.handle(RestoreDone(m.generation, early))
+    assert "Train" in kinds(actions) and m.state is TrialState.RUNNING

@@ -90,3 +90,12 @@ class NoJudge:
 
     def next_decision_at(self, iteration: int) -> int | None:
         return None
+
+
+def stop_already_met(judge: Judge, result: Mapping[str, Any]) -> bool:
+    """Whether the trial's stop criterion's thresholds hold on ``result``, a checkpoint's
+    metrics: a run restarted there has nothing left to do. Only thresholds are asked: a
+    stop function or a scheduler may keep state that a result seen twice would corrupt."""
+    if isinstance(judge, Judges):
+        return any(stop_already_met(j, result) for j in judge.judges)
+    return isinstance(judge, StopJudge) and judge.stop.thresholds_met(result)

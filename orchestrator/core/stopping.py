@@ -63,6 +63,12 @@ class StopCondition:
         """The result keys the thresholds read (``training_iteration`` is always there)."""
         return tuple(k for k, _ in self.thresholds if k != "training_iteration")
 
+    def thresholds_met(self, result: Mapping[str, Any]) -> bool:
+        """Whether a threshold holds on ``result``, without asking the stop function:
+        safe on a result seen before (a checkpoint's), where a stateful function (a
+        plateau stopper) would count it twice."""
+        return any(_at_least(result.get(key), threshold) for key, threshold in self.thresholds)
+
     def __call__(self, result: Mapping[str, Any]) -> bool:
         for key, threshold in self.thresholds:
             value = result.get(key)
@@ -80,3 +86,8 @@ class StopCondition:
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         self.trial_id, self.thresholds, self.predicate = state
+
+
+def _at_least(value: Any, threshold: float) -> bool:
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return real and float(value) >= threshold

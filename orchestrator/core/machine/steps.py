@@ -25,6 +25,7 @@ from orchestrator.core.events import (
     Train,
     WaitForHooks,
 )
+from orchestrator.core.judge import stop_already_met
 from orchestrator.core.machine.record import TrialRecord
 from orchestrator.core.machine.states import Intent, TrialState
 from orchestrator.errors import InvalidTransition, TrialError
@@ -153,6 +154,9 @@ class TrialSteps(TrialRecord):
         actions: list[Action] = [RunStarted(self.iteration), *self._start_timeline(ckpt)]
         if ckpt is not None:
             actions.append(Notify("on_trial_restore", (ckpt,)))
+            reached = {**ckpt.metrics, "training_iteration": ckpt.iteration}
+            if self.intent is None and stop_already_met(self.policy.judge, reached):
+                self._want(Intent.STOP)  # e.g. its driver died between this save and its end
         return actions + self._proceed()
 
     def _proceed(self) -> list[Action]:
