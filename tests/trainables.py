@@ -38,6 +38,8 @@ def kill_worker(pid: int) -> None:
         title = " ".join(psutil.Process(pid).cmdline())
     except psutil.NoSuchProcess:
         raise ProcessLookupError(pid) from None
+    if not title:  # exiting: a zombie has no command line any more
+        raise ProcessLookupError(pid)
     agent = title.startswith(("ray::DashboardAgent", "ray::RuntimeEnv"))
     if agent or not title.startswith("ray::"):
         raise AssertionError(f"refusing to kill pid {pid}: not a Ray worker ({title[:120]!r})")

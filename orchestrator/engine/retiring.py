@@ -30,19 +30,20 @@ class Retiring:
         """``actor`` is shutting down (``shutdown``: the ref of its last call)."""
         loop = asyncio.get_running_loop()
         self._actors[id(actor)] = (actor, shutdown, loop.time() + self._grace_s)
-        loop.call_later(self._grace_s, self.kill, actor)
+        # The deadline's timer outlives this executor: it kills only an actor still here.
+        loop.call_later(self._grace_s, self._kill_if_here, actor)
         shutdown.future().add_done_callback(functools.partial(self._answered, loop, actor))
 
     def _answered(self, loop: asyncio.AbstractEventLoop, actor: Any, _: Any) -> None:
         # On a Ray thread: hand over to the loop.
         if not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(self._shut_down, actor)
+                loop.call_soon_threadsafe(self._kill_if_here, actor)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
-    def _shut_down(self, actor: Any) -> None:
-        if id(actor) in self._actors:  # not killed already (its deadline, a Kill)
+    def _kill_if_here(self, actor: Any) -> None:
+        if id(actor) in self._actors:  # not killed already (its deadline, a Kill, the exit)
             self.kill(actor)
 
     def kill(self, actor: Any) -> None:
