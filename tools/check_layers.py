@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tune",),
     ("cli", "__main__"),
     # The package's face and the names old journals' pickles hold: re-exports only.
-    ("__init__", "stopping", "function", "trainable", "demo_model", "demo"),
+    ("__init__", "stopping", "function", "trainable", "demo_model"),
 ]
 #: Layers that must stay sans-IO: no Ray, no asyncio (nor what wraps them).
 SANS_IO = ("core", "search", "schedulers")
