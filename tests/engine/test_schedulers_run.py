@@ -84,13 +84,15 @@ async def test_a_resumed_sweeps_trials_are_judged_by_its_scheduler(
 ) -> None:
     """A sweep left while its first trials ran: the same call after resume=True claims
     them (adopted from the journal when the experiment was entered, before the call) and
-    ASHA judges them again: every trial ends at a rung, none runs on to its criterion."""
+    ASHA judges them again: every trial ends at a rung, none runs on to its criterion.
+    Steps of a second until the resume: the first sweep cannot end before it is left,
+    however late a loaded machine lets the test look."""
     fast, storage = tmp_path / "fast", tmp_path / "store"
 
     def sweep(orch: Orchestrator) -> Any:
         return orch.sweep(
             FakeCurve,
-            {"plateau": grid(BEST_FIRST), "delay": 0.2, "fast_after": str(fast)},
+            {"plateau": grid(BEST_FIRST), "delay": 1.0, "fast_after": str(fast)},
             metric="acc",
             mode="max",
             scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
