@@ -14,38 +14,10 @@ import pytest
 
 from orchestrator import Orchestrator, Trial, TrialState
 
+from .hooks import Timeline
 from .trainables import Counter, Recorder, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-class Timeline:
-    """Each trial's hook events in order: its checkpoints, failures and restores."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, list[tuple[str, int]]] = {}
-
-    def _add(self, trial: Trial, kind: str, iteration: int) -> None:
-        self.events.setdefault(trial.id, []).append((kind, iteration))
-
-    def on_checkpoint(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "checkpoint", checkpoint.iteration)
-
-    def on_trial_error(self, trial: Trial, error: BaseException) -> None:
-        self._add(trial, "error", -1)
-
-    def on_trial_restore(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "restore", checkpoint.iteration)
-
-    def restored_from_newest(self, trial_id: str) -> bool:
-        """Whether every restore loaded the newest checkpoint persisted before it."""
-        newest, ok = 0, True
-        for kind, iteration in self.events.get(trial_id, []):
-            if kind == "checkpoint":
-                newest = max(newest, iteration)
-            elif kind == "restore":
-                ok = ok and iteration == newest
-        return ok
 
 
 @pytest.mark.cluster

@@ -20,17 +20,10 @@ from storage import MANIFEST_NAME
 
 from ..conftest import HEAD_CPUS
 from ..fakeray import FakeRay
+from ..hooks import Timeline, wait_for
 from ..trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeRecorder
-
-
-async def wait_for(predicate: Any, timeout: float = 60) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def test_chaos_kills_random_actors_ten_times_a_second(
@@ -151,13 +144,13 @@ async def test_a_restart_goes_to_the_spare_which_is_then_replaced(
         runner = asyncio.create_task(orch.run())
         spares = orch._dispatcher.executor.spares  # type: ignore[union-attr]
         hosts = orch._dispatcher.executor.hosts  # type: ignore[union-attr]
-        await wait_for(lambda: spares.started == 1 and trial.checkpoints)
+        await wait_for(lambda: spares.started == 1 and trial.checkpoints, every=0.02)
         (spare,) = hosts.spares()
         assert trial.last_result is not None
         fake_ray.kill_worker(trial.last_result["pid"])
-        await wait_for(lambda: spares.used == 1)
+        await wait_for(lambda: spares.used == 1, every=0.02)
         assert trial.actor is spare.actor  # the restart went to the warm actor
-        await wait_for(lambda: spares.started == 2)  # and a new spare started
+        await wait_for(lambda: spares.started == 2, every=0.02)  # and a new spare started
         await asyncio.wait_for(runner, 120)
         left = hosts.spares()
     assert trial.state is TrialState.TERMINATED and trial.num_failures == 1
@@ -264,35 +257,6 @@ async def test_killing_a_shared_process_restores_each_of_its_trials(
     assert 1 <= len(after) <= 2, after
 
 
-class Timeline:
-    """Each trial's hook events in order: its checkpoints, failures and restores."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, list[tuple[str, int]]] = {}
-
-    def _add(self, trial: Trial, kind: str, iteration: int) -> None:
-        self.events.setdefault(trial.id, []).append((kind, iteration))
-
-    def on_checkpoint(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "checkpoint", checkpoint.iteration)
-
-    def on_trial_error(self, trial: Trial, error: BaseException) -> None:
-        self._add(trial, "error", -1)
-
-    def on_trial_restore(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "restore", checkpoint.iteration)
-
-    def restored_from_newest(self, trial_id: str) -> bool:
-        """Whether every restore loaded the newest checkpoint persisted before it."""
-        newest, ok = 0, True
-        for kind, iteration in self.events.get(trial_id, []):
-            if kind == "checkpoint":
-                newest = max(newest, iteration)
-            elif kind == "restore":
-                ok = ok and iteration == newest
-        return ok
-
-
 async def test_node_loss_moves_trials_to_the_surviving_node(
     tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
 ) -> None:
@@ -315,7 +279,7 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
             for _ in range(6)
         ]
         runner = asyncio.create_task(orch.run())
-        await wait_for(lambda: all(t.iteration >= 10 for t in trials))
+        await wait_for(lambda: all(t.iteration >= 10 for t in trials), every=0.02)
         by_node: dict[str, list[Trial]] = {}
         for trial in trials:
             assert trial.node_id is not None
