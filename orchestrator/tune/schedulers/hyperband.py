@@ -13,4 +13,3 @@ class HyperBandScheduler(TuneScheduler, HyperBand):
     """HyperBand with Tune's arguments: ``time_attr`` ("training_iteration"), ``metric``,
     ``mode``, ``max_t`` (81), ``reduction_factor`` (3), ``stop_last_trials`` (True),
     which are trialflow's HyperBand's own (its ``__init__`` serves unchanged)."""
-
