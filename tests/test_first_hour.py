@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator import ConfigError, Orchestrator, Trainable, Trial, TrialState
 
-from .hooks import wait_for
+from .observe import wait_for
 from .trainables import Counter
 
 pytestmark = pytest.mark.usefixtures("ray_local")

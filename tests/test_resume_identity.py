@@ -17,17 +17,13 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 from orchestrator.search import RandomSearch, uniform
 
-from .trainables import Objective, Recorder
+from .trainables import Objective, Recorder, setups
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 CPU = {"cpu": 0.25}
 SHORT: dict[str, Any] = {"stop": {"training_iteration": 3}, "checkpoint_every": 1, "resources": CPU}
 """The options of the trials that finish in the first run (all but the paused one)."""
-
-
-def setups(marks: Path) -> dict[str, str]:
-    return {p.name.removesuffix(".setups"): p.read_text() for p in marks.glob("*.setups")}
 
 
 def journaled_ids(storage: Path, name: str) -> list[str]:

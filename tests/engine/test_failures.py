@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 
 from orchestrator import Trial, TrialState
-from storage import MANIFEST_NAME
 
 from ..conftest import HEAD_CPUS
 from ..fakeray import FakeRay
-from ..hooks import Timeline, wait_for
+from ..observe import Timeline, assert_moved_whole, busiest_node, committed, wait_for
 from ..trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeRecorder
@@ -84,10 +83,7 @@ async def test_gc_keeps_exactly_the_best_and_newest(
     # scores (count % 7) at 2,4..20: 2,4,6,1,3,5,0,2,4,6 -> best: 6 (at 20 and 6); newest 20
     for trial in trials:
         assert [c.iteration for c in trial.checkpoints] == [6, 20]
-        on_disk = sorted(
-            p.name for p in (tmp_path / "gc" / trial.id).iterdir() if (p / MANIFEST_NAME).exists()
-        )
-        assert on_disk == ["checkpoint_000006", "checkpoint_000020"]
+        assert committed(tmp_path / "gc", trial) == ["checkpoint_000006", "checkpoint_000020"]
 
 
 async def test_corrupted_checkpoint_falls_back_to_the_previous_one(
@@ -280,24 +276,9 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
         ]
         runner = asyncio.create_task(orch.run())
         await wait_for(lambda: all(t.iteration >= 10 for t in trials), every=0.02)
-        by_node: dict[str, list[Trial]] = {}
-        for trial in trials:
-            assert trial.node_id is not None
-            by_node.setdefault(trial.node_id, []).append(trial)
-        doomed = max(nodes, key=lambda n: len(by_node.get(n.node_id, [])))
-        survivor = next(n for n in nodes if n is not doomed)
-        moved = by_node.get(doomed.node_id, [])
-        assert moved
+        doomed, survivor, moved = busiest_node(trials, nodes)
         fake_ray.kill_node(doomed.name)
         await asyncio.wait_for(runner, timeout=120)
         fetches = orch.statistics().loop.fetches
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, 80)
-        assert trial.node_id == survivor.node_id
-    for trial in moved:
-        assert trial.num_failures >= 1
-        restores = [i for kind, i in timeline.events[trial.id] if kind == "restore"]
-        assert restores and min(restores) >= 5  # from a checkpoint, not from scratch
-        assert timeline.restored_from_newest(trial.id), timeline.events[trial.id]
+    assert_moved_whole(trials, moved, survivor.node_id, timeline, 80)
     assert fetches == 0

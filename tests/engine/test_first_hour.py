@@ -15,7 +15,7 @@ import pytest
 from orchestrator import TrialState
 
 from ..fakeray import FakeRay
-from ..hooks import wait_for
+from ..observe import wait_for
 from ..trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeRecorder
