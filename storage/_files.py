@@ -169,8 +169,11 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+def write_temp_sibling(path: str, data: bytes, *, fsync: bool) -> str:
+    """Write ``data`` whole to a new temporary sibling of ``path`` (creating the
+    directory) and return its name, for the caller to rename or link into place; on a
+    failure nothing is left behind."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = temp_sibling(path)
     try:
         with open(tmp, "wb") as f:
@@ -178,6 +181,15 @@ def atomic_write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
+    tmp = write_temp_sibling(path, data, fsync=fsync)
+    try:
         os.replace(tmp, path)
     except BaseException:
         remove_quietly(tmp)
@@ -188,15 +200,7 @@ def atomic_write_bytes(path: str, data: bytes, *, fsync: bool) -> None:
 
 def write_file(path: str, data: bytes) -> None:
     """Write a whole file via a temporary sibling, creating its directory."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = temp_sibling(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        remove_quietly(tmp)
-        raise
+    atomic_write_bytes(path, data, fsync=False)
 
 
 def copy_hashed(src: str, dst: str, *, fsync: bool, stop: threading.Event | None = None) -> Digest:

@@ -26,7 +26,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-from ._files import atomic_write_bytes, fsync_dir, remove_quietly, temp_sibling
+from ._files import atomic_write_bytes, fsync_dir, remove_quietly, write_temp_sibling
 from .keys import RESERVED_PREFIX
 
 __all__ = ["create_exclusive", "delete_if", "lock_name", "read_versioned", "replace_if"]
@@ -47,28 +47,20 @@ def lock_name(name: str) -> str:
 
 def create_exclusive(path: str, data: bytes, *, fsync: bool) -> str | None:
     """Write ``data`` to ``path`` only if no file is there; its version, or None."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    tmp = temp_sibling(path)
+    tmp = write_temp_sibling(path, data, fsync=fsync)
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            if os.stat(tmp).st_nlink < 2:
-                return None
-        except OSError as err:
-            if err.errno not in _NO_LINKS:
-                raise
-            return _create_excl(path, data, fsync=fsync)
+        os.link(tmp, path)
+    except FileExistsError:
+        if os.stat(tmp).st_nlink < 2:
+            return None
+    except OSError as err:
+        if err.errno not in _NO_LINKS:
+            raise
+        return _create_excl(path, data, fsync=fsync)
     finally:
         remove_quietly(tmp)
     if fsync:
-        fsync_dir(directory)
+        fsync_dir(os.path.dirname(path))
     return version_of(data)
 
 

@@ -25,7 +25,7 @@ from storage import open_storage
 from .fakeray import FakeRay
 from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from .test_cli_inspect import table
-from .trainables import Recorder
+from .trainables import Recorder, setups
 
 NAME = "exp"
 CPU = {"cpu": 0.25}
@@ -88,10 +88,6 @@ def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(orchestrator.engine.raystart, "ensure_ray", refuse)
     return tried
-
-
-def setups(marks: Path) -> dict[str, str]:
-    return {p.name.removesuffix(".setups"): p.read_text() for p in marks.glob("*.setups")}
 
 
 async def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

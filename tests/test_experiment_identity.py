@@ -12,13 +12,10 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import ConfigError, ExperimentExists, ExperimentNotFound
 
+from .observe import snapshot
 from .trainables import Counter
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 async def run_two_trials(storage: Path, **options: object) -> list[str]:

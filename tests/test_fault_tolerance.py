@@ -12,40 +12,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator import Orchestrator, TrialState
 
+from .observe import Timeline, assert_moved_whole, busiest_node, wait_for
 from .trainables import Counter, Recorder, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-class Timeline:
-    """Each trial's hook events in order: its checkpoints, failures and restores."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, list[tuple[str, int]]] = {}
-
-    def _add(self, trial: Trial, kind: str, iteration: int) -> None:
-        self.events.setdefault(trial.id, []).append((kind, iteration))
-
-    def on_checkpoint(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "checkpoint", checkpoint.iteration)
-
-    def on_trial_error(self, trial: Trial, error: BaseException) -> None:
-        self._add(trial, "error", -1)
-
-    def on_trial_restore(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "restore", checkpoint.iteration)
-
-    def restored_from_newest(self, trial_id: str) -> bool:
-        """Whether every restore loaded the newest checkpoint persisted before it."""
-        newest, ok = 0, True
-        for kind, iteration in self.events.get(trial_id, []):
-            if kind == "checkpoint":
-                newest = max(newest, iteration)
-            elif kind == "restore":
-                ok = ok and iteration == newest
-        return ok
 
 
 @pytest.mark.cluster
@@ -71,28 +43,12 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
             for _ in range(6)
         ]
         runner = asyncio.create_task(orch.run())
-        while not all(t.iteration >= 10 for t in trials):
-            await asyncio.sleep(0.05)
-        by_node: dict[str, list[Trial]] = {}
-        for trial in trials:
-            assert trial.node_id is not None
-            by_node.setdefault(trial.node_id, []).append(trial)
-        doomed = max(nodes, key=lambda n: len(by_node.get(n.node_id, [])))
-        survivor = next(n for n in nodes if n is not doomed)
-        moved = by_node.get(doomed.node_id, [])
-        assert moved
+        await wait_for(lambda: all(t.iteration >= 10 for t in trials))
+        doomed, survivor, moved = busiest_node(trials, nodes)
         ray_cluster.remove_node(doomed, allow_graceful=False)
         await asyncio.wait_for(runner, timeout=120)
         fetches = orch.statistics().loop.fetches
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, 80)
-        assert trial.node_id == survivor.node_id
-    for trial in moved:
-        assert trial.num_failures >= 1
-        restores = [i for kind, i in timeline.events[trial.id] if kind == "restore"]
-        assert restores and min(restores) >= 5  # from a checkpoint, not from scratch
-        assert timeline.restored_from_newest(trial.id), timeline.events[trial.id]
+    assert_moved_whole(trials, moved, survivor.node_id, timeline, 80)
     assert fetches == 0
 
 

@@ -16,19 +16,12 @@ import pytest
 
 from orchestrator import ConfigError, Orchestrator, Trainable, Trial, TrialState
 
+from .observe import wait_for
 from .trainables import Counter
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 CPU = {"cpu": 0.25}
-
-
-async def wait_for(predicate: Any, timeout: float = 60) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 def test_a_config_value_that_cannot_reach_a_worker_is_named(tmp_path: Path) -> None:

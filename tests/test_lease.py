@@ -32,6 +32,8 @@ from orchestrator.core.lease_record import (
     same_process_space,
 )
 
+from .observe import snapshot
+
 ME = Holder("box", 100, "alice", "mine", boot_id="b1", pid_ns="pid:[1]", started="500")
 OTHER = Holder("box", 200, "bob", "theirs", boot_id="b1", pid_ns="pid:[1]", started="700")
 
@@ -259,10 +261,6 @@ def test_the_ttl_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TTL_ENV, "2.5")
     assert lease_ttl() == 2.5
     assert json.loads(record().to_json())["ttl"] == 30.0
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 def an_experiment(storage: Path) -> Path:

@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from orchestrator import Checkpoint, Orchestrator, Trial, TrialState
 from orchestrator.actor.locality import HIDDEN_ROOT_ENV, is_visible
 
+from .observe import wait_for
 from .trainables import Recorder, assert_failure_free_history, kill_worker
 
 pytestmark = [pytest.mark.usefixtures("ray_local")]
@@ -33,14 +34,6 @@ class Blocker:
 
     def ready(self) -> bool:
         return True
-
-
-async def wait_for(predicate: Any, timeout: float = 60) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 class Restores:

@@ -5,7 +5,6 @@ strict, standard parsers accept."""
 from __future__ import annotations
 
 import io
-import json
 import logging
 import math
 from pathlib import Path
@@ -25,15 +24,7 @@ from orchestrator.views.plotting import _best as plot_best
 from orchestrator.views.progress import ProgressReporter
 
 from .loggers.fakes import FakeTrial
-
-
-def strict_loads(text: str | bytes) -> Any:
-    """``json.loads`` that refuses NaN, Infinity and -Infinity, as standard JSON does."""
-
-    def refuse(constant: str) -> Any:
-        raise ValueError(f"not standard JSON: {constant}")
-
-    return json.loads(text, parse_constant=refuse)
+from .observe import strict_loads
 
 
 def test_a_non_finite_value_is_kept_and_warned_about_once_per_trial_and_key(

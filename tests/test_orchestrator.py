@@ -19,16 +19,12 @@ import ray
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME
 
+from .observe import committed
 from .trainables import Counter, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 CPU = {"cpu": 0.25}
-
-
-def committed(root: Path, trial: Trial) -> list[str]:
-    tdir = root / trial.id
-    return sorted(p.name for p in tdir.iterdir() if (p / MANIFEST_NAME).exists())
 
 
 async def test_a_killed_actor_restores_what_its_nodes_uploader_persisted(tmp_path: Path) -> None:

@@ -17,15 +17,13 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 from orchestrator.search import RandomSearch, uniform
 
-from .trainables import Objective, Recorder
+from .trainables import Objective, Recorder, setups
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 CPU = {"cpu": 0.25}
-
-
-def setups(marks: Path) -> dict[str, str]:
-    return {p.name.removesuffix(".setups"): p.read_text() for p in marks.glob("*.setups")}
+SHORT: dict[str, Any] = {"stop": {"training_iteration": 3}, "checkpoint_every": 1, "resources": CPU}
+"""The options of the trials that finish in the first run (all but the paused one)."""
 
 
 def journaled_ids(storage: Path, name: str) -> list[str]:
@@ -36,27 +34,10 @@ def journaled_ids(storage: Path, name: str) -> list[str]:
 async def first_run(storage: Path, marks: Path) -> dict[str, Trial]:
     """Two trials of one config (generated ids), one named, one paused midway."""
     async with Orchestrator(storage=storage, name="script", progress=False) as orch:
-        first = orch.add_trial(
-            Recorder,
-            {"rate": 1, "marks": str(marks)},
-            stop={"training_iteration": 3},
-            checkpoint_every=1,
-            resources=CPU,
-        )
-        twin = orch.add_trial(
-            Recorder,
-            {"rate": 1, "marks": str(marks)},
-            stop={"training_iteration": 3},
-            checkpoint_every=1,
-            resources=CPU,
-        )
+        first = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
+        twin = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
         named = orch.add_trial(
-            Recorder,
-            {"rate": 2, "marks": str(marks)},
-            stop={"training_iteration": 3},
-            checkpoint_every=1,
-            resources=CPU,
-            trial_id="named",
+            Recorder, {"rate": 2, "marks": str(marks)}, trial_id="named", **SHORT
         )
         paused = orch.add_trial(
             Recorder,
@@ -85,15 +66,14 @@ async def test_rerunning_the_script_with_resume_adopts_its_trials(
     ran = setups(marks)
 
     orch = Orchestrator(storage=storage, name="script", resume=True, progress=False)
-    common = {"stop": {"training_iteration": 3}, "checkpoint_every": 1, "resources": CPU}
     # Added before entering: adopted when the journal is read...
-    first = orch.add_trial(Recorder, {"marks": str(marks), "rate": 1}, **common)  # key order
-    named = orch.add_trial(Recorder, {"rate": 2, "marks": str(marks)}, trial_id="named", **common)
+    first = orch.add_trial(Recorder, {"marks": str(marks), "rate": 1}, **SHORT)  # key order
+    named = orch.add_trial(Recorder, {"rate": 2, "marks": str(marks)}, trial_id="named", **SHORT)
     with caplog.at_level(logging.WARNING, logger="orchestrator"):
         async with orch:
             assert first.id == before["first"].id and named.id == "named"
             # ...and inside, at the call.
-            twin = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **common)
+            twin = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
             paused = orch.add_trial(
                 Recorder,
                 {"rate": 3, "marks": str(marks), "delay": 0.05},
@@ -101,12 +81,12 @@ async def test_rerunning_the_script_with_resume_adopts_its_trials(
                 checkpoint_every=1,
                 resources=CPU,
             )
-            new = orch.add_trial(Recorder, {"rate": 4, "marks": str(marks)}, **common)
+            new = orch.add_trial(Recorder, {"rate": 4, "marks": str(marks)}, **SHORT)
             assert twin.id == before["twin"].id and paused.id == before["paused"].id
             assert new.id not in {t.id for t in before.values()}
             with pytest.raises(ConfigError, match="trial named: .*already adopted"):
                 orch.add_trial(
-                    Recorder, {"rate": 2, "marks": str(marks)}, trial_id="named", **common
+                    Recorder, {"rate": 2, "marks": str(marks)}, trial_id="named", **SHORT
                 )
             assert len(orch.trials) == 5
             # The handles are the resumed trials: their state, results, checkpoints.

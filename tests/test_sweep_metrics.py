@@ -5,7 +5,6 @@ best, and written as standard JSON that reads back as it was."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
@@ -22,6 +21,7 @@ from orchestrator.search import OptunaSearch, RandomSearch, grid, uniform
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
+from .observe import strict_loads
 from .trainables import Objective
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -117,13 +117,6 @@ class Diverging(Trainable):
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         self.n = int(Path(checkpoint_dir, "n").read_text())
-
-
-def strict_loads(text: str | bytes) -> Any:
-    def refuse(constant: str) -> Any:
-        raise ValueError(f"not standard JSON: {constant}")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 async def test_non_finite_metrics_are_warned_never_best_and_standard_json(

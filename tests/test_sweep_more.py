@@ -31,10 +31,9 @@ async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(
             if result["count"] >= 3 and self.orch is not None:
                 self.orch.end_sweep("s")  # a sync hook: it runs in a thread
 
-    hook = EndAtThree()
-    async with Orchestrator(storage=tmp_path, name="ended", hooks=[hook], progress=False) as orch:
-        hook.orch = orch
-        result = await orch.sweep(
+    def sweep(orch: Orchestrator) -> Any:
+        """The script's sweep, called the same way in the run and in the resumed one."""
+        return orch.sweep(
             counting,
             {"x": uniform(0, 1), "delay": 0.05},
             num_samples=20,
@@ -42,20 +41,18 @@ async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(
             resources={"cpu": 0.25},
             name="s",
         )
+
+    hook = EndAtThree()
+    async with Orchestrator(storage=tmp_path, name="ended", hooks=[hook], progress=False) as orch:
+        hook.orch = orch
+        result = await sweep(orch)
         assert orch.trials and all(t.state is TrialState.TERMINATED for t in orch.trials)
     assert 1 <= len(result.trials) < 20
     assert all(t.last_result is not None for t in result.trials[:1])
     assert max(t.iteration for t in result.trials) < 1000
 
     async with Orchestrator(storage=tmp_path, name="ended", resume=True, progress=False) as orch:
-        again = await orch.sweep(
-            counting,
-            {"x": uniform(0, 1), "delay": 0.05},
-            num_samples=20,
-            max_concurrent_trials=2,
-            resources={"cpu": 0.25},
-            name="s",
-        )
+        again = await sweep(orch)
     assert [t.id for t in again.trials] == [t.id for t in result.trials]
 
 

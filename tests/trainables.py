@@ -8,6 +8,7 @@ import os
 import signal
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from orchestrator import Trainable, Trial
@@ -145,6 +146,11 @@ class Recorder(Counter):
                 open(flag, "w").close()
                 raise RuntimeError(f"planned one-off failure at {self.count}")
         return result
+
+
+def setups(marks: Path) -> dict[str, str]:
+    """Each trial's setups a :class:`Recorder` noted in ``marks``: one ``x`` a setup."""
+    return {p.name.removesuffix(".setups"): p.read_text() for p in marks.glob("*.setups")}
 
 
 class Tripwire(Counter):

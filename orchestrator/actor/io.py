@@ -223,25 +223,15 @@ def is_permanent(err: BaseException) -> bool:
     """Storage errors that waiting will not fix (retrying them only delays the news): a
     full disk or quota and a file storage cannot keep among them, which took the whole
     ``save_retry_for`` budget before the trial paused."""
-    from storage import (
-        BucketNotFound,
-        InvalidKey,
-        NotADirectory,
-        PermissionDenied,
-        StorageFull,
-        UnsupportedFile,
-        UnsupportedURI,
-    )
+    import storage
 
-    return isinstance(
-        err,
-        (
-            BucketNotFound,
-            InvalidKey,
-            NotADirectory,
-            PermissionDenied,
-            StorageFull,
-            UnsupportedFile,
-            UnsupportedURI,
-        ),
+    permanent = (
+        storage.BucketNotFound,
+        storage.InvalidKey,
+        storage.NotADirectory,
+        storage.PermissionDenied,
+        storage.StorageFull,
+        storage.UnsupportedFile,
+        storage.UnsupportedURI,
     )
+    return isinstance(err, permanent)

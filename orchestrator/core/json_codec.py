@@ -21,7 +21,7 @@ from typing import Any
 
 from orchestrator.core.results import json_spelling
 
-__all__ = ["FLOAT_TAG", "dumps", "loads"]
+__all__ = ["FLOAT_TAG", "dumps", "loads", "untag"]
 
 
 def _json_default(value: Any) -> Any:
@@ -64,7 +64,7 @@ def loads(data: str | bytes) -> Any:
         tagged = _TAG_TEXT.encode() in data
     else:
         tagged = _TAG_TEXT in data
-    return json.loads(data, object_hook=_untag) if tagged else json.loads(data)
+    return json.loads(data, object_hook=untag) if tagged else json.loads(data)
 
 
 def _tag_floats(value: Any, depth: int) -> Any:
@@ -85,7 +85,9 @@ def _tag_floats(value: Any, depth: int) -> Any:
     return converted if isinstance(converted, str) else _tag_floats(converted, depth + 1)
 
 
-def _untag(obj: dict[str, Any]) -> Any:
+def untag(obj: dict[str, Any]) -> Any:
+    """A JSON object as read (a ``json`` ``object_hook``): a tagged non-finite float as
+    the float it was, any other object as it is."""
     if len(obj) == 1 and FLOAT_TAG in obj:
         number = _SPELLED.get(obj[FLOAT_TAG])
         if number is not None:

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 log = logging.getLogger("orchestrator")
+
+SEP = "/"
+"""Nested dicts are flattened with this separator (Ray Tune's convention)."""
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
 _INF = math.inf
@@ -114,3 +117,18 @@ def json_spelling(value: float) -> str:
     if value != value:
         return "NaN"
     return "Infinity" if value > 0 else "-Infinity"
+
+
+def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}, "c": 2}`` -> ``{"a/b": 1, "c": 2}``, in the row's key order.
+
+    An empty nested dict is kept as the leaf value ``{}``, so no key ever disappears.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, name + SEP))
+        else:
+            flat[name] = value
+    return flat

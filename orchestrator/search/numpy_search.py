@@ -43,7 +43,7 @@ from orchestrator.search.more_domains import (
     QRandN,
     RandN,
 )
-from orchestrator.search.searcher import Searcher, check_setup
+from orchestrator.search.searcher import Searcher, check_setup, checked_state
 from orchestrator.search.space import Path, SearchSpace
 
 __all__ = ["NumpySearch", "draw_like_tune"]
@@ -242,15 +242,7 @@ class NumpySearch(Searcher):
 
     def set_state(self, state: Any) -> None:
         self._set_up()
-        if (
-            not isinstance(state, Mapping)
-            or state.get("kind") != _STATE_KIND
-            or state.get("version") != _STATE_VERSION
-        ):
-            raise ConfigError(
-                "NumpySearch: the state is not a NumpySearch state; resume with the searcher "
-                "the sweep was started with"
-            )
+        state = checked_state(_STATE_KIND, state, _STATE_VERSION)
         if state["num_samples"] != self._num_samples:
             raise ConfigError(
                 f"NumpySearch: the state is from a sweep of {state['num_samples']} samples, "

@@ -20,7 +20,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.search.domains import Choice, Domain, LogUniform, QUniform, RandInt, Uniform
 from orchestrator.search.more_domains import LogRandInt, QLogRandInt, QLogUniform, QRandInt
 from orchestrator.search.optuna_own import OwnObjective, OwnSpace, merged
-from orchestrator.search.searcher import Searcher, check_seed, check_setup
+from orchestrator.search.searcher import Searcher, check_seed, check_setup, checked_state
 from orchestrator.search.space import Path, SearchSpace
 
 if TYPE_CHECKING:
@@ -307,15 +307,7 @@ class OptunaSearch(Searcher):
             loaded = pickle.loads(state) if isinstance(state, bytes) else None
         except Exception:  # not a pickle at all: as wrong as a pickle of something else
             loaded = None
-        if (
-            not isinstance(loaded, dict)
-            or loaded.get("kind") != _STATE_KIND
-            or loaded.get("version") != _STATE_VERSION
-        ):
-            raise ConfigError(
-                f"OptunaSearch: the state is not an OptunaSearch state (version "
-                f"{_STATE_VERSION}); resume with the searcher the sweep was started with"
-            )
+        loaded = checked_state(_STATE_KIND, loaded, _STATE_VERSION)
         if loaded["distributions"] != self._distributions:
             raise ConfigError(
                 "OptunaSearch: the state is from a different search space; "

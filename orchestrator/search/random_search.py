@@ -8,11 +8,10 @@ state is just where it is: the RNG's state and the number of configs suggested.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.search.searcher import Searcher, check_seed, check_setup
+from orchestrator.search.searcher import Searcher, check_seed, check_setup, checked_state
 from orchestrator.search.space import Path, SearchSpace
 
 _STATE_KIND = "RandomSearch"
@@ -73,15 +72,7 @@ class RandomSearch(Searcher):
 
     def set_state(self, state: Any) -> None:
         self._set_up()
-        if (
-            not isinstance(state, Mapping)
-            or state.get("kind") != _STATE_KIND
-            or state.get("version") != _STATE_VERSION
-        ):
-            raise ConfigError(
-                f"RandomSearch: the state is not a RandomSearch state (version "
-                f"{_STATE_VERSION}); resume with the searcher the sweep was started with"
-            )
+        state = checked_state(_STATE_KIND, state, _STATE_VERSION)
         if state["total"] != self._total:
             raise ConfigError(
                 f"RandomSearch: the state is from a sweep of {state['total']} trials, this one "

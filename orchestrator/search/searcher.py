@@ -36,6 +36,23 @@ def check_seed(owner: str, seed: int | None) -> None:
         raise ConfigError(f"{owner}: seed must be an int or None, got {seed!r}")
 
 
+def checked_state(owner: str, state: Any, version: int) -> Mapping[str, Any]:
+    """``state`` when it is what ``owner``'s ``get_state`` writes (a mapping whose
+    ``kind`` is the searcher's name and whose ``version`` is ``version``), else a
+    ConfigError: a sweep resumed with another searcher must not half-load its state."""
+    if (
+        not isinstance(state, Mapping)
+        or state.get("kind") != owner
+        or state.get("version") != version
+    ):
+        article = "an" if owner[0] in "AEIOU" else "a"
+        raise ConfigError(
+            f"{owner}: the state is not {article} {owner} state (version {version}); resume "
+            "with the searcher the sweep was started with"
+        )
+    return state
+
+
 class Searcher(abc.ABC):
     """Suggests configs for new trials and learns from their results.
 

@@ -27,6 +27,7 @@ from typing import Any
 from orchestrator.core.best import metric_value, pick_best, standing
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, replay_results
 from orchestrator.core.json_codec import loads
+from orchestrator.core.results import flatten
 from orchestrator.errors import JournalDamaged, JournalError
 from storage import LocalStorage, Storage, open_storage
 
@@ -97,7 +98,7 @@ class ExperimentRecord:
 
     def metric_keys(self) -> list[str]:
         """Every key the trials' results hold (nested ones as ``a/b``), sorted."""
-        return sorted({k for t in self.trials for r in t.results for k in _keys(r)})
+        return sorted({k for t in self.trials for r in t.results for k in flatten(r)})
 
 
 @dataclass(frozen=True)
@@ -271,16 +272,6 @@ def _started_at(
         return started
     stamps = [s for t in trials for r in t.results if (s := _number(r.get("timestamp")))]
     return min(stamps) if stamps else written_at
-
-
-def _keys(result: Mapping[str, Any], prefix: str = "") -> list[str]:
-    keys = []
-    for key, value in result.items():
-        if isinstance(value, Mapping) and value:
-            keys.extend(_keys(value, f"{prefix}{key}/"))
-        else:
-            keys.append(f"{prefix}{key}")
-    return keys
 
 
 # -- listing ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.best import pick_best, value_of
+from orchestrator.core.results import flatten
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def plot_metric(
         if points:
             series[str(trial["id"])] = (trial, points)
     if not series:
-        keys = sorted({k for t in trials for r in t.get("results") or () for k in _keys(r)})
+        keys = sorted({k for t in trials for r in t.get("results") or () for k in flatten(r)})
         named = ", ".join(keys[:_MAX_KEYS_NAMED]) + (", ..." if len(keys) > _MAX_KEYS_NAMED else "")
         raise ConfigError(
             f"no trial reported the metric {metric!r}; the trials reported: {named or 'nothing'}"
@@ -121,16 +122,6 @@ def _points(results: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[int
         if value is not None and isinstance(iteration, int):
             points.append((iteration, value))
     return points
-
-
-def _keys(result: Mapping[str, Any], prefix: str = "") -> list[str]:
-    keys = []
-    for key, value in result.items():
-        if isinstance(value, Mapping) and value:
-            keys.extend(_keys(value, f"{prefix}{key}/"))
-        else:
-            keys.append(f"{prefix}{key}")
-    return keys
 
 
 def _best(

@@ -16,21 +16,13 @@ from typing import Any
 import pytest
 
 from orchestrator import Trial, TrialState
-from storage import MANIFEST_NAME
 
 from ..conftest import HEAD_CPUS
 from ..fakeray import FakeRay
+from ..observe import Timeline, assert_moved_whole, busiest_node, committed, wait_for
 from ..trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeRecorder
-
-
-async def wait_for(predicate: Any, timeout: float = 60) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def test_chaos_kills_random_actors_ten_times_a_second(
@@ -91,10 +83,7 @@ async def test_gc_keeps_exactly_the_best_and_newest(
     # scores (count % 7) at 2,4..20: 2,4,6,1,3,5,0,2,4,6 -> best: 6 (at 20 and 6); newest 20
     for trial in trials:
         assert [c.iteration for c in trial.checkpoints] == [6, 20]
-        on_disk = sorted(
-            p.name for p in (tmp_path / "gc" / trial.id).iterdir() if (p / MANIFEST_NAME).exists()
-        )
-        assert on_disk == ["checkpoint_000006", "checkpoint_000020"]
+        assert committed(tmp_path / "gc", trial) == ["checkpoint_000006", "checkpoint_000020"]
 
 
 async def test_corrupted_checkpoint_falls_back_to_the_previous_one(
@@ -151,13 +140,13 @@ async def test_a_restart_goes_to_the_spare_which_is_then_replaced(
         runner = asyncio.create_task(orch.run())
         spares = orch._dispatcher.executor.spares  # type: ignore[union-attr]
         hosts = orch._dispatcher.executor.hosts  # type: ignore[union-attr]
-        await wait_for(lambda: spares.started == 1 and trial.checkpoints)
+        await wait_for(lambda: spares.started == 1 and trial.checkpoints, every=0.02)
         (spare,) = hosts.spares()
         assert trial.last_result is not None
         fake_ray.kill_worker(trial.last_result["pid"])
-        await wait_for(lambda: spares.used == 1)
+        await wait_for(lambda: spares.used == 1, every=0.02)
         assert trial.actor is spare.actor  # the restart went to the warm actor
-        await wait_for(lambda: spares.started == 2)  # and a new spare started
+        await wait_for(lambda: spares.started == 2, every=0.02)  # and a new spare started
         await asyncio.wait_for(runner, 120)
         left = hosts.spares()
     assert trial.state is TrialState.TERMINATED and trial.num_failures == 1
@@ -264,35 +253,6 @@ async def test_killing_a_shared_process_restores_each_of_its_trials(
     assert 1 <= len(after) <= 2, after
 
 
-class Timeline:
-    """Each trial's hook events in order: its checkpoints, failures and restores."""
-
-    def __init__(self) -> None:
-        self.events: dict[str, list[tuple[str, int]]] = {}
-
-    def _add(self, trial: Trial, kind: str, iteration: int) -> None:
-        self.events.setdefault(trial.id, []).append((kind, iteration))
-
-    def on_checkpoint(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "checkpoint", checkpoint.iteration)
-
-    def on_trial_error(self, trial: Trial, error: BaseException) -> None:
-        self._add(trial, "error", -1)
-
-    def on_trial_restore(self, trial: Trial, checkpoint: Any) -> None:
-        self._add(trial, "restore", checkpoint.iteration)
-
-    def restored_from_newest(self, trial_id: str) -> bool:
-        """Whether every restore loaded the newest checkpoint persisted before it."""
-        newest, ok = 0, True
-        for kind, iteration in self.events.get(trial_id, []):
-            if kind == "checkpoint":
-                newest = max(newest, iteration)
-            elif kind == "restore":
-                ok = ok and iteration == newest
-        return ok
-
-
 async def test_node_loss_moves_trials_to_the_surviving_node(
     tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
 ) -> None:
@@ -315,25 +275,10 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
             for _ in range(6)
         ]
         runner = asyncio.create_task(orch.run())
-        await wait_for(lambda: all(t.iteration >= 10 for t in trials))
-        by_node: dict[str, list[Trial]] = {}
-        for trial in trials:
-            assert trial.node_id is not None
-            by_node.setdefault(trial.node_id, []).append(trial)
-        doomed = max(nodes, key=lambda n: len(by_node.get(n.node_id, [])))
-        survivor = next(n for n in nodes if n is not doomed)
-        moved = by_node.get(doomed.node_id, [])
-        assert moved
+        await wait_for(lambda: all(t.iteration >= 10 for t in trials), every=0.02)
+        doomed, survivor, moved = busiest_node(trials, nodes)
         fake_ray.kill_node(doomed.name)
         await asyncio.wait_for(runner, timeout=120)
         fetches = orch.statistics().loop.fetches
-    for trial in trials:
-        assert trial.state is TrialState.TERMINATED, trial.error
-        assert_failure_free_history(trial, 80)
-        assert trial.node_id == survivor.node_id
-    for trial in moved:
-        assert trial.num_failures >= 1
-        restores = [i for kind, i in timeline.events[trial.id] if kind == "restore"]
-        assert restores and min(restores) >= 5  # from a checkpoint, not from scratch
-        assert timeline.restored_from_newest(trial.id), timeline.events[trial.id]
+    assert_moved_whole(trials, moved, survivor.node_id, timeline, 80)
     assert fetches == 0

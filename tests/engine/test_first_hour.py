@@ -15,19 +15,12 @@ import pytest
 from orchestrator import TrialState
 
 from ..fakeray import FakeRay
+from ..observe import wait_for
 from ..trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeRecorder
 
 CPU = {"cpu": 0.25}
-
-
-async def wait_for(predicate: Any, timeout: float = 60) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 class LateMetric(Counter):

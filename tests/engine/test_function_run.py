@@ -15,8 +15,9 @@ import pytest
 
 from orchestrator import TrialState
 from orchestrator.core.wire import REPORTED_CHECKPOINT
-from storage import MANIFEST_NAME, open_storage
+from storage import open_storage
 
+from ..observe import committed
 from ..trainables import (
     assert_failure_free_history,
     async_counting,
@@ -200,9 +201,7 @@ async def test_reported_checkpoints_are_committed_intact_and_retained(
         await asyncio.sleep(0.5)  # let the background GC finish its deletes
     assert trial.state is TrialState.TERMINATED, trial.error
     assert [c.iteration for c in trial.checkpoints] == [9, 10]
-    tdir = tmp_path / "keep" / trial.id
-    on_disk = sorted(p.name for p in tdir.iterdir() if (p / MANIFEST_NAME).exists())
-    assert on_disk == ["checkpoint_000009", "checkpoint_000010"]
+    assert committed(tmp_path / "keep", trial) == ["checkpoint_000009", "checkpoint_000010"]
     async with open_storage(tmp_path / "keep") as store:
         for ckpt in trial.checkpoints:
             local = tmp_path / f"read-{ckpt.iteration}"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from orchestrator import Checkpoint, Trial, TrialState
-from storage import MANIFEST_NAME
 
 from ..fakeray import TRAIN, FakeRay
+from ..observe import committed
 from ..trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator, iterations, until
 
@@ -103,8 +103,7 @@ async def test_a_crash_restores_the_newest_persisted_checkpoint_not_a_later_save
     assert trial.state is TrialState.TERMINATED
     assert_failure_free_history(trial, 12)
     assert [c.iteration for c in trial.checkpoints] == [3, 6, 9, 12]
-    root = tmp_path / "late" / trial.id
-    names = sorted(p.name for p in root.iterdir() if (p / MANIFEST_NAME).exists())
+    names = committed(tmp_path / "late", trial)
     # The late save took key checkpoint_000006; the new run's save of 6 another one.
     assert "checkpoint_000006" not in names and "checkpoint_000006.1" in names
 

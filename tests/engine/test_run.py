@@ -30,6 +30,7 @@ from orchestrator import (
 from storage import MANIFEST_NAME
 
 from ..fakeray import FakeRay
+from ..observe import committed
 from ..trainables import (
     AsyncCounter,
     BadLoad,
@@ -43,11 +44,6 @@ from ..trainables import (
 from .conftest import MakeOrchestrator, iterations
 
 CPU = {"cpu": 0.25}
-
-
-def committed(root: Path, trial: Trial) -> list[str]:
-    tdir = root / trial.id
-    return sorted(p.name for p in tdir.iterdir() if (p / MANIFEST_NAME).exists())
 
 
 async def test_trials_run_to_stop_with_checkpoints_and_retention(

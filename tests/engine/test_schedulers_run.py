@@ -38,6 +38,19 @@ LRS = [0.01, 0.1, 1.0, 10.0]
 BEST_FIRST = [float(p) for p in range(9, 0, -1)]
 
 
+def asha_rungs() -> dict[str, Any]:
+    """The sweep options of the ASHA rung tests: rungs 1, 3, 9 and 27, three trials at a
+    time, a criterion (100) no judged trial reaches; a new scheduler each call."""
+    return {
+        "metric": "acc",
+        "mode": "max",
+        "scheduler": ASHA(max_t=27, grace_period=1, reduction_factor=3),
+        "max_concurrent_trials": 3,
+        "stop": {"training_iteration": 100},
+        "resources": CPU,
+    }
+
+
 async def test_asha_stops_buffered_trials_exactly_at_their_rungs(
     tmp_path: Path, orchestrator: MakeOrchestrator
 ) -> None:
@@ -45,12 +58,7 @@ async def test_asha_stops_buffered_trials_exactly_at_their_rungs(
         result = await orch.sweep(
             FakeCurve,
             {"plateau": grid(BEST_FIRST), "marks": str(tmp_path)},
-            metric="acc",
-            mode="max",
-            scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
-            max_concurrent_trials=3,
-            stop={"training_iteration": 100},
-            resources=CPU,
+            **asha_rungs(),
         )
     rungs = {1, 3, 9, 27}
     ends = sorted(len(t.results) for t in result.trials)
@@ -93,12 +101,7 @@ async def test_a_resumed_sweeps_trials_are_judged_by_its_scheduler(
         return orch.sweep(
             FakeCurve,
             {"plateau": grid(BEST_FIRST), "delay": 1.0, "fast_after": str(fast)},
-            metric="acc",
-            mode="max",
-            scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
-            max_concurrent_trials=3,
-            stop={"training_iteration": 100},
-            resources=CPU,
+            **asha_rungs(),
         )
 
     async with orchestrator(storage=storage, name="asha") as orch:
@@ -130,12 +133,7 @@ async def test_asha_stops_buffered_function_trials_exactly_at_their_rungs(
         result = await orch.sweep(
             counting,
             {"plateau": grid(BEST_FIRST), "every": 3},
-            metric="acc",
-            mode="max",
-            scheduler=ASHA(max_t=27, grace_period=1, reduction_factor=3),
-            max_concurrent_trials=3,
-            stop={"training_iteration": 100},
-            resources=CPU,
+            **asha_rungs(),
         )
     ends = sorted(len(t.results) for t in result.trials)
     assert all(t.state is TrialState.TERMINATED for t in result.trials)

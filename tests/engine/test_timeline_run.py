@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator import NoCheckpointError, Trial, TrialState
-from storage import MANIFEST_NAME, open_storage
+from storage import open_storage
 
+from ..observe import committed
 from ..trainables import assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeTripwire
@@ -25,11 +26,6 @@ async def reach(trial: Trial, iteration: int, runner: asyncio.Task[object]) -> N
     while trial.iteration < iteration or trial.checkpoints[-1].iteration < iteration // 10 * 10:
         assert not runner.done(), trial
         await asyncio.sleep(0.02)
-
-
-def on_disk(root: Path, trial: Trial) -> list[str]:
-    folder = root / trial.id
-    return sorted(p.name for p in folder.iterdir() if (p / MANIFEST_NAME).exists())
 
 
 async def test_a_crash_after_a_rollback_goes_on_from_the_rollback_point(
@@ -63,7 +59,7 @@ async def test_a_crash_after_a_rollback_goes_on_from_the_rollback_point(
     assert_failure_free_history(trial, 60)
     assert [c.iteration for c in trial.checkpoints] == [10, 20, 30, 40, 50, 60]
     # The rolled-back run saved 30 and 40 again under new names; the first ones are gone.
-    names = on_disk(tmp_path / "tl", trial)
+    names = committed(tmp_path / "tl", trial)
     assert names == sorted(c.key.rpartition("/")[2] for c in trial.checkpoints)
     assert "checkpoint_000030.1" in names and "checkpoint_000030" not in names
 
@@ -103,8 +99,8 @@ async def test_a_crash_after_an_exploit_restores_the_state_it_took_over(
     assert clone.state is TrialState.TERMINATED, clone.error
     assert clone.config["lr"] == 0.5
     assert_failure_free_history(clone, 60)  # 1..20 its own, 21..60 from the donor's 20
-    assert on_disk(tmp_path / "ex", donor) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
-    assert on_disk(tmp_path / "ex", clone) == [clone.checkpoints[-1].key.rpartition("/")[2]]
+    assert committed(tmp_path / "ex", donor) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
+    assert committed(tmp_path / "ex", clone) == [clone.checkpoints[-1].key.rpartition("/")[2]]
     assert [c.iteration for c in clone.checkpoints] == [60]
 
 
@@ -123,8 +119,8 @@ async def test_a_resumed_driver_deletes_checkpoints_no_timeline_holds(
     (abandoned / "state.json").write_text('{"count": 30}')
     async with open_storage(tmp_path / "rs") as store:
         await store.put_checkpoint(abandoned, f"{trial.id}/checkpoint_000030")
-    assert on_disk(tmp_path / "rs", trial) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
+    assert committed(tmp_path / "rs", trial) == [f"checkpoint_0000{i}0" for i in (1, 2, 3)]
     async with orchestrator(storage=tmp_path, name="rs", resume=True) as orch:
         (resumed,) = orch.trials
         assert [c.iteration for c in resumed.checkpoints] == [10, 20]
-    assert on_disk(tmp_path / "rs", trial) == ["checkpoint_000010", "checkpoint_000020"]
+    assert committed(tmp_path / "rs", trial) == ["checkpoint_000010", "checkpoint_000020"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from orchestrator.core.results import flatten
 from orchestrator.views.dashboard.tail import Change, JournalTail
 from orchestrator.views.dashboard.values import finite, lookup, newest, numbers, spell
 
@@ -143,7 +144,7 @@ def _row(tail: JournalTail, trial_id: str, metric: str | None) -> dict[str, Any]
         "failures": _int(entry.get("num_failures")),
         "error": entry.get("error") if isinstance(entry.get("error"), str) else None,
         "results": len(results) if tail.loaded else _int(entry.get("results_count")),
-        "config": {k: spell(v) for k, v in _flat(config).items()}
+        "config": {k: spell(v) for k, v in flatten(config).items()}
         if isinstance(config, Mapping)
         else {},
         "value": spell(_standing(tail, trial_id, metric)) if metric else None,
@@ -225,7 +226,7 @@ def _metric_keys(tail: JournalTail) -> list[str]:
         samples = [results[0], results[-1]] if results else [entry.get("last_result")]
         for sample in samples:
             if isinstance(sample, Mapping):
-                for key, value in _flat(sample).items():
+                for key, value in flatten(sample).items():
                     if isinstance(value, (int, float)) and not isinstance(value, bool):
                         keys.setdefault(key)
         if len(keys) >= MAX_KEYS:
@@ -239,20 +240,10 @@ def _config_keys(entries: Iterable[Mapping[str, Any]]) -> list[str]:
         now = entry.get("config_now")
         config = now if isinstance(now, Mapping) else entry.get("config")
         if isinstance(config, Mapping):
-            keys.update(dict.fromkeys(_flat(config)))
+            keys.update(dict.fromkeys(flatten(config)))
         if len(keys) >= MAX_KEYS:
             break
     return list(keys)[:MAX_KEYS]
-
-
-def _flat(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in mapping.items():
-        if isinstance(value, Mapping) and value:
-            flat.update(_flat(value, f"{prefix}{key}/"))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 # -- the sweeps' records ---------------------------------------------------------------
@@ -278,7 +269,7 @@ def _extras(tail: JournalTail) -> dict[str, Any]:
                         "donor": str(exploit.get("donor_id", "?")),
                         "donor_iteration": exploit.get("donor_checkpoint_iteration"),
                         "changes": _changes(old, new),
-                        "config": _flat(new) if isinstance(new, Mapping) else {},
+                        "config": flatten(new) if isinstance(new, Mapping) else {},
                     }
                 )
     stops = []
@@ -292,8 +283,8 @@ def _extras(tail: JournalTail) -> dict[str, Any]:
 
 def _changes(old: Any, new: Any) -> dict[str, list[Any]]:
     """``key -> [before, after]`` for each config key the exploit changed."""
-    before = _flat(old) if isinstance(old, Mapping) else {}
-    after = _flat(new) if isinstance(new, Mapping) else {}
+    before = flatten(old) if isinstance(old, Mapping) else {}
+    after = flatten(new) if isinstance(new, Mapping) else {}
     return {
         k: [before.get(k), after.get(k)]
         for k in dict.fromkeys([*before, *after])

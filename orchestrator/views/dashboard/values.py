@@ -13,7 +13,9 @@ second. Without it, :mod:`json` does the same work.
 
 Which value of a metric a trial stands by follows the project's rule for "best": its
 newest result that reports the metric; a NaN or infinite value never counts (the trial
-diverged), and its older values do not stand in for it.
+diverged), and its older values do not stand in for it. ``lookup``, ``finite`` and
+``newest`` are :mod:`orchestrator.core.best`'s (``newest`` is its ``value_of``), and the
+tag is :mod:`orchestrator.core.json_codec`'s: the pages read what the journal wrote.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.core.best import finite, lookup
+from orchestrator.core.best import value_of as newest
+from orchestrator.core.json_codec import FLOAT_TAG, untag
+from orchestrator.core.results import json_spelling
+
 orjson: Any
 try:
     import orjson
@@ -31,8 +38,6 @@ except ImportError:  # pragma: no cover - the extra installs it
 
 __all__ = ["FLOAT_TAG", "finite", "lookup", "newest", "numbers", "parse", "spell", "to_browser"]
 
-FLOAT_TAG = "$float"
-_SPELLED = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _TAG_BYTES = b'"' + FLOAT_TAG.encode() + b'"'
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=repr)
 _MAX_DEPTH = 64
@@ -47,23 +52,15 @@ def parse(data: bytes) -> Any:
             raise ValueError("no orjson")
         value = orjson.loads(data)
     except ValueError:  # orjson refuses a bare NaN: json reads it (and words the damage)
-        return json.loads(data, object_hook=_untag if _TAG_BYTES in data else None)
+        return json.loads(data, object_hook=untag if _TAG_BYTES in data else None)
     return _untag_all(value, 0) if _TAG_BYTES in data else value
-
-
-def _untag(obj: dict[str, Any]) -> Any:
-    if len(obj) == 1 and FLOAT_TAG in obj:
-        number = _SPELLED.get(obj[FLOAT_TAG])
-        if number is not None:
-            return number
-    return obj
 
 
 def _untag_all(value: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         return value
     if isinstance(value, dict):
-        return _untag({k: _untag_all(v, depth + 1) for k, v in value.items()})
+        return untag({k: _untag_all(v, depth + 1) for k, v in value.items()})
     if isinstance(value, list):
         return [_untag_all(v, depth + 1) for v in value]
     return value
@@ -99,7 +96,7 @@ def spell(value: Any) -> Any:
     """``value`` with a non-finite float as the text a page shows: ``"NaN"``,
     ``"Infinity"`` or ``"-Infinity"``."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return json_spelling(value)
     return value
 
 
@@ -114,32 +111,3 @@ def numbers(results: Sequence[Mapping[str, Any]], key: str) -> list[float | None
     return [
         v if (kind := type(v)) is int or (kind is float and v - v == 0) else None for v in values
     ]
-
-
-def lookup(result: Mapping[str, Any], metric: str) -> Any:
-    """``result[metric]``, or for ``"a/b"`` (when there is no such key) the nested
-    ``result["a"]["b"]``; None when absent."""
-    value = result.get(metric)
-    if value is None and "/" in metric:
-        value = result
-        for part in metric.split("/"):
-            value = value.get(part) if isinstance(value, Mapping) else None
-    return value
-
-
-def finite(value: Any) -> float | None:
-    """``value`` as a float when it is a finite real number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def newest(results: Sequence[Mapping[str, Any]], metric: str) -> Any:
-    """What the newest result reporting ``metric`` holds (as reported: NaN, a
-    string...), or None when none reports it."""
-    for result in reversed(results):
-        value = lookup(result, metric)
-        if value is not None:
-            return value
-    return None

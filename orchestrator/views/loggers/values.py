@@ -4,6 +4,8 @@ Everything here is pure and total: any value a trainable reports (numpy scalars 
 arrays, sets, objects with no JSON form, dicts with tuple keys) has a representation,
 so a strange value never costs a trial its logs. numpy is never imported: its values are
 recognised by their ``dtype`` and converted with ``.item()`` / ``.tolist()``.
+``flatten`` and ``SEP`` are :mod:`orchestrator.core.results`'s (the dashboard and
+``ls``/``plot`` name nested keys the same way).
 """
 
 from __future__ import annotations
@@ -14,29 +16,11 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.core.results import json_spelling
+from orchestrator.core.results import SEP, flatten, json_spelling
 
 __all__ = ["SEP", "dumps", "flatten", "hparam_value", "scalar_value", "jsonable"]
 
-SEP = "/"
-"""Nested dicts are flattened with this separator (Ray Tune's convention)."""
-
 _MAX_DEPTH = 64
-
-
-def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}, "c": 2}`` -> ``{"a/b": 1, "c": 2}``, in the row's key order.
-
-    An empty nested dict is kept as the leaf value ``{}``, so no key ever disappears.
-    """
-    flat: dict[str, Any] = {}
-    for key, value in row.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            flat.update(flatten(value, name + SEP))
-        else:
-            flat[name] = value
-    return flat
 
 
 def jsonable(value: Any) -> Any:
