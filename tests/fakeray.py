@@ -13,9 +13,9 @@ the process boundary only:
   Ray resolves ObjectRefs on its own threads; arguments and answers are pickled on the
   way, as Ray serialises them, and a ref passed as an argument is waited for first;
 * an exception raised by a method reaches the driver as Ray's
-  ``RayTaskError(<its class>)``; a killed actor, one on a removed node, or one whose
-  constructor raised fails its calls with ``ActorDiedError`` (``kill``,
-  :meth:`FakeRay.kill_node`);
+  ``RayTaskError(<its class>)``, pickled on the way; a killed actor, one on a removed
+  node, or one whose constructor raised fails its calls with ``ActorDiedError``
+  (``kill``, :meth:`FakeRay.kill_node`);
 * actors reserve their ``num_cpus``/``num_gpus``/custom resources on the first node
   with room (or the node their ``NodeAffinitySchedulingStrategy`` names) and wait,
   calls queued, while none has room;
@@ -375,10 +375,17 @@ def actor_died(actor_id: str = "0" * 32, why: str = "killed") -> rex.ActorDiedEr
 
 
 def task_error(err: Exception, function_name: str = "TrialActor.train") -> BaseException:
-    """What Ray raises on the driver when a remote call raised ``err``."""
+    """What Ray raises on the driver when a remote call raised ``err``: the worker's
+    ``RayTaskError`` pickled and unpickled on its way, as Ray sends it (attributes a
+    class does not pickle are lost; a cause that cannot be pickled becomes a
+    ``RayError`` naming it, one that cannot be unpickled ``UnserializableException``)."""
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     wrapped = rex.RayTaskError(function_name, text, err)
-    return wrapped.as_instanceof_cause()
+    try:
+        sent = cloudpickle.loads(cloudpickle.dumps(wrapped))
+    except Exception:
+        return rex.UnserializableException(text)
+    return sent.as_instanceof_cause()
 
 
 class InProcessTrialActor(TrialActor):

@@ -1,22 +1,19 @@
 """Small misuses a new user makes, each answered with what happened and what to do:
-``run_sync()`` in a notebook, a blank experiment name, a storage path that is a file,
-``sys.exit()`` in a trainable, and messages that name their trial once."""
+``run_sync()`` in a notebook, a blank experiment name, a storage path that is a file.
+(``sys.exit()`` in a trainable: ``tests/engine/test_misuse_run.py``.)"""
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator import ConfigError, Orchestrator, Trainable, TrialState, report
+from orchestrator import ConfigError, Orchestrator
 
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}
-CPU = {"cpu": 0.25}
 
 
 async def test_run_sync_inside_a_running_loop_says_to_await(tmp_path: Path) -> None:
@@ -61,59 +58,3 @@ async def test_a_storage_path_that_is_a_file_is_named_as_such(tmp_path: Path, wh
     assert "is a file, not a directory" in message and str(afile) in message
     assert "Not a directory" not in message
     assert afile.read_text() == "mine"
-
-
-class ExitsInStep(Trainable):
-    def setup(self, config: dict[str, Any]) -> None:
-        self.n = 0
-
-    def step(self) -> dict[str, Any]:
-        self.n += 1
-        if self.n == 2:
-            sys.exit(self.config["code"])
-        return {"n": self.n}
-
-
-class ReturnsNoDict(Trainable):
-    def step(self) -> Any:
-        return 3
-
-
-def exits_in_function(config: dict[str, Any]) -> None:
-    report({"n": 1})
-    sys.exit(0)
-
-
-def reports_no_dict(config: dict[str, Any]) -> None:
-    report(3)  # type: ignore[arg-type]
-
-
-@pytest.mark.usefixtures("ray_local")
-async def test_sys_exit_in_a_trainable_says_it_exited_and_each_message_names_its_trial_once(
-    tmp_path: Path,
-) -> None:
-    stop = {"training_iteration": 5}
-    async with Orchestrator(storage=tmp_path, name="exits", **QUIET) as orch:
-        zero = orch.add_trial(ExitsInStep, {"code": 0}, stop=stop, resources=CPU)
-        three = orch.add_trial(ExitsInStep, {"code": 3}, stop=stop, resources=CPU)
-        said = orch.add_trial(ExitsInStep, {"code": "bye"}, stop=stop, resources=CPU)
-        function = orch.add_trial(exits_in_function, stop=stop, resources=CPU)
-        no_dict = orch.add_trial(ReturnsNoDict, stop=stop, resources=CPU)
-        function_no_dict = orch.add_trial(reports_no_dict, stop=stop, resources=CPU)
-        await asyncio.wait_for(orch.run(), 120)
-    expected = {
-        zero: "ExitsInStep.step() exited: it called sys.exit(0) (exit code 0)",
-        three: "ExitsInStep.step() exited: it called sys.exit(3) (exit code 3)",
-        said: "ExitsInStep.step() exited: it called sys.exit('bye') (exit code 1)",
-        function: "its function exits_in_function exited: it called sys.exit(0) (exit code 0)",
-        no_dict: "ReturnsNoDict.step() raised TypeError: ReturnsNoDict.step() must return",
-        function_no_dict: "reports_no_dict raised TypeError: report() takes a dict of metrics",
-    }
-    for trial, text in expected.items():
-        message = str(trial.error)
-        assert trial.state is TrialState.ERROR, message
-        assert message.startswith(f"trial {trial.id}: "), message
-        assert text in message, message
-        assert message.count(trial.id) == 1, message
-        assert "died" not in message, message
-    assert [r["n"] for r in zero.results] == [1]  # the step before the exit stands

@@ -1,6 +1,7 @@
 """``Orchestrator.end_sweep``: a sweep ended from a hook asks for no more trials, stops the
 ones running (TERMINATED, results kept) and returns; a resumed experiment does not
-continue it."""
+continue it. On the fake Ray (moved from ``tests/test_sweep_more.py``: only the Ray
+under them changed)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,12 @@ import pytest
 from orchestrator import ConfigError, Orchestrator, TrialState
 from orchestrator.search import grid, uniform
 
-from .trainables import counting
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..trainables import counting
+from .conftest import MakeOrchestrator
 
 
 async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(
-    tmp_path: Path,
+    tmp_path: Path, orchestrator: MakeOrchestrator
 ) -> None:
     class EndAtThree:
         def __init__(self) -> None:
@@ -43,7 +43,7 @@ async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(
         )
 
     hook = EndAtThree()
-    async with Orchestrator(storage=tmp_path, name="ended", hooks=[hook], progress=False) as orch:
+    async with orchestrator(storage=tmp_path, name="ended", hooks=[hook], progress=False) as orch:
         hook.orch = orch
         result = await sweep(orch)
         assert orch.trials and all(t.state is TrialState.TERMINATED for t in orch.trials)
@@ -51,7 +51,7 @@ async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(
     assert all(t.last_result is not None for t in result.trials[:1])
     assert max(t.iteration for t in result.trials) < 1000
 
-    async with Orchestrator(storage=tmp_path, name="ended", resume=True, progress=False) as orch:
+    async with orchestrator(storage=tmp_path, name="ended", resume=True, progress=False) as orch:
         again = await sweep(orch)
     assert [t.id for t in again.trials] == [t.id for t in result.trials]
 
@@ -72,11 +72,11 @@ def reports_b(config: dict[str, Any]) -> None:
 
 
 async def test_a_resumed_sweeps_unfinished_trials_run_the_resuming_calls_trainable(
-    tmp_path: Path,
+    tmp_path: Path, orchestrator: MakeOrchestrator
 ) -> None:
     args: dict[str, Any] = {"num_samples": 2, "max_concurrent_trials": 2, "name": "s"}
     args["resources"] = {"cpu": 0.25}
-    async with Orchestrator(storage=tmp_path, name="re", progress=False) as orch:
+    async with orchestrator(storage=tmp_path, name="re", progress=False) as orch:
         task = asyncio.create_task(orch.sweep(reports_a, {"x": uniform(0, 1)}, **args))
         while len(orch.trials) < 2 or not all(t.last_result for t in orch.trials):
             await asyncio.sleep(0.1)
@@ -87,14 +87,16 @@ async def test_a_resumed_sweeps_unfinished_trials_run_the_resuming_calls_trainab
     # Tuner.restore(path, trainable) allows): the same trainable by name, new code.
     edited = types.FunctionType(reports_b.__code__, reports_b.__globals__, "reports_a")
     edited.__qualname__ = "reports_a"
-    async with Orchestrator(storage=tmp_path, name="re", resume=True, progress=False) as orch:
+    async with orchestrator(storage=tmp_path, name="re", resume=True, progress=False) as orch:
         result = await orch.sweep(edited, {"x": uniform(0, 1)}, **args)
     assert len(result.trials) == 2
     assert all(t.last_result and t.last_result["which"] == "b" for t in result.trials)
 
 
-async def test_resources_may_be_a_function_of_each_trials_config(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="shapes", progress=False) as orch:
+async def test_resources_may_be_a_function_of_each_trials_config(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    async with orchestrator(storage=tmp_path, name="shapes", progress=False) as orch:
         result = await orch.sweep(
             reports_b,
             {"cpus": grid([0.25, 0.5])},

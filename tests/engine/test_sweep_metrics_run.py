@@ -1,7 +1,8 @@
-"""A sweep's metric on real trials: one that no result reports is an error at the first
+"""A sweep's metric on trials of the fake Ray: one that no result reports is an error at the first
 result (whatever drives the sweep), and with ``strict_metrics=False`` a warning and a
 searcher told there is nothing to learn; NaN and infinite values are warned about, never
-best, and written as standard JSON that reads back as it was."""
+best, and written as standard JSON that reads back as it was. (Moved from
+``tests/test_sweep_metrics.py``: only the Ray under them changed.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from optuna.trial import TrialState as OptunaState
 
-from orchestrator import Orchestrator, Trainable, TrialState
+from orchestrator import Trainable, TrialState
 from orchestrator.errors import ConfigError
 from orchestrator.journal.reader import load as load_journal
 from orchestrator.schedulers import ASHA, MedianStopping
@@ -21,10 +22,9 @@ from orchestrator.search import OptunaSearch, RandomSearch, grid, uniform
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
-from .observe import strict_loads
-from .trainables import Objective
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..observe import strict_loads
+from ..trainables import Objective
+from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 
@@ -42,11 +42,15 @@ def space(marks: Path) -> dict[str, Any]:
     ],
 )
 async def test_a_metric_the_first_result_lacks_is_an_error_naming_it(
-    tmp_path: Path, searcher: str, scheduler: str | None, named: str
+    tmp_path: Path,
+    searcher: str,
+    scheduler: str | None,
+    named: str,
+    orchestrator: MakeOrchestrator,
 ) -> None:
     schedulers = {"asha": ASHA(max_t=5), "median": MedianStopping(metric="los", mode="min")}
     metric = "loss" if scheduler == "median" else "val_los"
-    async with Orchestrator(storage=tmp_path, name="m") as orch:
+    async with orchestrator(storage=tmp_path, name="m") as orch:
         result = await orch.sweep(
             Objective,
             space(tmp_path),
@@ -68,11 +72,11 @@ async def test_a_metric_the_first_result_lacks_is_an_error_naming_it(
 
 
 async def test_without_strict_metrics_a_trial_that_never_reports_it_warns_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, orchestrator: MakeOrchestrator
 ) -> None:
     caplog.set_level(logging.WARNING, logger="orchestrator")
     searcher = OptunaSearch(seed=0)
-    async with Orchestrator(storage=tmp_path, name="m", strict_metrics=False) as orch:
+    async with orchestrator(storage=tmp_path, name="m", strict_metrics=False) as orch:
         result = await orch.sweep(
             Objective,
             space(tmp_path),
@@ -120,10 +124,10 @@ class Diverging(Trainable):
 
 
 async def test_non_finite_metrics_are_warned_never_best_and_standard_json(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, orchestrator: MakeOrchestrator
 ) -> None:
     caplog.set_level(logging.WARNING, logger="orchestrator")
-    async with Orchestrator(storage=tmp_path, name="nf") as orch:
+    async with orchestrator(storage=tmp_path, name="nf") as orch:
         result = await orch.sweep(
             Diverging,
             {"kind": grid(["nan", "neg_inf", "fine"])},

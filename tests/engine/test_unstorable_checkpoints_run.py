@@ -3,7 +3,8 @@ it) pauses its trial at once with an error naming the trial, the file and the wa
 what was stored stays; other trials go on; a resume after the fix continues the trial.
 
 The full disk is a real, small tmpfs (``tests/fullfs.py``), filled by the trial itself
-at a known step, so the next checkpoint meets the kernel's ``ENOSPC``.
+at a known step, so the next checkpoint meets the kernel's ``ENOSPC``. On the fake Ray
+(moved from ``tests/test_unstorable_checkpoints.py``: only the Ray under them changed).
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, TrialState
+from orchestrator import TrialState
 
-from .fullfs import fill, small_filesystem
-from .trainables import Counter, assert_failure_free_history
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..fullfs import fill, small_filesystem
+from ..trainables import Counter, assert_failure_free_history
+from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}
@@ -62,7 +62,7 @@ def _stored(root: Path) -> list[Path]:
 
 
 async def test_a_full_disk_pauses_the_trial_at_once_and_a_resume_continues_it(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, orchestrator: MakeOrchestrator
 ) -> None:
     caplog.set_level(logging.WARNING, logger="orchestrator")
     with small_filesystem(tmp_path / "disk", 8 << 20) as disk:
@@ -72,7 +72,7 @@ async def test_a_full_disk_pauses_the_trial_at_once_and_a_resume_continues_it(
             "fill_at": 4,
             "payload": 300_000,
         }
-        async with Orchestrator(storage=disk, name="full", **QUIET) as orch:
+        async with orchestrator(storage=disk, name="full", **QUIET) as orch:
             trial = orch.add_trial(
                 FillsTheDisk,
                 config,
@@ -97,7 +97,7 @@ async def test_a_full_disk_pauses_the_trial_at_once_and_a_resume_continues_it(
 
         (disk / "filler").unlink()
         caplog.clear()
-        async with Orchestrator(storage=disk, name="full", resume=True, **QUIET) as orch:
+        async with orchestrator(storage=disk, name="full", resume=True, **QUIET) as orch:
             (again,) = orch.trials
             await asyncio.wait_for(orch.run(), 120)
         said = f"trial {trial.id} was paused because a checkpoint could not be stored; resuming"
@@ -108,9 +108,9 @@ async def test_a_full_disk_pauses_the_trial_at_once_and_a_resume_continues_it(
 
 @pytest.mark.parametrize("odd", ["fifo", "link out"])
 async def test_a_file_storage_cannot_keep_pauses_the_trial_at_once(
-    tmp_path: Path, odd: str
+    tmp_path: Path, odd: str, orchestrator: MakeOrchestrator
 ) -> None:
-    async with Orchestrator(storage=tmp_path, name="odd", **QUIET) as orch:
+    async with orchestrator(storage=tmp_path, name="odd", **QUIET) as orch:
         trial = orch.add_trial(
             OddCheckpoint,
             {"odd": odd, "checkpoint_every": 2},

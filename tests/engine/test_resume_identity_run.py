@@ -1,6 +1,7 @@
 """Re-running a script with ``resume=True`` continues its experiment: each ``add_trial``
 (before entering or inside) adopts its journaled trial, whose handle is the resumed
-trial, and a ``sweep`` call continues its sweep; nothing is added twice."""
+trial, and a ``sweep`` call continues its sweep; nothing is added twice. On the fake
+Ray (moved from ``tests/test_resume_identity.py``: only the Ray under them changed)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator import Trial, TrialState
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 from orchestrator.search import RandomSearch, uniform
 
-from .trainables import Objective, Recorder, setups
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..trainables import Objective, Recorder, setups
+from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 SHORT: dict[str, Any] = {"stop": {"training_iteration": 3}, "checkpoint_every": 1, "resources": CPU}
@@ -31,9 +31,9 @@ def journaled_ids(storage: Path, name: str) -> list[str]:
     return [t["id"] for t in head["trials"]]
 
 
-async def first_run(storage: Path, marks: Path) -> dict[str, Trial]:
+async def first_run(storage: Path, marks: Path, orchestrator: MakeOrchestrator) -> dict[str, Trial]:
     """Two trials of one config (generated ids), one named, one paused midway."""
-    async with Orchestrator(storage=storage, name="script", progress=False) as orch:
+    async with orchestrator(storage=storage, name="script", progress=False) as orch:
         first = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
         twin = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
         named = orch.add_trial(
@@ -57,15 +57,15 @@ async def first_run(storage: Path, marks: Path) -> dict[str, Trial]:
 
 
 async def test_rerunning_the_script_with_resume_adopts_its_trials(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, orchestrator: MakeOrchestrator
 ) -> None:
     storage, marks = tmp_path / "runs", tmp_path / "marks"
     marks.mkdir()
-    before = await first_run(storage, marks)
+    before = await first_run(storage, marks, orchestrator)
     paused_results = list(before["paused"].results)
     ran = setups(marks)
 
-    orch = Orchestrator(storage=storage, name="script", resume=True, progress=False)
+    orch = orchestrator(storage=storage, name="script", resume=True, progress=False)
     # Added before entering: adopted when the journal is read...
     first = orch.add_trial(Recorder, {"marks": str(marks), "rate": 1}, **SHORT)  # key order
     named = orch.add_trial(Recorder, {"rate": 2, "marks": str(marks)}, trial_id="named", **SHORT)
@@ -109,7 +109,9 @@ async def test_rerunning_the_script_with_resume_adopts_its_trials(
     assert len(warned) == 1 and f"trial {new.id} " in warned[0]
 
 
-async def test_a_sweep_resumed_with_the_same_call_adds_no_trial(tmp_path: Path) -> None:
+async def test_a_sweep_resumed_with_the_same_call_adds_no_trial(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     storage, marks = tmp_path / "runs", tmp_path / "marks"
     marks.mkdir()
 
@@ -126,11 +128,11 @@ async def test_a_sweep_resumed_with_the_same_call_adds_no_trial(tmp_path: Path) 
             "resources": CPU,
         }
 
-    async with Orchestrator(storage=storage, name="swept", progress=False) as orch:
+    async with orchestrator(storage=storage, name="swept", progress=False) as orch:
         first = await orch.sweep(**call())
     ids = [t.id for t in first.trials]
     configs = [t.config["x"] for t in first.trials]
-    async with Orchestrator(storage=storage, name="swept", resume=True, progress=False) as orch:
+    async with orchestrator(storage=storage, name="swept", resume=True, progress=False) as orch:
         again = await orch.sweep(**call())
         assert [t.id for t in again.trials] == ids
         assert [t.config["x"] for t in again.trials] == configs

@@ -1,6 +1,7 @@
-"""The per-trial logs of a real experiment: they equal each trial's history (a late key
+"""The per-trial logs of an experiment on the fake Ray: they equal each trial's history (a late key
 gets its column, a restore truncates them), and TensorBoard's own reader sees as many
-points as results. (A remote experiment's logs: tests/storage/test_orchestrator_remote.py.)"""
+points as results. (A remote experiment's logs: tests/storage/test_orchestrator_remote.py.)
+Moved from ``tests/test_logging_ray.py``: only the Ray under them changed."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from orchestrator import Orchestrator, Trial, TrialState
+from orchestrator import Trial, TrialState
 
-from .trainables import Counter
-
-pytestmark = pytest.mark.usefixtures("ray_local")
+from ..trainables import Counter
+from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 
@@ -47,8 +47,10 @@ def scalars(logdir: Path, tag: str) -> list[tuple[int, float]]:
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
-async def test_logs_equal_the_history_through_a_late_key_and_a_restore(tmp_path: Path) -> None:
-    async with Orchestrator(storage=tmp_path, name="logs", hooks=[RestoreOnce()]) as orch:
+async def test_logs_equal_the_history_through_a_late_key_and_a_restore(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    async with orchestrator(storage=tmp_path, name="logs", hooks=[RestoreOnce()]) as orch:
         trial = orch.add_trial(
             LateKey,
             {"delay": 0.02, "lr": 0.1},
@@ -71,9 +73,9 @@ async def test_logs_equal_the_history_through_a_late_key_and_a_restore(tmp_path:
 
 
 async def test_no_loggers_and_no_progress(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], orchestrator: MakeOrchestrator
 ) -> None:
-    async with Orchestrator(storage=tmp_path, name="quiet", loggers=[], progress=False) as orch:
+    async with orchestrator(storage=tmp_path, name="quiet", loggers=[], progress=False) as orch:
         trial = orch.add_trial(Counter, stop={"training_iteration": 3}, resources=CPU)
         await orch.run()
     assert not (tmp_path / "quiet" / trial.id).exists()  # no checkpoints, no logs

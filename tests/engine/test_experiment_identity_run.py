@@ -1,5 +1,6 @@
 """An experiment is never silently replaced, and resuming one that does not exist is an
-error that creates nothing."""
+error that creates nothing. On the fake Ray (moved from
+``tests/test_experiment_identity.py``: only the Ray under them changed)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import Orchestrator, TrialState
+from orchestrator import TrialState
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import ConfigError, ExperimentExists, ExperimentNotFound
 
-from .observe import snapshot
-from .trainables import Counter
+from ..observe import snapshot
+from ..trainables import Counter
+from .conftest import MakeOrchestrator
 
-pytestmark = pytest.mark.usefixtures("ray_local")
 
-
-async def run_two_trials(storage: Path, **options: object) -> list[str]:
-    async with Orchestrator(storage=storage, name="exp", keep_checkpoints=2, **options) as orch:
+async def run_two_trials(
+    storage: Path, orchestrator: MakeOrchestrator, **options: object
+) -> list[str]:
+    async with orchestrator(storage=storage, name="exp", keep_checkpoints=2, **options) as orch:
         trials = [
             orch.add_trial(
                 Counter,
@@ -35,12 +37,14 @@ async def run_two_trials(storage: Path, **options: object) -> list[str]:
     return [t.id for t in trials]
 
 
-async def test_an_existing_experiment_is_refused_and_left_intact(tmp_path: Path) -> None:
-    await run_two_trials(tmp_path)
+async def test_an_existing_experiment_is_refused_and_left_intact(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    await run_two_trials(tmp_path, orchestrator)
     before = snapshot(tmp_path / "exp")
     assert JOURNAL_KEY in before and any("checkpoint_000006" in k for k in before)
     with pytest.raises(ExperimentExists) as caught:
-        async with Orchestrator(storage=tmp_path, name="exp"):
+        async with orchestrator(storage=tmp_path, name="exp"):
             pass
     message = str(caught.value)
     assert str(tmp_path / "exp") in message and "2 trial(s)" in message
@@ -49,10 +53,12 @@ async def test_an_existing_experiment_is_refused_and_left_intact(tmp_path: Path)
     assert snapshot(tmp_path / "exp") == before  # byte for byte
 
 
-async def test_overwrite_deletes_the_old_experiment_completely(tmp_path: Path) -> None:
-    await run_two_trials(tmp_path)
+async def test_overwrite_deletes_the_old_experiment_completely(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    await run_two_trials(tmp_path, orchestrator)
     old = snapshot(tmp_path / "exp")
-    async with Orchestrator(storage=tmp_path, name="exp", overwrite=True) as orch:
+    async with orchestrator(storage=tmp_path, name="exp", overwrite=True) as orch:
         # Entered: the old experiment is gone before anything new is written to it,
         # but for the lease this driver holds on it.
         left = {
@@ -70,16 +76,18 @@ async def test_overwrite_deletes_the_old_experiment_completely(tmp_path: Path) -
 
 
 async def test_resuming_a_missing_experiment_is_an_error_and_creates_nothing(
-    tmp_path: Path,
+    tmp_path: Path, orchestrator: MakeOrchestrator
 ) -> None:
     storage = tmp_path / "not-yet"
     with pytest.raises(ExperimentNotFound) as caught:
-        async with Orchestrator(storage=storage, name="nope", resume=True):
+        async with orchestrator(storage=storage, name="nope", resume=True):
             pass
     assert "nothing to resume" in str(caught.value) and str(storage / "nope") in str(caught.value)
     assert not storage.exists()
 
 
-def test_resume_and_overwrite_together_are_refused(tmp_path: Path) -> None:
+def test_resume_and_overwrite_together_are_refused(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
     with pytest.raises(ConfigError, match="pass one of them"):
-        Orchestrator(storage=tmp_path, name="x", resume=True, overwrite=True)
+        orchestrator(storage=tmp_path, name="x", resume=True, overwrite=True)
