@@ -361,7 +361,9 @@ async def test_pbt_goes_on_when_the_trials_it_waits_for_cannot_start(
     async with orchestrator(storage=tmp_path, name="starved") as orch:
         result = await orch.sweep(
             FakeClimber,
-            {"lr": grid([0.01, 0.1, 1.0]), "marks": str(tmp_path)},
+            # Steps slow enough that the first two cannot finish before the third trial
+            # is even created (its config comes from the searcher's thread).
+            {"lr": grid([0.01, 0.1, 1.0]), "marks": str(tmp_path), "delay": 0.2},
             metric="score",
             mode="max",
             scheduler=pbt(),
