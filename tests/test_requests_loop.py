@@ -107,13 +107,15 @@ async def test_a_restore_of_a_terminated_trial_waits_for_its_own_event(loop: Mak
     request: an event of the trial handled before it (here a stop, queued first) used to
     find the trial TERMINATED and fail the restore with "the trial is TERMINATED"."""
     lp = loop([])
-    rt = lp.add(stop={"training_iteration": 1}, checkpoint_every=1)
+    rt = lp.add(stop={"training_iteration": 2}, checkpoint_every=1)
     lp.feed(rt, Launch())
     await lp.turn()
     gen = rt.machine.generation
     lp.feed(rt, ActorReady(gen))
     lp.feed(rt, TrainResult(gen, ({"count": 1},)))
+    lp.feed(rt, TrainResult(gen, ({"count": 2},)))
     lp.feed(rt, SaveDone(gen, checkpoint(rt, 1)))
+    lp.feed(rt, SaveDone(gen, checkpoint(rt, 2)))
     await lp.turn()
     assert rt.machine.state is TrialState.TERMINATED
     trial: Trial = rt.handle
@@ -128,7 +130,7 @@ async def test_a_restore_of_a_terminated_trial_waits_for_its_own_event(loop: Mak
     lp.feed(rt, ActorReady(gen))
     lp.feed(rt, RestoreDone(gen, trial.checkpoints[0]))
     assert await asyncio.wait_for(restoring, 10) == trial.checkpoints[0]
-    assert rt.machine.state is TrialState.RUNNING
+    assert rt.machine.state is TrialState.RUNNING  # from iteration 1, short of its stop (2)
 
 
 async def test_a_slow_result_hook_holds_its_trial_two_calls_behind(loop: MakeLoop) -> None:

@@ -130,10 +130,10 @@ async def test_a_restart_goes_to_the_spare_which_is_then_replaced(
     tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
 ) -> None:
     async with orchestrator(storage=tmp_path, name="spare", max_failures=2, progress=False) as orch:
-        trial = orch.add_trial(
+        trial = orch.add_trial(  # it runs until the test stops it, however slow the machine
             FakeRecorder,
             {"delay": 0.02},
-            stop={"training_iteration": 150},
+            stop={"training_iteration": 100_000},
             checkpoint_every=5,
             resources={"cpu": 0.25},
         )
@@ -147,10 +147,11 @@ async def test_a_restart_goes_to_the_spare_which_is_then_replaced(
         await wait_for(lambda: spares.used == 1, every=0.02)
         assert trial.actor is spare.actor  # the restart went to the warm actor
         await wait_for(lambda: spares.started == 2, every=0.02)  # and a new spare started
+        await trial.stop()
         await asyncio.wait_for(runner, 120)
         left = hosts.spares()
     assert trial.state is TrialState.TERMINATED and trial.num_failures == 1
-    assert_failure_free_history(trial, 150)
+    assert_failure_free_history(trial)
     assert left == []  # retired once no trial could fail any more
 
 
