@@ -45,7 +45,7 @@ def draw_tasks() -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks() if t.get_name() == "progress:draw"]
 
 
-async def test_10000_results_cost_the_hooks_under_50_ms() -> None:
+async def test_10000_results_cost_the_hooks_no_drawing_each() -> None:
     reporter = ProgressReporter("loss", "min", console=quiet_console(), live=False)
     trials = [FakeTrial(f"trial_{i:05d}") for i in range(100)]
     results = [
@@ -55,7 +55,9 @@ async def test_10000_results_cost_the_hooks_under_50_ms() -> None:
     for trial, result in results:
         await reporter.on_trial_result(trial, result)
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.05, f"10,000 on_trial_result calls took {elapsed * 1e3:.1f} ms"
+    # Quiet, about 20 ms; generous for a loaded CI machine: a redraw per call would take
+    # seconds.
+    assert elapsed < 0.5, f"10,000 on_trial_result calls took {elapsed * 1e3:.1f} ms"
     assert "10,000 results" in reporter.render_line()
     await reporter.aclose()
 
