@@ -41,8 +41,20 @@ def quiet_console() -> Console:
     return Console(file=io.StringIO(), force_terminal=False, width=200)
 
 
+_OTHERS: set[asyncio.Task[Any]] = set()
+
+
+@pytest.fixture(autouse=True)
+async def others_draws() -> None:
+    """The loop is the session's: a table another test left drawing (it failed before
+    closing its experiment) is not this test's."""
+    _OTHERS.clear()
+    _OTHERS.update(t for t in asyncio.all_tasks() if t.get_name() == "progress:draw")
+
+
 def draw_tasks() -> list[asyncio.Task[Any]]:
-    return [t for t in asyncio.all_tasks() if t.get_name() == "progress:draw"]
+    """The draw tasks this test started that are still running."""
+    return [t for t in asyncio.all_tasks() if t.get_name() == "progress:draw" and t not in _OTHERS]
 
 
 async def test_10000_results_cost_the_hooks_no_drawing_each() -> None:
