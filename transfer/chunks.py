@@ -4,11 +4,19 @@ Layout: files are packed in order into chunks of at most ``chunk_size`` payload 
 a big file is split across consecutive chunks, small files share one, so memory per
 chunk is bounded whatever the file sizes and tiny files do not cost one round trip
 each. Every file, even an empty one, has a piece flagged ``last`` that carries the
-file's checksum, so the sink verifies each file the moment it is complete.
+file's transit check (:mod:`transfer.checksum`), so the sink verifies each file the
+moment it is complete.
 
 Framing: one chunk travels as one flat ``uint8`` buffer (header, then payload), which
 Ray stores and maps zero-copy. The header is ``struct``-packed, not pickled, so a
 crafted frame can at worst be rejected by :func:`decode`, never execute anything.
+
+Alignment, so that the sink can hand big files' bytes to ``O_DIRECT`` writes straight
+from the buffer a frame was received into (no copy): the header is zero-padded to a
+multiple of ``ALIGN`` bytes, and a file of ``BIG_FILE`` bytes or more starts a chunk of
+its own, so each of its pieces begins a payload and, with a ``chunk_size`` that is a
+multiple of ``ALIGN``, at an aligned offset of the file. Any other layout is still valid;
+the sink then copies the bytes into an aligned buffer first.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .checksum import DIGEST_SIZE
+from .checksum import CHECK_SIZE
 from .errors import IntegrityError
 
 __all__ = [
+    "ALIGN",
+    "BIG_FILE",
     "ChunkSpec",
     "FramePiece",
     "Piece",
@@ -30,10 +40,14 @@ __all__ = [
     "layout",
 ]
 
-MAGIC = b"TFC1"
+MAGIC = b"TFC2"
 _HEAD = struct.Struct("<4sI")  # magic, number of pieces
-_PIECE = struct.Struct(f"<IQQB{DIGEST_SIZE}s")  # file id, offset, length, flags, digest
+_PIECE = struct.Struct(f"<IQQB{CHECK_SIZE}s")  # file id, offset, length, flags, check
 _LAST = 1
+#: Payloads start at a multiple of this (the block size ``O_DIRECT`` needs).
+ALIGN = 4096
+#: Files this big start a chunk of their own (and the sink writes them with O_DIRECT).
+BIG_FILE = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +82,13 @@ class FramePiece:
 
 
 def header_size(n_pieces: int) -> int:
-    return _HEAD.size + n_pieces * _PIECE.size
+    """Bytes before the payload: the header, zero-padded to a multiple of ``ALIGN``."""
+    return -(-(_HEAD.size + n_pieces * _PIECE.size) // ALIGN) * ALIGN
 
 
-def layout(sizes: Sequence[int], chunk_size: int) -> list[ChunkSpec]:
-    """Pack files (by size, in order) into chunks of at most ``chunk_size`` payload."""
+def layout(sizes: Sequence[int], chunk_size: int, big_file: int = BIG_FILE) -> list[ChunkSpec]:
+    """Pack files (by size, in order) into chunks of at most ``chunk_size`` payload; a
+    file of ``big_file`` bytes or more starts a new chunk."""
     if chunk_size <= 0:
         raise ValueError("chunk_size must be positive")
     chunks: list[ChunkSpec] = []
@@ -89,6 +105,8 @@ def layout(sizes: Sequence[int], chunk_size: int) -> list[ChunkSpec]:
 
     for file_id, size in enumerate(sizes):
         offset = 0
+        if size >= big_file:
+            flush()
         while True:
             if used >= chunk_size or len(pieces) >= max_pieces:
                 flush()
@@ -104,14 +122,16 @@ def layout(sizes: Sequence[int], chunk_size: int) -> list[ChunkSpec]:
 
 
 def encode_header(buf: memoryview, pieces: Sequence[Piece], digests: Sequence[bytes]) -> None:
-    """Write the header for ``pieces`` at the start of ``buf``; ``digests[i]`` is the
-    file checksum for last pieces (ignored otherwise)."""
+    """Write the header for ``pieces`` (and its zero padding) at the start of ``buf``;
+    ``digests[i]`` is the file's transit check for last pieces (ignored otherwise)."""
     _HEAD.pack_into(buf, 0, MAGIC, len(pieces))
     pos = _HEAD.size
     for piece, digest in zip(pieces, digests, strict=True):
         flags = _LAST if piece.last else 0
         _PIECE.pack_into(buf, pos, piece.file_id, piece.offset, piece.length, flags, digest)
         pos += _PIECE.size
+    end = header_size(len(pieces))
+    buf[pos:end] = bytes(end - pos)
 
 
 def decode(frame: memoryview) -> list[FramePiece]:

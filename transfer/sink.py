@@ -4,9 +4,10 @@ It trusts nothing it receives. The plan is validated as a whole before anything 
 created (:mod:`transfer.paths`); each frame's header is parsed with ``struct`` and every
 piece must continue exactly the file and offset the sink expects next, within the
 file's announced size, so a crafted frame can neither write outside the staged tree nor
-grow a file. Bytes are hashed straight from the object store's zero-copy view and
-written by :class:`~transfer.writer.FileWriter`; a file whose checksum differs from the
-source's fails the copy.
+grow a file. Each piece's write starts at once (:class:`~transfer.writer.FileWriter`,
+big files straight from the frame's buffer) and its bytes are hashed meanwhile; a file
+whose transit check differs from the source's fails the copy. A complete file is handed
+to the staged tree, which makes it durable in the background.
 Everything lands in a :class:`~transfer.staging.StagedTree`, so until ``commit`` the
 target is untouched.
 """
@@ -14,18 +15,20 @@ target is untouched.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from .checksum import digest_file, new_hasher
+from .checksum import digest_file, new_check
 from .chunks import decode
 from .errors import IntegrityError, TransferError
 from .manifest import Entry, scan
 from .paths import check_relpath
 from .plan import Plan
 from .staging import WRITE_FLAGS, StagedTree
-from .writer import FileWriter
+from .writer import WRITE_DEPTH, FileWriter, OpenFile
 
 __all__ = ["CommitResult", "SinkWriter"]
 
@@ -37,6 +40,15 @@ class CommitResult:
     bytes_written: int
 
 
+@dataclass(slots=True)
+class _Held:
+    """A frame whose bytes are still being written, and how to hand it back."""
+
+    writes: list[Future[None]]
+    release: Callable[[], None]
+    frame: Any  # kept alive until the writes are done
+
+
 class SinkWriter:
     def __init__(self, target: str, token: str) -> None:
         self._target = target
@@ -45,11 +57,12 @@ class SinkWriter:
         self._plan: Plan | None = None
         self._cur = 0
         self._off = 0
-        self._fd = -1
-        self._hasher = new_hasher()
+        self._file: OpenFile | None = None
+        self._check = new_check()
         self._bytes = 0
         self._failed: BaseException | None = None
         self._writer: FileWriter | None = None
+        self._held: deque[_Held] = deque()
 
     @property
     def bytes_written(self) -> int:
@@ -74,17 +87,35 @@ class SinkWriter:
             self.abort()
             raise
 
-    def write(self, frame: Any) -> tuple[int, int]:
-        """Write one frame; returns (bytes written, files completed) for progress."""
+    def write(
+        self, frame: Any, release: Callable[[], None] | None = None, hold: int = WRITE_DEPTH
+    ) -> tuple[int, int]:
+        """Write one frame; returns (bytes written, files completed) for progress.
+
+        Without ``release`` the frame's bytes are written before this returns. With it,
+        writes may still read the frame afterwards: the caller keeps the buffer unchanged
+        until ``release()`` is called (from this thread, by a later ``write`` or by
+        ``commit``); at most ``hold`` frames (and never more than ``WRITE_DEPTH``) are
+        held when this returns, so a caller with ``n`` buffers passes ``n - 1`` and
+        always has one to receive the next frame into.
+        """
         if self._failed is not None:
             raise TransferError("sink already failed; abort this copy") from self._failed
         try:
-            return self._write(frame)
+            writes: list[Future[None]] = []
+            done = self._write(frame, writes)
+            if release is None:
+                for fut in writes:
+                    fut.result()
+            else:
+                self._held.append(_Held(writes, release, frame))
+                self._settle(max(0, min(hold, WRITE_DEPTH)))
+            return done
         except BaseException as err:
             self._failed = err
             raise
 
-    def _write(self, frame: Any) -> tuple[int, int]:
+    def _write(self, frame: Any, writes: list[Future[None]]) -> tuple[int, int]:
         if self._plan is None or self._staged is None:
             raise TransferError("write before begin")
         try:
@@ -107,28 +138,39 @@ class SinkWriter:
                 )
             if self._writer is None:
                 self._writer = FileWriter()
-            if self._fd < 0:
+            if self._file is None:
                 path = self._staged.path(entry.path)
-                self._fd = self._writer.open(path, WRITE_FLAGS, entry.size)
-                self._hasher = new_hasher()
+                self._file = self._writer.open(path, WRITE_FLAGS, entry.size)
+                self._check = new_check()
             data = view[piece.start : piece.start + piece.length]
-            self._hasher.update(data)
-            self._writer.write(data)
+            writes += self._writer.write(self._file, data)
+            self._check.update(data)
             self._off = end
             nbytes += piece.length
             if piece.last:
-                self._writer.finish()
-                if self._hasher.digest() != piece.digest:
+                if self._check.digest() != piece.digest:
                     raise IntegrityError(
                         f"checksum mismatch for {entry.path!r}: the bytes received differ "
                         "from the source's; retry the copy"
                     )
-                self._staged.finish_file(self._fd, entry)
-                os.close(self._fd)
-                self._fd, self._cur, self._off = -1, self._cur + 1, 0
+                opened, self._file = self._file, None
+                complete = self._writer.finish(opened)
+                self._staged.sync_file(opened.fd, entry, complete)
+                self._cur, self._off = self._cur + 1, 0
                 done += 1
         self._bytes += nbytes
         return nbytes, done
+
+    def _settle(self, keep: int) -> None:
+        """Hand back the frames whose writes are done, oldest first, and wait until at
+        most ``keep`` are held."""
+        while self._held and (
+            len(self._held) > keep or all(f.done() for f in self._held[0].writes)
+        ):
+            held = self._held.popleft()
+            for fut in held.writes:
+                fut.result()
+            held.release()
 
     def commit(self) -> CommitResult:
         if self._plan is None or self._staged is None:
@@ -139,6 +181,7 @@ class SinkWriter:
         if self._cur != len(plan.send):
             raise IntegrityError(f"copy incomplete: {self._cur} of {len(plan.send)} files arrived")
         try:
+            self._settle(0)
             staged.link_kept(plan.keep)
             staged.make_symlinks(plan.links)
             staged.carry_over(plan.mirror, plan.exclude)
@@ -153,12 +196,13 @@ class SinkWriter:
 
     def abort(self) -> None:
         """Drop everything staged; the target stays as it was. Safe to call twice."""
-        if self._writer is not None:
-            self._writer.abandon()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
         self._release_writer()
+        if self._file is not None:
+            os.close(self._file.fd)
+            self._file = None
+        for held in self._held:
+            held.release()
+        self._held.clear()
         if self._staged is not None:
             self._staged.abort()
             self._staged = None

@@ -1,11 +1,10 @@
 """The reading end, used by tasks pinned to the source node (see :mod:`transfer.tasks`).
 
-It reads each chunk straight into one reusable frame buffer (``preadv``, no
-intermediate bytes objects), hashes the bytes while they are hot in cache, and returns
-the frame; Ray copies it into the node's object store once, and the buffer is reused
-for the next chunk, so the reader's memory is one frame whatever the directory's size.
-Chunks must be read in layout order, which is what lets a file's checksum be computed
-in a single streaming pass.
+It reads each chunk straight into a frame buffer (``preadv``, no intermediate bytes
+objects) and computes each file's transit check (:mod:`transfer.checksum`) while the
+bytes are hot in cache; the buffer is reused for a later chunk, so the reader's memory
+is a few frames whatever the directory's size. Chunks must be read in layout order,
+which is what lets a file's check be computed in a single streaming pass.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .checksum import DIGEST_SIZE, digest_file, new_hasher
+from .checksum import CHECK_SIZE, digest_file, new_check
 from .chunks import ChunkSpec, encode_header, header_size
 from .errors import IntegrityError
 from .manifest import Entry, scan
@@ -25,7 +24,7 @@ from .paths import check_relpath
 
 __all__ = ["SourceReader"]
 
-_NO_DIGEST = bytes(DIGEST_SIZE)
+_NO_DIGEST = bytes(CHECK_SIZE)
 
 
 class SourceReader:
@@ -36,7 +35,7 @@ class SourceReader:
         self._fd = -1
         self._cur = -1
         self._off = 0
-        self._hasher = new_hasher()
+        self._check = new_check()
 
     def scan(self, exclude: Sequence[str] = ()) -> list[Entry]:
         return scan(self._root, exclude)
@@ -75,12 +74,12 @@ class SourceReader:
                 raise IntegrityError(f"chunk {spec.index} read out of order at {entry.path!r}")
             part = view[pos : pos + piece.length]
             self._read_exact(part, piece.offset, entry)
-            self._hasher.update(part)
+            self._check.update(part)
             self._off += piece.length
             pos += piece.length
             if piece.last:
                 self._check_unchanged(entry)
-                digests.append(self._hasher.digest())
+                digests.append(self._check.digest())
                 self._close()
             else:
                 digests.append(_NO_DIGEST)
@@ -96,7 +95,7 @@ class SourceReader:
         except OSError as err:
             raise IntegrityError(f"source file {path!r} vanished or changed: {err}") from err
         self._fd, self._cur, self._off = fd, file_id, 0
-        self._hasher = new_hasher()
+        self._check = new_check()
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size != entry.size:
             raise IntegrityError(f"source file {path!r} changed since it was listed; retry")

@@ -6,7 +6,10 @@ worse than either. So the complete new tree is built in a hidden sibling directo
 (same filesystem, so renames are atomic): sent files are written there, unchanged
 files are hard-linked from the old tree (no bytes copied), extra target entries are
 carried over unless mirroring. Commit is one ``renameat2(RENAME_EXCHANGE)`` (two
-renames where unavailable); anything before it leaves the target as it was.
+renames where unavailable); anything before it leaves the target as it was. Before the
+swap every file and directory of the new tree is on disk, and after it the swap itself
+(:mod:`transfer.durable` says why and at what cost), so even a machine crash leaves the
+old tree or the complete new one.
 
 A per-target lock (``flock`` in the temp directory, released by the kernel if the
 process dies) serialises copies into one target and lets the next copy clean staging
@@ -26,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 
+from .durable import Syncer, fsync_dir
 from .errors import TransferError
 from .manifest import Entry, is_excluded
 
@@ -88,6 +92,17 @@ class _Lock:
             self._fd = -1
 
 
+def _make_parents(path: str) -> list[str]:
+    """``os.makedirs(path)``; returns the directories it created, deepest first."""
+    missing: list[str] = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    if missing:
+        os.makedirs(missing[0], exist_ok=True)
+    return missing
+
+
 def _siblings(target: str, marker: str) -> list[str]:
     parent, name = os.path.split(target)
     prefix = f".{name}{marker}"
@@ -117,8 +132,10 @@ class StagedTree:
     """The new target tree under construction; see the module docstring.
 
     Methods are called in order: ``open``, ``make_dirs``, file writes
-    (``create_file`` / ``finish_file``), ``link_kept``, ``make_symlinks``,
+    (``create_file`` / ``sync_file``), ``link_kept``, ``make_symlinks``,
     ``carry_over``, ``seal``, then ``commit`` or ``abort`` (``abort`` is always safe).
+    Each file is handed to ``sync_file`` (or ``sync_path``) once complete and is made
+    durable in the background; ``commit`` waits for them.
     """
 
     def __init__(self, target: str, token: str, lock_timeout: float = 30.0) -> None:
@@ -131,15 +148,20 @@ class StagedTree:
         self._lock = _Lock(self.target)
         self._lock_timeout = lock_timeout
         self._open = False
+        self._syncer: Syncer | None = None
+        self._dirs: list[str] = []  # every directory of the staged tree, root first
+        self._made: list[str] = []  # the target's ancestors this copy created
 
     def open(self) -> None:
         if os.path.lexists(self.target) and not os.path.isdir(self.target):
             raise TransferError(f"target {self.target!r} exists and is not a directory")
-        os.makedirs(os.path.dirname(self.target), exist_ok=True)
+        self._made = _make_parents(os.path.dirname(self.target))
         self._lock.acquire(self._lock_timeout)
         self._open = True
         _remove_leftovers(self.target)
+        self._syncer = Syncer()
         os.mkdir(self.root, 0o700)
+        self._dirs = [self.root]
 
     def path(self, rel: str) -> str:
         return os.path.join(self.root, rel)
@@ -147,14 +169,34 @@ class StagedTree:
     def make_dirs(self, dirs: Sequence[Entry]) -> None:
         for e in sorted(dirs, key=lambda d: d.path.count("/")):
             os.mkdir(self.path(e.path), 0o700)
+            self._dirs.append(self.path(e.path))
 
     def create_file(self, rel: str) -> int:
         """Open a new file for writing; never follows or overwrites anything."""
         return os.open(self.path(rel), WRITE_FLAGS, 0o600)
 
-    def finish_file(self, fd: int, entry: Entry) -> None:
-        os.fchmod(fd, entry.mode)
-        os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+    def sync_file(self, fd: int, entry: Entry, before: Callable[[int], None] | None = None) -> None:
+        """Hand over ``fd``, a file of the tree whose bytes are all written or under way:
+        in the background, ``before(fd)`` (the writer completing it), then the mode and
+        mtime of ``entry``, fsync and close. Blocks while many files wait."""
+
+        def finish(fd: int) -> None:
+            if before is not None:
+                before(fd)
+            os.fchmod(fd, entry.mode)
+            os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+
+        self._syncer_or_fail().submit(fd, finish)
+
+    def sync_path(self, rel: str) -> None:
+        """Make the file at ``rel`` durable as it is (a hard link's or a copy's bytes)."""
+        fd = os.open(self.path(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self._syncer_or_fail().submit(fd)
+
+    def _syncer_or_fail(self) -> Syncer:
+        if self._syncer is None:
+            raise TransferError("the staged tree is not open")
+        return self._syncer
 
     def link_kept(self, kept: Sequence[Entry]) -> None:
         """Reuse unchanged files of the old tree: a hard link costs no bytes."""
@@ -162,12 +204,16 @@ class StagedTree:
             old, new = os.path.join(self.target, e.path), self.path(e.path)
             try:
                 os.link(old, new, follow_symlinks=False)
+                copied = False
             except OSError:
                 shutil.copy2(old, new, follow_symlinks=False)
+                copied = True
             st = os.lstat(new)
             if st.st_mtime_ns != e.mtime_ns or stat.S_IMODE(st.st_mode) != e.mode:
                 os.chmod(new, e.mode)
                 os.utime(new, ns=(e.mtime_ns, e.mtime_ns))
+            if copied:
+                self.sync_path(e.path)
 
     def make_symlinks(self, links: Sequence[Entry]) -> None:
         for e in links:
@@ -201,6 +247,7 @@ class StagedTree:
                 continue
             if is_dir:
                 os.mkdir(dst, 0o700)
+                self._dirs.append(dst)
                 self._carry_dir(rel, lambda _rel: True)
                 shutil.copystat(de.path, dst, follow_symlinks=False)
             else:
@@ -208,6 +255,8 @@ class StagedTree:
                     os.link(de.path, dst, follow_symlinks=False)
                 except OSError:
                     shutil.copy2(de.path, dst, follow_symlinks=False)
+                    if not os.path.islink(dst):
+                        self.sync_path(rel)
 
     def seal(self, dirs: Sequence[Entry]) -> None:
         """Give directories their final modes and mtimes, deepest first, now that
@@ -220,7 +269,11 @@ class StagedTree:
         os.chmod(self.root, mode)
 
     def commit(self) -> None:
-        """Swap the staged tree in; afterwards the old tree is deleted."""
+        """Make the staged tree durable, swap it in, make the swap durable; afterwards
+        the old tree is deleted."""
+        syncer = self._syncer_or_fail()
+        syncer.wait()
+        syncer.sync_dirs(self._dirs)
         if not os.path.lexists(self.target):
             os.rename(self.root, self.target)
             old = None
@@ -237,14 +290,25 @@ class StagedTree:
                 raise
         self._open = False
         try:
+            # The swap lives in the target's parent; a directory this copy created for
+            # the target lives in its own parent.
+            for path in (self.target, *self._made):
+                fsync_dir(os.path.dirname(path))
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         finally:
+            self._close_syncer()
             self._lock.release()
 
     def abort(self) -> None:
         try:
+            self._close_syncer()
             shutil.rmtree(self.root, ignore_errors=True)
         finally:
             self._open = False
             self._lock.release()
+
+    def _close_syncer(self) -> None:
+        if self._syncer is not None:
+            self._syncer.close()
+            self._syncer = None

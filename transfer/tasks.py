@@ -215,8 +215,10 @@ def _receive_direct(
         finally:
             listener.close()
         try:
-            for frame in receive_stream(conn, specs, settings.max_in_flight, running):
-                nbytes, files_done = writer.write(frame)
+            window = max(2, settings.max_in_flight)
+            for frame in receive_stream(conn, specs, window, running):
+                # One buffer always stays free for the stream, else both ends would wait.
+                nbytes, files_done = writer.write(frame.view, frame.release, hold=window - 1)
                 del frame
                 yield Landed(nbytes, files_done)
         except (OSError, EOFError) as err:
@@ -261,9 +263,13 @@ def _receive_stored(
     ).remote(source_path, files, specs)
     for ref in _prefetched(frames, settings.max_in_flight):
         frame = _get(ref)
-        nbytes, files_done = writer.write(frame)
+        nbytes, files_done = writer.write(frame, _nothing)  # held by the writer till written
         del frame, ref
         yield Landed(nbytes, files_done)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _get(ref: Any) -> Any:

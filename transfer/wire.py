@@ -34,6 +34,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 import ray
 
@@ -43,6 +44,7 @@ from .handoff import END, drain
 
 __all__ = [
     "DirectUnavailable",
+    "Frame",
     "Listener",
     "direct_enabled",
     "receive_stream",
@@ -199,18 +201,27 @@ def _take(q: queue.Queue[mmap.mmap], stop: threading.Event) -> mmap.mmap | None:
     return None
 
 
+class Frame(NamedTuple):
+    """A received frame in a page-aligned buffer, lent until ``release()`` is called."""
+
+    view: memoryview
+    release: Callable[[], None]
+
+
 def receive_stream(
     conn: socket.socket,
     specs: Sequence[ChunkSpec],
     window: int,
     sender_running: Callable[[], bool],
-) -> Iterator[memoryview]:
-    """Yield each frame of ``specs`` in order as a view that is valid until the next
-    step; a thread receives up to ``window`` frames ahead into reused buffers."""
+) -> Iterator[Frame]:
+    """Yield each frame of ``specs`` in order; a thread receives ahead into ``window``
+    reused buffers, so it waits once the consumer holds them all unreleased."""
+    if window < 1:
+        raise ValueError("window must be at least 1")
     if not specs:
         return
     size = max(s.frame_size for s in specs)
-    bufs = [mmap.mmap(-1, size) for _ in range(max(2, window))]
+    bufs = [mmap.mmap(-1, size) for _ in range(window)]
     free: queue.Queue[mmap.mmap] = queue.Queue()
     for b in bufs:
         free.put(b)
@@ -257,9 +268,9 @@ def receive_stream(
     try:
         for item in drain(full):
             assert isinstance(item, memoryview)
-            yield item
-            free.put(item.obj)  # type: ignore[arg-type]
-            del item
+            buf = item.obj
+            yield Frame(item, lambda buf=buf: free.put(buf))  # type: ignore[misc]
+            del item, buf
     finally:
         stop.set()
         thread.join()

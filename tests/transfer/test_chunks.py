@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transfer.chunks import Piece, decode, encode_header, header_size, layout
+from transfer.checksum import CHECK_SIZE
+from transfer.chunks import ALIGN, Piece, decode, encode_header, header_size, layout
 from transfer.errors import IntegrityError
 
 
@@ -42,9 +43,19 @@ def test_small_files_share_a_chunk_and_big_ones_split() -> None:
     assert [c.nbytes for c in chunks] == [400, 400, 310]
 
 
+def test_big_files_start_a_chunk_so_their_pieces_start_payloads() -> None:
+    chunks = layout([10, 5000, 10, 10, 4096], 4096, big_file=4096)
+    assert [[(p.file_id, p.offset, p.length) for p in c.pieces] for c in chunks] == [
+        [(0, 0, 10)],
+        [(1, 0, 4096)],
+        [(1, 4096, 904), (2, 0, 10), (3, 0, 10)],
+        [(4, 0, 4096)],
+    ]
+
+
 def _frame(pieces: list[Piece], payload: bytes) -> bytearray:
     buf = bytearray(header_size(len(pieces)) + len(payload))
-    encode_header(memoryview(buf), pieces, [bytes([i]) * 32 for i in range(len(pieces))])
+    encode_header(memoryview(buf), pieces, [bytes([i]) * CHECK_SIZE for i in range(len(pieces))])
     buf[header_size(len(pieces)) :] = payload
     return buf
 
@@ -59,7 +70,9 @@ def test_frame_round_trip() -> None:
         (2, 0, 2, False),
     ]
     assert bytes(frame[out[2].start : out[2].start + 2]) == b"de"
-    assert out[1].digest == bytes([1]) * 32
+    assert out[1].digest == bytes([1]) * CHECK_SIZE
+    assert out[0].start == header_size(3) == ALIGN  # the payload starts aligned
+    assert bytes(frame[8 + 3 * 37 : ALIGN]) == bytes(ALIGN - 8 - 3 * 37)  # zero padding
 
 
 @pytest.mark.parametrize(

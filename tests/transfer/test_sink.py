@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transfer.checksum import DIGEST_SIZE
+from transfer.checksum import CHECK_SIZE
 from transfer.chunks import Piece, encode_header, header_size, layout
 from transfer.errors import IntegrityError, TransferError, UnsafePathError
 from transfer.manifest import Entry, Kind
@@ -80,7 +80,7 @@ def _sink_with(tmp_path: Path, files: list[tuple[str, int]]) -> tuple[SinkWriter
 def _frame(pieces: list[Piece], payload: bytes, digests: list[bytes] | None = None) -> np.ndarray:
     buf = np.zeros(header_size(len(pieces)) + len(payload), np.uint8)
     view = memoryview(buf).cast("B")
-    encode_header(view, pieces, digests or [bytes(DIGEST_SIZE)] * len(pieces))
+    encode_header(view, pieces, digests or [bytes(CHECK_SIZE)] * len(pieces))
     view[header_size(len(pieces)) :] = payload
     return buf
 
