@@ -272,8 +272,14 @@ class StagedTree:
         """Make the staged tree durable, swap it in, make the swap durable; afterwards
         the old tree is deleted."""
         syncer = self._syncer_or_fail()
-        syncer.wait()
-        syncer.sync_dirs(self._dirs)
+        try:
+            syncer.wait()
+            syncer.sync_dirs(self._dirs)
+        except OSError as err:
+            raise TransferError(
+                f"the copy into {self.target!r} could not be made durable ({err}): the disk "
+                "did not take its bytes; the target is unchanged, check the disk and retry"
+            ) from err
         if not os.path.lexists(self.target):
             os.rename(self.root, self.target)
             old = None
