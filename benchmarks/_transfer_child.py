@@ -276,6 +276,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 _copy_ours(src_node, dst_node, spec["warmup"], warm_dst, spec)
             shutil.rmtree(warm_dst, ignore_errors=True)
             time.sleep(1.0)
+        # Start clean: dirty pages an earlier run (or the source tree's writing) left
+        # would otherwise be flushed on this run's fsyncs and bill it for them.
+        os.sync()
         with MemorySampler() as mem:
             started = time.perf_counter()
             if system == "ray":
