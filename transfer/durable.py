@@ -8,14 +8,15 @@ leaves at the target either the old tree or the complete new one, never a tree t
 looks complete but holds files the disk never got (what a crash within the kernel's
 writeback delay, ~30 s, could leave before, when copies did not sync at all).
 
-What it costs, and why it is done this way (measured on this kind of VM, loaded):
+What it costs, and why it is done this way (measured on this kind of VM, quiet to
+loaded):
 
-* one fsync per file, one after another: 0.2-0.9 s for 96 files of 640 KiB, and
-  3.7-6.5 s for 2,000 files of 4 KiB, each waiting for its own journal commit;
-* the same fsyncs eight at a time (``Syncer``, this module): 0.10-0.16 s and
-  0.5-0.7 s, since concurrent fsyncs share journal commits, and they run while the
+* one fsync per file, one after another: 0.07-0.9 s for 96 files of 640 KiB, and
+  0.6-6.5 s for 2,000 files of 4 KiB, each waiting for its own journal commit;
+* the same fsyncs eight at a time (``Syncer``, this module): 0.06-0.16 s and
+  0.27-0.7 s, since concurrent fsyncs share journal commits, and they run while the
   rest of the copy still streams, as soon as each file is complete;
-* one ``syncfs`` of the filesystem: 0.06-0.12 s here, as durable on Linux >= 5.8, but
+* one ``syncfs`` of the filesystem: 0.02-0.12 s, as durable on Linux >= 5.8, but
   it also waits for every other writer's dirty data on that filesystem (another job's
   checkpoint, logs), so its cost is not bounded by the copy, and older kernels do not
   report its write errors: not used;
