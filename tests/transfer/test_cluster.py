@@ -72,9 +72,12 @@ async def test_two_nodes_tree_delta_and_mirror(add_node: Any, tmp_path: Path) ->
     assert stats.bytes_sent == sum(
         p.stat().st_size for p in src.rglob("*") if p.is_file() and not p.is_symlink()
     )
-    assert stats.chunks == len(seen) >= 11
+    # Progress comes after the first chunk, then at most every 50 ms, then after the last.
+    assert stats.chunks >= 11 and 1 <= len(seen) <= stats.chunks
     assert seen[-1].bytes_done == seen[-1].bytes_total == stats.bytes_sent
-    assert [p.chunks_done for p in seen] == list(range(1, stats.chunks + 1))
+    assert seen[0].chunks_done == 1 and seen[-1].chunks_done == stats.chunks
+    done = [p.chunks_done for p in seen]
+    assert done == sorted(set(done))
 
     (src / "a" / "b" / "small.json").write_text('{"step": 4}')
     (src / "new.txt").write_text("new")
@@ -163,7 +166,7 @@ async def test_cancellation_midway_leaves_the_target_as_it_was(
     started = asyncio.Event()
 
     def progress(p: transfer.TransferProgress) -> None:
-        if p.chunks_done == 3:
+        if p.chunks_done >= 3:
             started.set()
 
     task = asyncio.ensure_future(
@@ -199,8 +202,11 @@ async def test_node_death_midway_raises_and_leaves_the_target(
     before = snapshot(dst)
     ends = (node.node_id, head_id()) if dying == "source" else (head_id(), node.node_id)
 
+    removed: list[bool] = []
+
     async def progress(p: transfer.TransferProgress) -> None:
-        if p.chunks_done == 3:
+        if p.chunks_done >= 3 and not removed:
+            removed.append(True)
             await asyncio.to_thread(ray_cluster.remove_node, node, False)
 
     with pytest.raises(transfer.NodeLostError, match="died"):
@@ -304,5 +310,6 @@ def test_a_reader_that_cannot_connect_falls_back_to_the_object_store(
     settings = small_settings(2)
     events = list(tasks.receive(node.node_id, str(src), str(dst), "unreachable", settings))
     assert isinstance(events[-1], tasks.Finished) and events[-1].result.files_written == 6
-    assert sum(isinstance(e, tasks.Landed) for e in events) == events[-1].chunks >= 5
+    landed = [e for e in events if isinstance(e, tasks.Landed)]
+    assert sum(e.chunks for e in landed) == events[-1].chunks >= 5
     assert snapshot(dst) == snapshot(src) and siblings(dst) == []
