@@ -172,6 +172,41 @@ def _write_dd(src: str, dst: str) -> dict[str, Any]:
     return {"single_file": True}
 
 
+def _sink_frames(src: str, dst: str) -> tuple[Any, list[Any]]:
+    """Every frame ``copy_dir`` would send for ``src``, read into memory up front (this
+    is not timed), and the plan for writing them into ``dst``."""
+    import mmap as _mmap
+
+    from transfer.api import DEFAULT_CHUNK_SIZE
+    from transfer.chunks import layout
+    from transfer.plan import make_plan
+    from transfer.sink import SinkWriter
+    from transfer.source import SourceReader
+
+    reader = SourceReader(src)
+    plan = make_plan(reader.scan(), SinkWriter(dst, "bench").scan(), delta=False, mirror=False)
+    reader.start(plan.send)
+    frames = []
+    for spec in layout([e.size for e in plan.send], DEFAULT_CHUNK_SIZE):
+        buf = _mmap.mmap(-1, spec.frame_size)
+        reader.read_into(spec, memoryview(buf))
+        frames.append(buf)
+    return plan, frames
+
+
+def _write_sink(dst: str, plan: Any, frames: list[Any]) -> dict[str, Any]:
+    """Our sink alone (no reading, no network): the frames written, checked and made
+    durable into ``dst`` as the receiving end of ``copy_dir`` does."""
+    from transfer.sink import SinkWriter
+
+    sink = SinkWriter(dst, "bench")
+    sink.begin(plan)
+    for buf in frames:
+        sink.write(memoryview(buf), lambda: None, hold=3)
+    sink.commit()
+    return {}
+
+
 def _copy_ray(src_node: str, dst_node: str, src: str, dst: str) -> dict[str, Any]:
     import ray
     from ray.tune.utils.file_transfer import _PackActor, _unpack_from_actor
@@ -249,7 +284,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     shutil.rmtree(dst, ignore_errors=True)
     cluster = None
     src_node = dst_node = ""
-    if system not in ("copytree", "disk", "direct", "dd"):
+    if system not in ("copytree", "disk", "direct", "dd", "sink"):
         import ray
 
         store = int(spec.get("object_store", GiB))
@@ -270,12 +305,15 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 shutil.copytree(spec["warmup"], warm_dst, symlinks=True)
             elif system in ("disk", "direct"):
                 _write_disk(spec["warmup"], warm_dst, direct=system == "direct")
+            elif system == "sink":
+                _write_sink(warm_dst, *_sink_frames(spec["warmup"], warm_dst))
             elif system == "dd":
                 _write_dd(spec["warmup"], warm_dst)
             else:
                 _copy_ours(src_node, dst_node, spec["warmup"], warm_dst, spec)
             shutil.rmtree(warm_dst, ignore_errors=True)
             time.sleep(1.0)
+        frames = _sink_frames(src, dst) if system == "sink" else None
         # Start clean: dirty pages an earlier run (or the source tree's writing) left
         # would otherwise be flushed on this run's fsyncs and bill it for them.
         os.sync()
@@ -288,6 +326,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 extra = {}
             elif system in ("disk", "direct"):
                 extra = _write_disk(src, dst, direct=system == "direct")
+            elif frames is not None:
+                extra = _write_sink(dst, *frames)
             elif system == "dd":
                 extra = _write_dd(src, dst)
             else:

@@ -13,6 +13,9 @@ then, in each of ``--repeats`` rounds, one after another:
   **limit** of a round is the faster of ``disk`` and ``direct``;
 * ``dd``: the same number of bytes as one file, buffered writes and one fsync: the
   disk's bandwidth alone, without the per-file fsyncs a tree of files costs;
+* ``sink``: our receiving end alone, fed the frames from memory (no reading, no
+  network): what our writer gets out of the disk (two O_DIRECT writes in flight into
+  preallocated files, fsyncs in the background), which can beat both ``dd`` ways;
 * ``ours``: ``transfer.copy_dir`` between two ``ray.cluster_utils`` nodes (default chunk
   size and window, delta off), durable when it returns;
 * ``ray``: Ray Tune's ``_PackActor`` + ``_unpack_from_actor`` (what
@@ -27,10 +30,10 @@ and fresh directories, so its memory is not hidden in arenas a previous copy gre
 default the cluster is first warmed by one 2 MiB copy by the same system (worker pools
 started, modules imported); Ray's path still starts its own pack actor per copy, as it
 always does. ``--cold`` skips the warm-up. The machine is shared and its disk is noisy,
-so each system runs ``--repeats`` times, interleaved; the summary gives medians with
-their range, and the ratios ours/limit, ours/disk, ours/direct, ours/dd and ours/ray
-per round (neighbouring runs share
-the machine's mood), as medians with their range. Figures per run: seconds and MB/s
+so each system runs ``--repeats`` times, interleaved, each run starting with the page
+cache flushed; the summary gives medians with their range, and the ratios of ours to
+the limit and to each other system per round (neighbouring runs share the machine's
+mood), as medians with their range. Figures per run: seconds and MB/s
 end to end (start-up included), the peak memory growth during the copy (the machine's
 used+shared memory, which other users disturb, and the PSS of the copy's own process
 tree) and CPU seconds.
@@ -63,8 +66,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "transfer.json"
-SYSTEMS = ("disk", "direct", "dd", "ours", "ray", "copytree", "ours-link", "ours-copy")
-DEFAULT_SYSTEMS = ("disk", "direct", "dd", "ours", "ray")
+SYSTEMS = ("disk", "direct", "dd", "sink", "ours", "ray", "copytree", "ours-link", "ours-copy")
+DEFAULT_SYSTEMS = ("disk", "direct", "dd", "sink", "ours", "ray")
 MiB = 1024**2
 GiB = 1024**3
 #: The issues' targets: ours at >= 80% of the disk's write+fsync (the faster way), >= 3x
@@ -195,6 +198,7 @@ def summarize(size: int, rounds: list[dict[str, dict[str, Any]]]) -> tuple[list[
         ("disk", None),
         ("direct", None),
         ("dd", None),
+        ("sink", None),
         ("ray", SPEED_TARGET),
     ):
         ratios = [
