@@ -278,7 +278,7 @@ def _coalesced(events: Iterator[Landed], interval: float = _PROGRESS_EVERY) -> I
     """The frames' events summed: the first at once, then at most one per ``interval``
     seconds, and the last. Each event is a round trip through Ray to the driver, and the
     driver's backpressure paced the copy by its loop, frame by frame: one event per 8 MiB
-    frame held a 512 MiB copy to ~1.1 s where it now takes ~0.7 s."""
+    frame held a 512 MiB copy to 1.1-1.2 s where it now takes 0.6-0.9 s."""
     nbytes = files = chunks = 0
     last = -interval
     for event in events:
