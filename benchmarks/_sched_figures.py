@@ -11,7 +11,19 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._sched_common import MAX_T, curve_value, exploit_latencies, read_events, true_rank
+from ._sched_common import (
+    GRACE,
+    MAX_T,
+    RF,
+    curve_value,
+    exploit_latencies,
+    read_events,
+    true_rank,
+)
+
+#: ASHA's rungs (grace 1, rf 3, max_t 81: 1, 3, 9, 27, 81): an exact ASHA stops every
+#: trial on one.
+RUNGS = frozenset(GRACE * RF**k for k in range(5) if GRACE * RF**k <= MAX_T)
 
 
 def _times(t0: float, t_ray: float, t_end: float, t_exit: float) -> dict[str, float]:
@@ -37,7 +49,9 @@ def asha_figures(
     """``iterations``: the sum of every trial's last ``training_iteration`` (the steps
     ASHA let run); ``best_index``: the trial the system reports best (by its last
     result), ``best_true_rank`` its rank among the 64 true values at ``max_t`` (1: the
-    truly best trial), ``best_true_value`` its true final value."""
+    truly best trial), ``best_true_value`` its true final value; ``trials_on_rung``: the
+    trials whose last iteration is a rung (exactness: all of them); ``ideal_s``: the
+    steps' own time spread over the concurrency (the limit after Ray is up)."""
     curves = spec["curves"]
     iterations = [int(r.get("training_iteration") or 0) for r in lasts]
     ok = len(lasts) == len(curves) and errors == 0 and min(iterations, default=0) >= 1
@@ -49,6 +63,8 @@ def asha_figures(
         "iterations": sum(iterations),
         "max_iteration": max(iterations, default=0),
         "trials_at_max_t": sum(1 for i in iterations if i >= MAX_T),
+        "trials_on_rung": sum(1 for i in iterations if i in RUNGS),
+        "ideal_s": sum(iterations) * spec["step_s"] / spec["concurrency"],
         "best_index": best,
         "best_true_value": curve_value(curves[best], MAX_T) if best is not None else None,
         "best_true_rank": true_rank(curves, best) if best is not None else None,

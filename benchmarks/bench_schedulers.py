@@ -46,9 +46,20 @@ from ._shared import write_figures
 from ._sweep_common import OUT_DIR, Runner, fmt, fmt_spread, ratio, spread, verdict
 
 LABELS = {"ours": "ours", "tune": "Ray Tune"}
+#: Issue 27's ASHA workload: many short trials, most stopped at the first rung, so the
+#: per-trial overhead (start, stop, hand-over of the process) sets the wall time.
+ASHA_SHAPE = {"concurrency": 4, "cpu": 0.5, "step_s": 0.005}
 WALL_TARGET, LATENCY_TARGET = 0.5, 1 / 3
 ROW_FIELDS = {
-    "asha": ("iterations", "best_true_rank", "trials_at_max_t", "e2e_s", "after_ray_s"),
+    "asha": (
+        "iterations",
+        "best_true_rank",
+        "trials_at_max_t",
+        "trials_on_rung",
+        "ideal_s",
+        "e2e_s",
+        "after_ray_s",
+    ),
     "pbt": (
         "best_accuracy",
         "exploits",
@@ -102,7 +113,7 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
     plan = []
     if args.only in (None, "asha"):
         curves = asha_curves(32 if args.quick else 64, args.seed)
-        base = {**common, "workload": "asha", "curves": curves, "step_s": 0.001}
+        base = {**ASHA_SHAPE, "workload": "asha", "curves": curves}
         plan.append(("asha", [{**base, "system": s} for s in args.systems]))
     pbt = {**common, "workload": "pbt", "trials": 8, "interval": 20}
     pbt["step_s"] = args.pbt_step_ms / 1000
@@ -154,6 +165,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             ratios[f"{w}_{field}_ours_over_tune"] = ratio(
                 med(f"{w}/ours", field), med(f"{w}/tune", field)
             )
+    ratios["asha_iterations_ours_over_tune"] = ratio(
+        med("asha/ours", "iterations"), med("asha/tune", "iterations")
+    )
+    ratios["asha_after_ray_s_ours_over_ideal"] = ratio(
+        med("asha/ours", "after_ray_s"), med("asha/ours", "ideal_s")
+    )
     rank_ours, rank_tune = med("asha/ours", "best_true_rank"), med("asha/tune", "best_true_rank")
     ratios["asha_rank_ours_minus_tune"] = (
         rank_ours - rank_tune if rank_ours is not None and rank_tune is not None else None
@@ -186,6 +203,11 @@ VERDICTS: dict[str, tuple[str, Callable[[float], bool], str]] = {
         "asha: true rank of best found, ours - Tune",
         lambda v: v <= 0,
         "<= 0",
+    ),
+    "asha_iterations_ours_over_tune": (
+        "asha: steps run, ours / Tune",
+        lambda v: v <= 1,
+        "<= 1",
     ),
     "asha_e2e_s_ours_over_tune": (
         "asha: wall incl. Ray start, ours / Tune",
@@ -227,12 +249,14 @@ def print_report(summary: dict[str, Any], repeat: int) -> None:
     pbt = [r for r in rows.values() if r["workload"] != "asha"]
     if asha:
         print(
-            f"\nASHA ({asha[0]['trials']} trials, max_t 81, grace 1, rf 3; 8 at once); "
-            "rank 1 = the truly best trial"
+            f"\nASHA ({asha[0]['trials']} trials, max_t 81, grace 1, rf 3; "
+            f"{ASHA_SHAPE['concurrency']} at once, {ASHA_SHAPE['step_s'] * 1e3:.0f} ms steps); "
+            "rank 1 = the truly best trial; on rung = trials ending on a rung (exact: all); "
+            "ideal = the steps' own time / concurrency"
         )
     head = (
-        f"{'system':<9} {'iterations':>16} {'true rank':>12} {'at max_t':>9} {'e2e':>17} "
-        f"{'after Ray up':>17} {'Ray up':>14}"
+        f"{'system':<9} {'iterations':>16} {'true rank':>12} {'at max_t':>9} {'on rung':>9} "
+        f"{'ideal':>14} {'e2e':>17} {'after Ray up':>17} {'Ray up':>14}"
     )
     print(head + "\n" + "-" * len(head))
     for row in asha:
@@ -240,6 +264,7 @@ def print_report(summary: dict[str, Any], repeat: int) -> None:
             f"{LABELS[row['system']]:<9} {fmt_spread(row['iterations'], '.0f'):>16} "
             f"{fmt_spread(row['best_true_rank'], '.0f'):>12} "
             f"{fmt_spread(row['trials_at_max_t'], '.0f'):>9} "
+            f"{fmt_spread(row['trials_on_rung'], '.0f'):>9} {fmt_spread(row['ideal_s']):>14} "
             f"{fmt_spread(row['e2e_s']):>17} {fmt_spread(row['after_ray_s']):>17} "
             f"{fmt_spread(row['ray_up_s']):>14}{'' if row['ok'] else '  FAILED'}"
         )
@@ -280,6 +305,9 @@ def print_report(summary: dict[str, Any], repeat: int) -> None:
     for key, (what, ok, target) in VERDICTS.items():
         if key.split("_")[0] in present:
             print(f"{what:<50} {verdict(r[key], ok, target)}")
+    value = r.get("asha_after_ray_s_ours_over_ideal")
+    if value is not None:
+        print(f"{'asha: ours excl. Ray start / ideal (limit 1)':<50} {value:.2f}")
     value = r.get("pbt-noreset_latency_ours_over_tune")
     if value is not None:
         print(f"{'latency: exploit without reset_config, ours / Tune':<50} {value:.2f}")
