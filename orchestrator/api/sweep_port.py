@@ -55,6 +55,9 @@ class ExperimentPort:
     def keep_idle_workers(self, keep: bool) -> bool:
         return self._dispatcher.keep_idle_workers(keep)
 
+    async def warm_workers(self, resources: Mapping[str, float], count: int) -> int:
+        return await self._dispatcher.warm_workers(resources, count)
+
     def retire_idle_workers(self) -> None:
         self._dispatcher.retire_idle_workers()
 

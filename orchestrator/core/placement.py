@@ -117,6 +117,12 @@ class HostPool:
         host.spare = True
         self._open.setdefault(host.key, []).append(host)  # after free slots of live ones
 
+    def add_idle(self, host: Host) -> None:
+        """A started actor no trial uses yet, kept like a finished trial's under actor
+        reuse (a sweep's workers started before its first trial): :meth:`place` takes
+        it as a free slot of a live actor, :meth:`take_idle` retires it."""
+        self._open.setdefault(host.key, []).append(host)
+
     def spares(self, key: ResourceKey | None = None) -> list[Host]:
         return [
             h

@@ -389,6 +389,14 @@ class Executor:
         self._dispatcher.track(rt, Kind.STOP, shutdown, StopPayload(actor))
         self.retiring.add(actor, shutdown)
 
+    async def warm_workers(self, resources: Mapping[str, float], count: int) -> int:
+        """Start up to ``count`` actors of shape ``resources`` for trials about to come
+        (see ``spares.py``); how many it started. Only for one trial per worker: packed
+        hosts are sized by the trials that start together."""
+        if self.hosts.trials_per_worker > 1 or not self.hosts.keep_idle:
+            return 0
+        return await self.spares.warm(resources, count)
+
     def retire_idle(self) -> None:
         """Kill the actors of idle hosts that no trial took (actor reuse is over)."""
         for host in self.hosts.take_idle():

@@ -249,6 +249,11 @@ class Dispatcher:
         self.executor.hosts.keep_idle = keep
         return before
 
+    async def warm_workers(self, resources: Mapping[str, float], count: int) -> int:
+        """Start ``count`` workers of shape ``resources`` now, for trials about to come
+        (a sweep's, kept by actor reuse); how many were started."""
+        return await self.executor.warm_workers(resources, count)
+
     def retire_idle_workers(self) -> None:
         """Stop the idle workers no trial took (their reuse is over)."""
         self.executor.retire_idle()

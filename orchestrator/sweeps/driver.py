@@ -31,6 +31,7 @@ from orchestrator.core.best import has_metric
 from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
+from orchestrator.core.validate import check_resources
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher, SearchSpace
@@ -160,6 +161,7 @@ class Sweep:
         if self._metric is not None:
             port.set_objective(self._metric, self._mode)
         try:
+            await self._warm_workers()
             await self._start()
             while not await self._done():
                 await self._admit()
@@ -177,6 +179,20 @@ class Sweep:
         trials = [rt.handle for rt in self._trials.values()]
         await port.end_hooks(trials)
         return trials
+
+    async def _warm_workers(self) -> None:
+        """Start the workers the sweep will run its trials in before anything else (its
+        searcher's set-up, the first suggestion): their processes start meanwhile, and
+        actor reuse keeps them for the trials after. One per trial it runs at once;
+        none when trials do not reuse workers or their resources depend on the config."""
+        resources = self._options.get("resources")
+        doc = self._journaled or {}
+        if not self._reuse or callable(resources) or doc.get("finished"):
+            return
+        # A resumed sweep's trials that start again get workers as they are placed.
+        count = min(await self._limit(), self.total - len(doc.get("created", [])))
+        if count > 0:
+            await self._port.warm_workers(check_resources(resources, self.name), count)
 
     async def _start(self) -> None:
         await self._in_thread(

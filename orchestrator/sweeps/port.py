@@ -60,6 +60,11 @@ class SweepPort(Protocol):
         """Keep finished trials' workers for the next trial; returns the old setting."""
         ...
 
+    async def warm_workers(self, resources: Mapping[str, float], count: int) -> int:
+        """Start up to ``count`` workers for trials of ``resources`` now, before any
+        trial asks (kept while idle workers are); how many were started."""
+        ...
+
     def retire_idle_workers(self) -> None: ...
 
     async def cluster_resources(self) -> Mapping[str, float]:

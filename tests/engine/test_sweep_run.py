@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orchestrator import ConfigError, Trial, TrialState
-from orchestrator.search import OptunaSearch, choice, grid, sample_from, uniform
+from orchestrator.search import OptunaSearch, RandomSearch, choice, grid, sample_from, uniform
 
 from ..fakeray import FakeRay
 from .conftest import MakeOrchestrator
@@ -200,3 +200,92 @@ async def test_a_trial_of_a_sweep_is_an_ordinary_trial(
     assert first.state is TrialState.TERMINATED and first.iteration < 20
     assert second.iteration == 20
     assert {first.id, second.id} <= set(seen)
+
+
+class WatchedSearch(RandomSearch):
+    """Random search that notes how many trial actors the fake Ray holds when the sweep
+    sets it up (before any trial exists). The fake is a class attribute: the sweep's
+    call, searcher included, is pickled into the journal."""
+
+    fake: FakeRay | None = None
+
+    def __init__(self, fake: FakeRay) -> None:
+        super().__init__()
+        WatchedSearch.fake = fake
+        self.actors_at_setup: int | None = None
+
+    def setup(self, space: Any, **kwargs: Any) -> None:
+        assert WatchedSearch.fake is not None
+        self.actors_at_setup = len(WatchedSearch.fake.trial_actors())
+        super().setup(space, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "actors_at_setup"}
+
+
+async def test_a_sweep_starts_its_workers_before_its_searcher_is_set_up(
+    tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
+) -> None:
+    searcher = WatchedSearch(fake_ray)
+    async with orchestrator(storage=tmp_path, name="warm") as orch:
+        result = await orch.sweep(
+            FakeObjective,
+            space(tmp_path),
+            num_samples=6,
+            searcher=searcher,
+            max_concurrent_trials=3,
+            stop={"training_iteration": 2},
+            resources=CPU,
+        )
+    assert all(t.state is TrialState.TERMINATED for t in result.trials)
+    # One worker per trial running at once, started first; the trials ran in them.
+    assert searcher.actors_at_setup == 3
+    assert len(fake_ray.trial_actors(alive=False)) == 3
+    assert len({r["pid"] for t in result.trials for r in t.results}) == 3
+
+
+async def test_workers_started_for_a_sweep_are_bounded_by_its_trials_and_the_cluster(
+    tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
+) -> None:
+    few, big = WatchedSearch(fake_ray), WatchedSearch(fake_ray)
+    async with orchestrator(storage=tmp_path, name="bounded") as orch:
+        await orch.sweep(
+            FakeObjective,
+            space(tmp_path),
+            num_samples=2,  # fewer trials than slots: two workers, not five
+            searcher=few,
+            max_concurrent_trials=5,
+            stop={"training_iteration": 1},
+            resources=CPU,
+            name="few",
+        )
+        await orch.sweep(
+            FakeObjective,
+            space(tmp_path),
+            num_samples=8,
+            searcher=big,
+            max_concurrent_trials=8,  # the 4-CPU node holds two trials of 2 CPUs
+            stop={"training_iteration": 1},
+            resources={"cpu": 2},
+            name="big",
+        )
+    assert few.actors_at_setup == 2
+    assert big.actors_at_setup == 2
+
+
+async def test_without_reuse_a_sweep_starts_no_workers_ahead(
+    tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
+) -> None:
+    searcher = WatchedSearch(fake_ray)
+    async with orchestrator(storage=tmp_path, name="cold") as orch:
+        await orch.sweep(
+            FakeObjective,
+            space(tmp_path),
+            num_samples=2,
+            searcher=searcher,
+            max_concurrent_trials=2,
+            stop={"training_iteration": 1},
+            resources=CPU,
+            reuse_actors=False,
+        )
+    assert searcher.actors_at_setup == 0
