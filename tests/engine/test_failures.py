@@ -21,7 +21,7 @@ from ..conftest import HEAD_CPUS
 from ..fakeray import FakeRay
 from ..observe import Timeline, assert_moved_whole, busiest_node, committed, wait_for
 from ..trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator
+from .conftest import MakeOrchestrator, MakeRuntime
 from .trainables import FakeRecorder
 
 
@@ -283,3 +283,32 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
         fetches = orch.statistics().loop.fetches
     assert_moved_whole(trials, moved, survivor.node_id, timeline, 80)
     assert fetches == 0
+
+
+async def test_an_idle_kept_worker_is_the_shapes_spare(
+    fake_ray: FakeRay, runtime: MakeRuntime
+) -> None:
+    """Reuse's idle workers and restart spares are one pool: no process starts for a
+    spare while a started worker of the shape sits idle; without one, a spare starts."""
+    from orchestrator.core.placement import Host, HostPool, resource_key
+    from orchestrator.engine.spares import Spares
+
+    shape = {"cpu": 0.25}
+    trial = runtime(max_failures=1, resources=shape)  # it may fail: spares are wanted
+    hosts = HostPool(1, keep_idle=True)
+    created: list[Host] = []
+
+    def create(host: Host) -> object:
+        created.append(host)
+        return object()
+
+    spares = Spares(hosts, create, lambda: [trial], count=1, backend=fake_ray)
+    kept = Host(resource_key(shape), shape, 1)
+    hosts.add_idle(kept)  # a finished trial's worker, kept for the next trial
+    spares.consider(shape)
+    await asyncio.sleep(0.05)
+    assert spares.started == 0 and created == []
+    hosts.take_idle()  # reuse is over: the kept worker goes
+    spares.consider(shape)
+    await wait_for(lambda: spares.started == 1)
+    assert len(created) == 1 and hosts.spares() == created
