@@ -175,3 +175,28 @@ async def test_trial_ids_cannot_escape_the_log_directory(tmp_path: Path) -> None
     await logger.aclose()
     assert [p.name for p in tmp_path.iterdir()] == ["logs"]
     assert read_results(tmp_path / "logs" / ".._evil")["loss"].tolist() == [1.0]
+
+
+async def test_logs_are_flushed_without_a_disk_sync_per_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logs are a view of results the journal holds: a short trial's files are handed to
+    the operating system, never synced (TensorBoard's record writer synced every
+    flush and close: two disk syncs or more per trial), and TensorBoard reads them."""
+    import os
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    logger = ExperimentLogger(tmp_path, flush_interval=0.01)
+    for name in ("a", "b"):
+        await run_trial(logger, FakeTrial(name), [{"loss": 0.5}, {"loss": 0.25}])
+        await logger.flush()
+    await logger.aclose()
+    assert synced == []
+    assert [e.value for e in accumulator(tmp_path / "b").Scalars("loss")] == [0.5, 0.25]
