@@ -9,8 +9,8 @@ under sustained load):
   ``reuse_actors=True`` with a ``reset_config``; ours' default). Figures: wall time from
   before Ray starts to the end (``e2e``), Ray's start-up, and the *overhead* over the
   ideal (200 x 20 x 10 ms / 4 = 10 s), with and without Ray's start-up.
-  Targets: ours' overhead at most a third of Tune's; ours within 30% of the ideal once
-  Ray is up.
+  Targets: ours' overhead at most a third of Tune's; ours within 20% of the ideal once
+  Ray is up (issue 27; it was 30%).
 * ``big`` -- 1,000 trials x 10 trivial steps, 20 at once (0.1 CPU each). Figures: the
   driver process's CPU time per result (from Ray up to the end of the sweep) and its
   memory growth per trial (RSS at the end minus after Ray's start, / trials); ours also
@@ -43,7 +43,7 @@ from ._sweep_common import OUT_DIR, Runner, fmt_spread, ratio, spread, verdict
 SYSTEMS = ("ours", "tune")
 LABELS = {"ours": "ours", "tune": "Ray Tune"}
 #: ours' overhead / Tune's, at most; ours' time after Ray's start / the ideal, at most.
-OVERHEAD_TARGET, IDEAL_TARGET = 1 / 3, 1.3
+OVERHEAD_TARGET, IDEAL_TARGET = 1 / 3, 1.2
 #: ours' CPU per result at the largest size / at the smallest, within; ours / Tune's.
 FLAT_TARGET, CPU_TARGET = 0.3, 0.5
 #: ratio key -> (what it is, the target's test, the target as shown).
