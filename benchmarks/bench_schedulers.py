@@ -1,8 +1,9 @@
 """Schedulers: trialflow's ASHA and PBT against Ray Tune's own, side by side.
 
 Same trainable dynamics (``_sched_common``), configs, seeds and concurrency for both
-(ASHA: 4 trials at once, 0.5 CPU each; PBT: 8 at once, 0.25 CPU each); each run in a fresh child process with its own
-``ray.init(num_cpus=2)``, the systems interleaved across repeats, a rest before each.
+(ASHA: 4 trials at once, 0.5 CPU each; PBT: 8 at once, 0.25 CPU each); each run in a
+fresh child process with its own ``ray.init(num_cpus=2)``, the systems interleaved
+across repeats, a rest before each.
 
 * ``asha``: 64 trials on known learning curves (``plateau * (1 - exp(-rate * t))``,
   mode max; the same 64 ``(rate, plateau)`` pairs, drawn from ``--seed`` in this
@@ -24,8 +25,8 @@ Same trainable dynamics (``_sched_common``), configs, seeds and concurrency for 
   then with ``reuse_actors=False``).
 
 Targets: the same or a better score (ASHA: true rank, PBT: best accuracy; medians) in
-at most half Tune's wall time (ASHA: with the same exactness and no more steps); ours' exploit latency with ``reset_config`` under a third
-of Tune's.
+at most half Tune's wall time (ASHA: with the same exactness and no more steps); ours'
+exploit latency with ``reset_config`` under a third of Tune's.
 
 Usage::
 
