@@ -19,6 +19,7 @@ def main(argv: list[str]) -> int:
     # Ray's import out of both systems' clocks: the peer's module pays it when it is
     # imported, before its clock starts; ours imports Ray only when it starts it.
     import ray  # noqa: F401
+
     system, workload = spec["system"], spec["workload"]
     if workload not in ("asha", "pbt"):
         print(f"unknown workload {workload!r}; use asha or pbt", file=sys.stderr)

@@ -18,6 +18,7 @@ def main(argv: list[str]) -> int:
     # Ray's import out of both systems' clocks: the peer's module pays it when it is
     # imported, before its clock starts; ours imports Ray only when it starts it.
     import ray  # noqa: F401
+
     if spec["system"] == "ours":
         from . import _sweep_ours
 
