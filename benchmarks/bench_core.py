@@ -245,7 +245,12 @@ def run_one(
     busy = settle(cooldown=cooldown)
     load = os.getloadavg()[0]
     steal0 = steal_seconds()
-    command = [sys.executable, "-m", "benchmarks._core_child", json.dumps(asdict(spec))]
+    fields = asdict(spec)
+    if root != ROOT:  # another tree's RunSpec may predate fields left at their defaults
+        defaults = asdict(RunSpec(spec.system, 0, 0, 0, 0, 0.0))
+        keep = ("system", "trials", "steps", "checkpoint_every", "keep", "cpu")
+        fields = {k: v for k, v in fields.items() if k in keep or v != defaults[k]}
+    command = [sys.executable, "-m", "benchmarks._core_child", json.dumps(fields)]
     started = time.monotonic()
     try:
         proc = subprocess.run(
