@@ -62,6 +62,7 @@ class Spares:
         self._trials = trials
         self.count = count
         self._checking: set[ResourceKey] = set()
+        self._again: dict[ResourceKey, dict[str, float]] = {}
         self.started = 0
         self.used = 0
         self.warmed = 0
@@ -72,7 +73,13 @@ class Spares:
         if self.count <= 0:
             return
         key = resource_key(resources)
-        if key in self._checking or len(self._idle(key)) >= self.count:
+        if key in self._checking:
+            # Asked again while a check is under way (a restarted trial became ready
+            # while the check that its placement asked for waits on its thread): look
+            # once more when that check ends, or the answer may be the stale "no".
+            self._again[key] = dict(resources)
+            return
+        if len(self._idle(key)) >= self.count:
             return
         if not self._wanted(key):
             return
@@ -156,3 +163,6 @@ class Spares:
         self._checking.discard(key)
         if not task.cancelled() and task.exception() is not None:
             log.warning("starting a spare actor failed: %s", task.exception())
+        again = self._again.pop(key, None)
+        if again is not None and not task.cancelled():
+            self.consider(again)
