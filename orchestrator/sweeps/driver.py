@@ -119,6 +119,7 @@ class Sweep:
         self._told: set[str] = set()  # trials the searcher heard the end of
         self._changed = asyncio.Event()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"searcher-{name}")
+        self._thread_closed = False
         self._searcher_state: str | None = None
         self._snapshot_at = 0.0
         self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
@@ -173,6 +174,7 @@ class Sweep:
             port.keep_idle_workers(keep_idle)
             port.retire_idle_workers()
             await self._snapshot_searcher(force=True)
+            self._thread_closed = True
             self._thread.shutdown(wait=False)
             port.touch_journal()
         await port.wait_settled()
@@ -456,6 +458,10 @@ class Sweep:
         self._changed.set()
 
     def _tell_complete(self, rt: TrialRuntime) -> None:
+        if self._thread_closed:
+            # The sweep's call ended (cancelled, say) and a trial settled as the experiment
+            # closed: not told now, so a resumed sweep tells its searcher (see _start).
+            return
         self._told.add(rt.id)
         error = rt.machine.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None
