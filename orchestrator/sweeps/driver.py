@@ -24,7 +24,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.best import has_metric
@@ -35,7 +34,9 @@ from orchestrator.core.validate import check_resources
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher, SearchSpace
+from orchestrator.sweeps.capacity import Capacity
 from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of, note_stop
+from orchestrator.sweeps.searcher_thread import SearcherThread
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -43,12 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orchestrator.sweeps.driver")
 
-#: Seconds between reads of the cluster's resources (the default concurrency bound
-#: follows nodes that join or leave).
-CAPACITY_REFRESH_S = 5.0
-#: The searcher's state is saved after every suggestion, and after its other calls at
-#: most this often (an Optuna study's state grows with its trials).
-SEARCHER_SNAPSHOT_S = 1.0
 #: Seconds trials held by the scheduler (:class:`~orchestrator.schedulers.Hold`) may wait
 #: while no other trial runs before the scheduler is told the population is stuck
 #: (``on_idle``): the trials they wait for may be unable to start (an explicit
@@ -57,22 +52,6 @@ SEARCHER_SNAPSHOT_S = 1.0
 HOLD_PATIENCE_S = 15.0
 #: How often the sweep looks whether its held trials' wait can still end by itself.
 HOLD_CHECK_S = 1.0
-
-
-def trial_options_for(options: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-trial options of a trial with ``config``: ``resources`` may be a function of
-    the config (``config -> {"cpu": ..., "gpu": ...}``), called here."""
-    resources = options.get("resources")
-    if not callable(resources):
-        return dict(options)
-    try:
-        shape = resources(dict(config))
-    except Exception as err:
-        raise ConfigError(
-            f"the sweep's resources function raised {type(err).__name__}: {err} (for config "
-            f"{dict(config)!r})"
-        ) from err
-    return {**options, "resources": shape}
 
 
 class Sweep:
@@ -102,10 +81,10 @@ class Sweep:
         self._trainable = trainable
         self._space = space
         self._metric, self._mode = metric, mode
-        self._searcher = searcher
+        self._searcher = SearcherThread(searcher, name)
         self._scheduler = scheduler
-        self._max_concurrent = max_concurrent
         self._options = dict(trial_options)
+        self._capacity = Capacity(port, max_concurrent, self._options)
         self._seed = seed
         self._reuse = reuse_actors
         self._call = call
@@ -118,18 +97,12 @@ class Sweep:
         self._queued: list[tuple[TrialRuntime, Decided | None]] = []
         self._told: set[str] = set()  # trials the searcher heard the end of
         self._changed = asyncio.Event()
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"searcher-{name}")
-        self._thread_closed = False
-        self._searcher_state: str | None = None
-        self._snapshot_at = 0.0
         self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
         self._draining = False
         self._wants_results = type(searcher).on_trial_result is not Searcher.on_trial_result
         self._exhausted = False
         self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
-        self._capacity: tuple[float, int] | None = None  # (when read, trials that fit)
-        self._last_resources: Any = None  # the newest trial's, when resources is a function
 
     # -- the sweep's life ----------------------------------------------------------------
 
@@ -173,9 +146,7 @@ class Sweep:
         finally:
             port.keep_idle_workers(keep_idle)
             port.retire_idle_workers()
-            await self._snapshot_searcher(force=True)
-            self._thread_closed = True
-            self._thread.shutdown(wait=False)
+            await self._searcher.close()
             port.touch_journal()
         await port.wait_settled()
         trials = [rt.handle for rt in self._trials.values()]
@@ -192,13 +163,13 @@ class Sweep:
         if not self._reuse or callable(resources) or doc.get("finished"):
             return
         # A resumed sweep's trials that start again get workers as they are placed.
-        count = min(await self._limit(), self.total - len(doc.get("created", [])))
+        count = min(await self._capacity.limit(), self.total - len(doc.get("created", [])))
         if count > 0:
             await self._port.warm_workers(check_resources(resources, self.name), count)
 
     async def _start(self) -> None:
-        await self._in_thread(
-            self._searcher.setup,
+        await self._searcher.call(
+            self._searcher.searcher.setup,
             self._space,
             metric=self._metric,
             mode=self._mode,
@@ -211,8 +182,9 @@ class Sweep:
         from orchestrator.core.codec import unpickle_b64
 
         if doc.get("searcher_state"):
-            await self._in_thread(self._searcher.set_state, unpickle_b64(doc["searcher_state"]))
-            self._searcher_state = doc["searcher_state"]
+            state = doc["searcher_state"]
+            await self._searcher.call(self._searcher.searcher.set_state, unpickle_b64(state))
+            self._searcher.state = state
         if self._scheduler is not None and doc.get("scheduler_state"):
             self._scheduler.load_state_dict(unpickle_b64(doc["scheduler_state"]))
         self._told = set(doc.get("told", []))
@@ -333,7 +305,7 @@ class Sweep:
             if len(self._trials) >= self.total or self._exhausted:
                 break
             trial_id = f"{self.name}_{len(self._trials):05d}"
-            config = await self._in_thread(self._suggest, trial_id)
+            config = await self._searcher.call(self._searcher.suggest, trial_id)
             if self._ending:
                 break  # end() came while the searcher was asked: start nothing more
             if config is None:
@@ -345,20 +317,8 @@ class Sweep:
         if (len(self._trials) >= self.total or self._exhausted) and not self._queued and all_placed:
             port.retire_idle_workers()  # no trial will take them
 
-    def _suggest(self, trial_id: str) -> dict[str, Any] | None:
-        """In the searcher's thread: a config, and the state right after (so that a
-        resumed sweep never suggests for a trial index twice)."""
-        from orchestrator.core.codec import pickle_b64
-
-        config = self._searcher.suggest(trial_id)
-        if config is not None:
-            self._searcher_state = pickle_b64(self._searcher.get_state())
-            self._snapshot_at = time.monotonic()
-        return config
-
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
-        options = trial_options_for(self._options, config)
-        self._last_resources = options.get("resources")
+        options = self._capacity.options_for(config)
         spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **options)
         rt = self._port.add(spec, **self._judging(trial_id))
         self._join(rt)
@@ -402,43 +362,22 @@ class Sweep:
         )
         # PENDING ones not launched yet (queued for a slot) do not hold one.
         live -= sum(1 for rt, event in self._queued if event is None)
-        return await self._limit() - live
-
-    async def _limit(self) -> int:
-        if self._max_concurrent is not None:
-            return self._max_concurrent
-        now = time.monotonic()
-        if self._capacity is None or now - self._capacity[0] > CAPACITY_REFRESH_S:
-            self._capacity = (now, await self._cluster_fits())
-        return self._capacity[1]
-
-    async def _cluster_fits(self) -> int:
-        """How many trials the cluster's resources hold at once (at least 1)."""
-        from orchestrator.engine.ray_calls import ray_demand
-
-        totals = await self._port.cluster_resources()
-        shape = self._options.get("resources")
-        if callable(shape):  # resources by config: the last trial's shape
-            shape = self._last_resources
-        demand = ray_demand(shape or {"cpu": 1.0}, 1)
-        fits = [int(totals.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
-        return max(1, min(fits)) if fits else 1
+        return await self._capacity.limit() - live
 
     # -- watching its trials (on the loop: cheap) ------------------------------------------
 
     def on_result(self, rt: TrialRuntime, result: Mapping[str, Any]) -> None:
-        if not self._wants_results or self._finished:
+        if not self._wants_results or self._finished or self._searcher.closed:
             return
         self._results_backlog.append((rt.id, result))
         if not self._draining:
-            self._draining = True
-            asyncio.get_running_loop().run_in_executor(self._thread, self._drain_results)
+            self._draining = self._searcher.submit(self._drain_results)
 
     def _drain_results(self) -> None:
         self._draining = False
         backlog, self._results_backlog = self._results_backlog, []
         for trial_id, result in backlog:
-            self._searcher.on_trial_result(trial_id, result)
+            self._searcher.searcher.on_trial_result(trial_id, result)
 
     def on_settled(self, rt: TrialRuntime) -> None:
         if self._finished:
@@ -458,10 +397,8 @@ class Sweep:
         self._changed.set()
 
     def _tell_complete(self, rt: TrialRuntime) -> None:
-        if self._thread_closed:
-            # The sweep's call ended (cancelled, say) and a trial settled as the experiment
-            # closed: not told now, so a resumed sweep tells its searcher (see _start).
-            return
+        if self._searcher.closed:
+            return  # the sweep's call ended (cancelled): a resumed sweep tells its searcher
         self._told.add(rt.id)
         error = rt.machine.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None
@@ -479,16 +416,7 @@ class Sweep:
                 metric,
                 ", ".join(repr(k) for k in rt.last_result) or "nothing",
             )
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(self._thread, self._complete, rt.id, result, error)
-
-    def _complete(self, trial_id: str, result: dict[str, Any] | None, error: bool) -> None:
-        self._searcher.on_trial_complete(trial_id, result, error)
-        if time.monotonic() - self._snapshot_at > SEARCHER_SNAPSHOT_S:
-            from orchestrator.core.codec import pickle_b64
-
-            self._searcher_state = pickle_b64(self._searcher.get_state())
-            self._snapshot_at = time.monotonic()
+        self._searcher.submit(self._searcher.complete, rt.id, result, error)
 
     def _decide(self, decisions: list[Decision]) -> None:
         """Send the scheduler's decisions about trials (not the one reporting) to them,
@@ -514,23 +442,7 @@ class Sweep:
                 port.request(rt, event)
         self._changed.set()
 
-    # -- the searcher's thread, and the journal ----------------------------------------------
-
-    async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, lambda: fn(*args, **kwargs))
-
-    async def _snapshot_searcher(self, *, force: bool) -> None:
-        from orchestrator.core.codec import pickle_b64
-
-        def snap() -> None:
-            self._searcher_state = pickle_b64(self._searcher.get_state())
-
-        if force:
-            try:
-                await self._in_thread(snap)
-            except Exception as err:  # the sweep's outcome stands; only resume loses
-                log.warning("sweep %r: could not save the searcher's state: %s", self.name, err)
+    # -- the journal ---------------------------------------------------------------------------
 
     def journal_doc(self) -> dict[str, Any]:
         """The sweep as the journal's head records it (on the loop, at each write)."""
@@ -548,7 +460,7 @@ class Sweep:
             "trials": list(self._trials),
             "told": sorted(self._told),
             "finished": self._finished,
-            "searcher_state": self._searcher_state,
+            "searcher_state": self._searcher.state,
             "call": self._call,
         }
         if self._scheduler is not None:

@@ -88,7 +88,7 @@ def check_sweep(
     options = dict(trial_options)
     # A dry run of one trial's spec: the trainable and every per-trial option, checked.
     probe = checked_space.sample(random.Random(0), checked_space.grid_points[0])
-    from orchestrator.sweeps.driver import trial_options_for
+    from orchestrator.sweeps.capacity import trial_options_for
 
     probe_options = trial_options_for(options, probe)
     port.trial_spec(trainable, probe, trial_id=f"{name}-check", **probe_options)

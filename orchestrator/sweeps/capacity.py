@@ -1,0 +1,76 @@
+"""How many of a sweep's trials may hold an actor at once, and each trial's shape.
+
+``max_concurrent_trials`` when given; otherwise as many trials as the cluster's
+resources hold, re-read every ``CAPACITY_REFRESH_S`` so that nodes that join or leave
+count. A trial's resources may be a function of its config (Ray Tune's
+``with_resources(trainable, fn)``); the bound then uses the newest trial's shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from orchestrator.sweeps.port import SweepPort
+
+#: Seconds between reads of the cluster's resources.
+CAPACITY_REFRESH_S = 5.0
+
+
+def trial_options_for(options: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-trial options of a trial with ``config``: ``resources`` may be a function of
+    the config (``config -> {"cpu": ..., "gpu": ...}``), called here."""
+    resources = options.get("resources")
+    if not callable(resources):
+        return dict(options)
+    try:
+        shape = resources(dict(config))
+    except Exception as err:
+        raise ConfigError(
+            f"the sweep's resources function raised {type(err).__name__}: {err} (for config "
+            f"{dict(config)!r})"
+        ) from err
+    return {**options, "resources": shape}
+
+
+class Capacity:
+    """The sweep's concurrency bound (see the module docstring)."""
+
+    def __init__(
+        self, port: SweepPort, max_concurrent: int | None, options: Mapping[str, Any]
+    ) -> None:
+        self._port = port
+        self._max_concurrent = max_concurrent
+        self._options = options
+        self._read: tuple[float, int] | None = None  # (when read, trials that fit)
+        self._last_resources: Any = None  # the newest trial's, when resources is a function
+
+    def options_for(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A new trial's options (:func:`trial_options_for`); its shape is remembered."""
+        options = trial_options_for(self._options, config)
+        self._last_resources = options.get("resources")
+        return options
+
+    async def limit(self) -> int:
+        if self._max_concurrent is not None:
+            return self._max_concurrent
+        now = time.monotonic()
+        if self._read is None or now - self._read[0] > CAPACITY_REFRESH_S:
+            self._read = (now, await self._cluster_fits())
+        return self._read[1]
+
+    async def _cluster_fits(self) -> int:
+        """How many trials the cluster's resources hold at once (at least 1)."""
+        from orchestrator.engine.ray_calls import ray_demand
+
+        totals = await self._port.cluster_resources()
+        shape = self._options.get("resources")
+        if callable(shape):  # resources by config: the last trial's shape
+            shape = self._last_resources
+        demand = ray_demand(shape or {"cpu": 1.0}, 1)
+        fits = [int(totals.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
+        return max(1, min(fits)) if fits else 1
