@@ -13,39 +13,26 @@ import asyncio
 import hashlib
 import math
 import os
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import IO, Any, TypeVar
 
-import aiohttp
 from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
 from botocore.exceptions import (
-    BotoCoreError,
     ClientError,
-    CredentialRetrievalError,
-    HTTPClientError,
-    NoCredentialsError,
-    PartialCredentialsError,
-)
-from botocore.exceptions import (
-    ConnectionError as BotoConnectionError,
 )
 
 from . import _s3_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
+from ._s3_errors import SDK_ERRORS, s3_error
+from ._s3_session import session
 from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     NoCredentials,
     NotFound,
-    PermissionDenied,
-    PreconditionFailed,
     StorageError,
-    TransientError,
-    full_device,
 )
 from .keys import join_key
 from .manifest import ManifestEntry
@@ -57,32 +44,6 @@ T = TypeVar("T")
 
 _MIN_PART = 5 * (1 << 20)
 _MAX_PARTS = 10_000
-_NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
-_DENIED = {
-    "AccessDenied",
-    "403",
-    "Forbidden",
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "ExpiredToken",
-    "InvalidToken",
-    "AllAccessDisabled",
-    "AccountProblem",
-}
-_TRANSIENT = {
-    "SlowDown",
-    "Throttling",
-    "ThrottlingException",
-    "RequestTimeout",
-    "RequestTimeoutException",
-    "InternalError",
-    "ServiceUnavailable",
-    "RequestLimitExceeded",
-    "BandwidthLimitExceeded",
-    "TooManyRequestsException",
-    "ProvisionedThroughputExceededException",
-}
-_SDK_ERRORS = (BotoCoreError, ClientError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
 class S3Storage(Storage):
@@ -122,45 +83,8 @@ class S3Storage(Storage):
         return join_key(self.prefix, key)
 
     def _map_error(self, err: BaseException, key: str | None, what: str) -> StorageError:
-        """The one place where SDK exceptions become ours."""
-        if isinstance(err, StorageError):
-            return err
-        kw: dict[str, Any] = {"uri": self.uri, "key": key}
-        if isinstance(err, ClientError):
-            info = err.response.get("Error", {})
-            code = str(info.get("Code", ""))
-            status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            reason = f"{what} failed: {code or status} {info.get('Message', '')}".rstrip()
-            if code == "NoSuchBucket":
-                return BucketNotFound(f"{what} failed: bucket {self.bucket!r} does not exist", **kw)
-            if code == "PreconditionFailed" or status == 412:
-                return PreconditionFailed(reason, **kw)
-            if code == "ConditionalRequestConflict":  # a racing conditional write: retry
-                return TransientError(reason, **kw)
-            if code == "NotImplemented" or status == 501:
-                return StorageError(
-                    f"{reason} (this S3-compatible store lacks a feature trialflow needs, "
-                    "such as conditional writes: If-None-Match / If-Match)",
-                    **kw,
-                )
-            if code in _NOT_FOUND or status == 404:
-                return NotFound(reason, **kw)
-            if code in _DENIED or status in (401, 403):
-                return PermissionDenied(reason, **kw)
-            if code in _TRANSIENT or status >= 500 or status == 429:
-                return TransientError(reason, **kw)
-            return StorageError(reason, **kw)
-        if isinstance(err, (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)):
-            return PermissionDenied(f"{what} failed: no usable AWS credentials", **kw)
-        if isinstance(
-            err,
-            (HTTPClientError, BotoConnectionError, aiohttp.ClientError, asyncio.TimeoutError),
-        ) or isinstance(err, ConnectionError):
-            return TransientError(f"{what} failed: {type(err).__name__}: {err}", **kw)
-        full = full_device(err, what, uri=self.uri, key=key)
-        if full is not None:  # writing a download on a full local disk
-            return full
-        return StorageError(f"{what} failed: {type(err).__name__}: {err}", **kw)
+        """The one place where SDK exceptions become ours (:func:`._s3_errors.s3_error`)."""
+        return s3_error(err, key, what, uri=self.uri, bucket=self.bucket)
 
     async def _call(self, key: str | None, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         async def attempt() -> T:
@@ -168,7 +92,7 @@ class S3Storage(Storage):
                 return await fn()
             except StorageError:
                 raise
-            except _SDK_ERRORS as err:
+            except SDK_ERRORS as err:
                 raise self._map_error(err, key, what) from err
 
         return await retrying(attempt, self.retry, what=what)
@@ -189,7 +113,7 @@ class S3Storage(Storage):
             # every part once more on the event loop (HTTPS leaves payloads unsigned anyway).
             s3={"payload_signing_enabled": False},
         )
-        if await _session().get_credentials() is None:
+        if await session().get_credentials() is None:
             raise NoCredentials(
                 "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                 "or AWS_PROFILE with ~/.aws/credentials, or run with an instance role",
@@ -198,7 +122,7 @@ class S3Storage(Storage):
         stack = AsyncExitStack()
         try:
             self._client = await stack.enter_async_context(
-                _session().create_client(
+                session().create_client(
                     "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config
                 )
             )
@@ -533,40 +457,6 @@ class _Slices:
     async def _slices(self) -> AsyncIterator[bytes]:
         for i in range(0, len(self._view), self._STEP):
             yield bytes(self._view[i : i + self._STEP])
-
-
-_SESSIONS: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, tuple[tuple[str | None, ...], Any]
-] = weakref.WeakKeyDictionary()
-
-# Where botocore looks for credentials: a session resolves them once and keeps them, so
-# a session made before one of these changed would answer with stale credentials (or
-# with none) ever after.
-_CREDENTIAL_SOURCES = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_PROFILE",
-    "AWS_SHARED_CREDENTIALS_FILE",
-    "AWS_CONFIG_FILE",
-    "AWS_EC2_METADATA_DISABLED",
-    "HOME",
-)
-
-
-def _session() -> Any:
-    """One botocore session per event loop and credential environment: its loader caches
-    the S3 service model, which is slow to parse, so opening a storage (one per trial
-    actor) stays cheap; per loop, because refreshable credentials hold asyncio locks;
-    per credential environment, because a session keeps the credentials it resolved."""
-    loop = asyncio.get_running_loop()
-    sources = tuple(os.environ.get(name) for name in _CREDENTIAL_SOURCES)
-    cached = _SESSIONS.get(loop)
-    if cached is not None and cached[0] == sources:
-        return cached[1]
-    session = get_session()
-    _SESSIONS[loop] = (sources, session)
-    return session
 
 
 def _bind(fn: Callable[..., Awaitable[T]], kwargs: dict[str, Any]) -> Callable[[], Awaitable[T]]:
