@@ -67,9 +67,6 @@ class StopCondition:
         """Whether a threshold holds on ``result``, without asking the stop function:
         safe on a result seen before (a checkpoint's), where a stateful function (a
         plateau stopper) would count it twice."""
-        return any(_at_least(result.get(key), threshold) for key, threshold in self.thresholds)
-
-    def __call__(self, result: Mapping[str, Any]) -> bool:
         for key, threshold in self.thresholds:
             value = result.get(key)
             if type(value) is int or type(value) is float:  # the common case, fast
@@ -77,6 +74,11 @@ class StopCondition:
                     return True
             elif isinstance(value, numbers.Real) and float(value) >= threshold:
                 return True
+        return False
+
+    def __call__(self, result: Mapping[str, Any]) -> bool:
+        if self.thresholds_met(result):
+            return True
         if self.predicate is not None:
             return bool(self.predicate(self.trial_id, result))
         return False
@@ -86,8 +88,3 @@ class StopCondition:
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         self.trial_id, self.thresholds, self.predicate = state
-
-
-def _at_least(value: Any, threshold: float) -> bool:
-    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    return real and float(value) >= threshold
