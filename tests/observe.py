@@ -111,3 +111,22 @@ def strict_loads(text: str | bytes) -> Any:
         raise ValueError(f"not standard JSON: {constant}")
 
     return json.loads(text, parse_constant=refuse)
+
+
+class OwnTasks:
+    """The running asyncio tasks named ``name`` that the current test started. The loop
+    is the session's: a task another test left running (it failed before closing its
+    experiment) is not this test's. Call :meth:`reset` as the test starts."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._others: set[asyncio.Task[Any]] = set()
+
+    def _named(self) -> set[asyncio.Task[Any]]:
+        return {t for t in asyncio.all_tasks() if t.get_name() == self.name}
+
+    def reset(self) -> None:
+        self._others = self._named()
+
+    def running(self) -> list[asyncio.Task[Any]]:
+        return [t for t in self._named() if t not in self._others]

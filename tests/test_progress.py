@@ -16,6 +16,8 @@ from rich.console import Console
 from orchestrator.errors import ConfigError
 from orchestrator.views.progress import ProgressReporter
 
+from .observe import OwnTasks
+
 
 class Clock:
     def __init__(self) -> None:
@@ -41,20 +43,17 @@ def quiet_console() -> Console:
     return Console(file=io.StringIO(), force_terminal=False, width=200)
 
 
-_OTHERS: set[asyncio.Task[Any]] = set()
+_OWN = OwnTasks("progress:draw")
 
 
 @pytest.fixture(autouse=True)
 async def others_draws() -> None:
-    """The loop is the session's: a table another test left drawing (it failed before
-    closing its experiment) is not this test's."""
-    _OTHERS.clear()
-    _OTHERS.update(t for t in asyncio.all_tasks() if t.get_name() == "progress:draw")
+    _OWN.reset()
 
 
 def draw_tasks() -> list[asyncio.Task[Any]]:
     """The draw tasks this test started that are still running."""
-    return [t for t in asyncio.all_tasks() if t.get_name() == "progress:draw" and t not in _OTHERS]
+    return _OWN.running()
 
 
 async def test_10000_results_cost_the_hooks_no_drawing_each() -> None:

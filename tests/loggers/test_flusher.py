@@ -8,12 +8,14 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.views.loggers import ExperimentLogger
 
+from ..observe import OwnTasks
 from .fakes import (
     FakeCheckpoint,
     FakeTrial,
@@ -24,20 +26,17 @@ from .fakes import (
     scalars,
 )
 
-_OTHERS: set[asyncio.Task[object]] = set()
+_OWN = OwnTasks("loggers:flush")
 
 
 @pytest.fixture(autouse=True)
 async def others_flushers() -> None:
-    """The loop is the session's: a flusher another test left running (it failed
-    before closing its experiment) is not this test's."""
-    _OTHERS.clear()
-    _OTHERS.update(t for t in asyncio.all_tasks() if t.get_name() == "loggers:flush")
+    _OWN.reset()
 
 
-def flusher_tasks() -> list[asyncio.Task[object]]:
+def flusher_tasks() -> list[asyncio.Task[Any]]:
     """The flushers this test started that are still running."""
-    return [t for t in asyncio.all_tasks() if t.get_name() == "loggers:flush" and t not in _OTHERS]
+    return _OWN.running()
 
 
 async def test_20000_results_cost_the_hooks_no_write_each(tmp_path: Path) -> None:
