@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import ssl
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
     CredentialRetrievalError,
     HTTPClientError,
     NoCredentialsError,
@@ -28,7 +33,7 @@ from .errors import (
     full_device,
 )
 
-__all__ = ["SDK_ERRORS", "s3_error"]
+__all__ = ["SDK_ERRORS", "s3_error", "unreachable", "unreachable_message"]
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
 _DENIED = {
@@ -101,3 +106,61 @@ def s3_error(
     if full is not None:  # writing a download on a full local disk
         return full
     return StorageError(f"{what} failed: {type(err).__name__}: {err}", **kw)
+
+
+def unreachable(
+    err: TransientError, *, endpoint: str | None, source: str | None
+) -> TransientError | None:
+    """``err`` (the bucket check's last failure) as one error saying which endpoint could
+    not be reached and how to set it, when no connection to the endpoint could be made
+    at all; None when it failed some other way. Raised ``from None``: its message holds
+    all the chain would tell (a user's first S3 mistake is one line, not a page)."""
+    connect = next((e for e in _chain(err) if isinstance(e, BotoConnectionError)), None)
+    if connect is None:
+        return None
+    tried = str(getattr(connect, "kwargs", {}).get("endpoint_url") or endpoint or "")
+    return TransientError(unreachable_message(endpoint, source, tried, _why(connect)), uri=err.uri)
+
+
+def unreachable_message(endpoint: str | None, source: str | None, tried: str, why: str) -> str:
+    """What :func:`unreachable` says: the endpoint tried (and where it came from) or that
+    none is set, why it failed, and what to do."""
+    how = "the storage option endpoint_url or the environment variable AWS_ENDPOINT_URL"
+    if endpoint:
+        return (
+            f"cannot reach the S3 endpoint {endpoint} (from {source or 'endpoint_url'}): {why}; "
+            f"check the address and that the store is up (it is set by {how})"
+        )
+    return (
+        f"cannot reach S3: no endpoint is set, so AWS's {tried or 'endpoint'} was tried "
+        f"({why}); for an S3-compatible store (MinIO, moto...) set its address with {how}"
+    )
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        yield cause
+        cause = cause.__cause__ or cause.__context__
+
+
+def _why(connect: BaseException) -> str:
+    """Why a connection failed, in words: the deepest OS error's, else the SDK's."""
+    deepest = [e for e in _chain(connect) if isinstance(e, OSError) and e is not connect]
+    wrapped = getattr(connect, "kwargs", {}).get("error")
+    if isinstance(wrapped, BaseException):
+        deepest += [e for e in _chain(wrapped) if isinstance(e, OSError)]
+    for cause in reversed(deepest):
+        if isinstance(cause, socket.gaierror):
+            return f"its host name does not resolve ({cause.strerror})"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS failed ({cause.reason or cause}; an http:// store named as https://?)"
+        if isinstance(cause, TimeoutError):
+            return "connecting timed out"
+        if cause.errno:
+            return os.strerror(cause.errno).lower()
+    if isinstance(connect, ConnectTimeoutError):
+        return "connecting timed out"
+    return str(connect)

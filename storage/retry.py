@@ -51,11 +51,14 @@ async def retrying(
     *,
     what: str = "request",
     on_retry: Callable[[], Awaitable[None]] | None = None,
+    quiet: bool = False,
 ) -> T:
     """Await ``attempt()`` until it succeeds, raises a non-transient error, or the policy's
     attempts are spent (then the last ``TransientError`` propagates).
 
-    ``on_retry`` runs before each retry (e.g. to rewind a stream)."""
+    ``on_retry`` runs before each retry (e.g. to rewind a stream). Each retry is logged
+    as a warning, or with ``quiet`` at INFO: for a caller whose own error, should all
+    attempts fail, says everything (a warning per attempt would only repeat it)."""
     for n in range(policy.attempts):
         try:
             return await attempt()
@@ -67,7 +70,14 @@ async def retrying(
                     key=err.key,
                 ) from err
             pause = policy.delay(n)
-            log.warning("storage %s failed (%s); retry %d in %.2fs", what, err, n + 1, pause)
+            log.log(
+                logging.INFO if quiet else logging.WARNING,
+                "storage %s failed (%s); retry %d in %.2fs",
+                what,
+                err,
+                n + 1,
+                pause,
+            )
             await asyncio.sleep(pause)
             if on_retry is not None:
                 await on_retry()

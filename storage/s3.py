@@ -25,7 +25,7 @@ from botocore.exceptions import (
 from . import _s3_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
-from ._s3_errors import SDK_ERRORS, s3_error
+from ._s3_errors import SDK_ERRORS, s3_error, unreachable
 from ._s3_session import session
 from .base import Storage, Versioned
 from .errors import (
@@ -33,6 +33,7 @@ from .errors import (
     NoCredentials,
     NotFound,
     StorageError,
+    TransientError,
 )
 from .keys import join_key
 from .manifest import ManifestEntry
@@ -66,11 +67,18 @@ class S3Storage(Storage):
         super().__init__(f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}", **options)
         self.bucket = bucket
         self.prefix = prefix
-        self.endpoint_url = (
-            endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or None
+        # Where the endpoint came from, for the error that says it cannot be reached.
+        self._endpoint_source, self.endpoint_url = next(
+            (
+                (source, value)
+                for source, value in (
+                    ("endpoint_url", endpoint_url),
+                    ("AWS_ENDPOINT_URL_S3", os.environ.get("AWS_ENDPOINT_URL_S3")),
+                    ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL")),
+                )
+                if value
+            ),
+            (None, None),
         )
         self.region = region
         self._stack: AsyncExitStack | None = None
@@ -86,7 +94,9 @@ class S3Storage(Storage):
         """The one place where SDK exceptions become ours (:func:`._s3_errors.s3_error`)."""
         return s3_error(err, key, what, uri=self.uri, bucket=self.bucket)
 
-    async def _call(self, key: str | None, what: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _call(
+        self, key: str | None, what: str, fn: Callable[[], Awaitable[T]], *, quiet: bool = False
+    ) -> T:
         async def attempt() -> T:
             try:
                 return await fn()
@@ -95,7 +105,7 @@ class S3Storage(Storage):
             except SDK_ERRORS as err:
                 raise self._map_error(err, key, what) from err
 
-        return await retrying(attempt, self.retry, what=what)
+        return await retrying(attempt, self.retry, what=what, quiet=quiet)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -131,12 +141,19 @@ class S3Storage(Storage):
                     None,
                     "checking the bucket",
                     lambda: self._client.head_bucket(Bucket=self.bucket),
+                    quiet=True,
                 )
             except NotFound as err:
                 raise BucketNotFound(
                     f"bucket {self.bucket!r} does not exist (it is never created implicitly)",
                     uri=self.uri,
                 ) from err
+            except TransientError as err:
+                # The first request: a wrong or missing endpoint shows here, said once.
+                said = unreachable(err, endpoint=self.endpoint_url, source=self._endpoint_source)
+                if said is None:
+                    raise
+                raise said from None
         except BaseException:
             await stack.aclose()
             raise

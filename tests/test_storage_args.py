@@ -5,6 +5,7 @@ when it is entered; each a clear error naming what is wrong, and Ray never start
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 import orchestrator.engine.raystart
 from orchestrator import ConfigError, Orchestrator
-from storage import BucketNotFound
+from storage import BucketNotFound, StorageError
 
 from .storage.conftest import BUCKET, aws_env, moto_url  # noqa: F401
 
@@ -70,3 +71,15 @@ async def test_a_missing_bucket_is_refused_before_ray(moto_url: str) -> None:  #
         await enter(
             storage=f"s3://{BUCKET}-nobody-made/p", storage_options={"endpoint_url": moto_url}
         )
+
+
+@pytest.mark.usefixtures("aws_env")
+async def test_an_unreachable_endpoint_is_one_error_before_ray() -> None:
+    with socket.socket() as closed:  # bound, not listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        with pytest.raises(StorageError) as info:
+            await enter(storage="s3://bucket/runs", storage_options={"endpoint_url": endpoint})
+    assert str(info.value).startswith(f"cannot reach the S3 endpoint {endpoint} ")
+    assert str(info.value).endswith("[s3://bucket/runs/e]")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
