@@ -83,3 +83,26 @@ async def test_an_unreachable_endpoint_is_one_error_before_ray() -> None:
     assert str(info.value).startswith(f"cannot reach the S3 endpoint {endpoint} ")
     assert str(info.value).endswith("[s3://bucket/runs/e]")
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+@pytest.mark.parametrize(
+    "storage", ["C:\\Users\\me\\runs", "c:/Users/me/runs", "D:\\", "\\\\server\\share\\runs"]
+)
+def test_a_windows_path_is_refused_on_posix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="is a Windows path") as info:
+        Orchestrator(storage=storage, name="e")
+    assert f"storage {storage} is a Windows path" in str(info.value)
+    assert "give a POSIX path" in str(info.value)
+    assert list(tmp_path.iterdir()) == [], "a directory named like the Windows path was made"
+
+
+def test_posix_paths_like_windows_ones_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A colon or a backslash further in is a legal POSIX name, meant as written.
+    monkeypatch.chdir(tmp_path)
+    for storage in (tmp_path / "C:", tmp_path / "runs\\a", "runs:C:\\x"):
+        assert Orchestrator(storage=storage, name="e").storage_uri.endswith("/e")

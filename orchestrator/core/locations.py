@@ -4,12 +4,16 @@ a storage root. Plain functions (the command line uses them without importing Ra
 from __future__ import annotations
 
 import os
+import re
 
 from orchestrator.errors import ConfigError
 
 __all__ = ["DEFAULT_RESULTS_DIR", "experiment_uri", "results_root"]
 
 DEFAULT_RESULTS_DIR = os.path.join("~", "trialflow_results")
+#: A drive (C:\ or C:/) or a UNC share (\\server\share): on POSIX each is a legal but
+#: surely unmeant relative name, a directory called so under the current one.
+_WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]|\\\\[^\\/]+\\")
 
 
 def results_root(storage: str | os.PathLike[str] | None) -> str:
@@ -22,6 +26,12 @@ def results_root(storage: str | os.PathLike[str] | None) -> str:
         raise ConfigError(f"storage must be a path or URI string, got {storage!r}")
     if "://" in text:
         return text.rstrip("/")
+    if os.name == "posix" and _WINDOWS_PATH.match(text):
+        raise ConfigError(
+            f"storage {text} is a Windows path; this system is POSIX, where it would name a "
+            f"directory called so under {os.getcwd()}: give a POSIX path (e.g. "
+            f"{os.path.join(os.path.expanduser('~'), 'runs')}) or an s3:// or gs:// URI"
+        )
     return os.path.abspath(os.path.expanduser(text))
 
 
