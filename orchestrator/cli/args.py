@@ -1,7 +1,7 @@
 """Argument groups, value parsers and exit statuses that several commands share.
 
-Nothing here imports Ray, storage or the orchestrator: building the parser (for
-``--help`` or for ``ls``) must stay cheap. Bad values are reported by argparse (exit
+Nothing here imports Ray, storage or the orchestrator when loaded: building the parser
+(for ``--help`` or for ``ls``) must stay cheap. Bad values are reported by argparse (exit
 status 2, before any command runs) or as :class:`ConfigError` by the command.
 """
 
@@ -29,6 +29,7 @@ __all__ = [
     "json_arg",
     "non_negative_float",
     "non_negative_int",
+    "one_line_errors",
     "orchestrator_options",
     "parse_stop",
     "positive_float",
@@ -40,6 +41,18 @@ __all__ = [
 
 #: The exit statuses of every command (see :mod:`orchestrator.cli.main`).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def one_line_errors() -> tuple[type[Exception], ...]:
+    """The errors every command answers with one line and no traceback (a
+    :class:`ConfigError` with :data:`EXIT_USAGE`, the others with :data:`EXIT_FAILED`):
+    their messages say what is wrong and what to do."""
+    from orchestrator.engine.raystart import RayStartError
+    from orchestrator.errors import ExperimentLocked, JournalError, LeaseLost
+    from storage import StorageError
+
+    return (ConfigError, RayStartError, ExperimentLocked, LeaseLost, StorageError, JournalError)
+
 
 #: Where experiments go without ``--storage`` (``$TRIALFLOW_RESULTS_DIR`` overrides it);
 #: the same default as ``Orchestrator(storage=None)``.

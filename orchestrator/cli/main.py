@@ -58,8 +58,7 @@ from orchestrator.cli.inspect import (
 from orchestrator.cli.repair import configure_repair, handle_repair
 from orchestrator.cli.run import configure_resume, configure_run, handle_resume, handle_run
 from orchestrator.cli.tune_script import configure_tune, handle_tune
-from orchestrator.engine.raystart import RayStartError
-from orchestrator.errors import ConfigError, ExperimentLocked, JournalError, LeaseLost
+from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -187,8 +186,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from storage import StorageError
-
     _answer_ctrl_c(signal)
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack, on stderr
         try:
@@ -205,18 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, _, handler = COMMANDS[args.command]
     try:
         return handler(args, console)
-    except ConfigError as err:
+    except cli_args.one_line_errors() as err:  # each message says what to do
         print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except (RayStartError, ExperimentLocked, LeaseLost) as err:
-        print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    except StorageError as err:
-        print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    except JournalError as err:  # damaged: its message says how to repair it
-        print(f"trialflow {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_USAGE if isinstance(err, ConfigError) else EXIT_FAILED
     except KeyboardInterrupt as err:
         from orchestrator.api.interrupts import said
 

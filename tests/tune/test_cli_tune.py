@@ -44,3 +44,32 @@ def test_a_tune_script_runs_unchanged_with_its_arguments_and_exit_status(tmp_pat
         timeout=120,
     )
     assert missing.returncode == 2 and "no such script" in missing.stderr
+
+
+#: Scripts that fail as a user's first try may: each must fail as under ``python``.
+FAILING = {
+    "syntax": "x = 1\nif x = 2:\n    pass\n",
+    "raises": 'def train():\n    raise ValueError("bad config") from KeyError("lr")\n\ntrain()\n',
+    "imports_a_broken_module": "import helper\n",
+}
+
+
+def test_a_failing_script_shows_its_own_traceback_as_python_would(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("values = (1,\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name, source in FAILING.items():
+        script = tmp_path / f"{name}.py"
+        script.write_text(source)
+        python, ours = (
+            subprocess.run(
+                [sys.executable, *command, str(script)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            for command in ([], ["-m", "orchestrator", "tune"])
+        )
+        assert python.returncode == ours.returncode == 1, name
+        assert ours.stderr == python.stderr, name  # the script's frames only, as python
+        assert str(script) in ours.stderr and "orchestrator" not in ours.stderr, name
