@@ -167,6 +167,18 @@ async def check_pages(page: Page, base: str, ids: list[str], gate: Path) -> None
     assert await page.evaluate("window.stillTheSamePage === true")
     assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
 
+    # No sweep ranks a metric here: no trial is called best until a mode is chosen.
+    best = "document.getElementById('best').textContent"
+    assert "choose max or min" in await page.wait_for(best, WAIT_S, "why no trial is best")
+    await page.evaluate(
+        "(() => { const m = document.getElementById('mode'); m.value = 'min';"
+        " m.dispatchEvent(new Event('change')); })()"
+    )
+    shown = await page.wait_for(
+        f"{best}.startsWith('best trial so far') && {best}", WAIT_S, "the best trial by min"
+    )
+    assert "(min, " in shown
+
     # A damaged experiment shows its message.
     await page.goto(f"{base}/experiments/broken")
     problem: Any = await page.wait_for(

@@ -84,7 +84,7 @@ async def test_the_experiments_are_listed_damaged_ones_with_their_message(
 async def test_an_experiments_payload(
     server: RunningDashboard, http: aiohttp.ClientSession
 ) -> None:
-    data = await get_json(http, f"{base(server)}/api/experiments/good?metric=acc")
+    data = await get_json(http, f"{base(server)}/api/experiments/good?metric=acc&mode=max")
     rows = {r["id"]: r for r in data["trials"]}
     assert list(rows) == ["t1", "t2"]
     assert rows["t1"]["value"] == "NaN"  # its newest acc: shown as reported, never best
@@ -94,6 +94,34 @@ async def test_an_experiments_payload(
     loss = await get_json(http, f"{base(server)}/api/experiments/good?metric=loss&mode=min")
     assert loss["best"]["trial"] == "t1" and loss["best"]["value"] == pytest.approx(1 / 3)
     assert data["config_keys"] == ["lr"] and {"acc", "loss"} <= set(data["metrics"])
+
+
+async def test_no_trial_is_best_by_a_guessed_mode(
+    server: RunningDashboard, http: aiohttp.ClientSession, experiments: dict[str, Run]
+) -> None:
+    url = f"{base(server)}/api/experiments/good"
+    # No sweep ranks anything: a metric is shown, but no trial is called best (by max,
+    # the highest loss would be: t2's 2.0).
+    for query in ("", "?metric=loss", "?metric=loss&mode=sideways"):
+        data = await get_json(http, url + query)
+        assert data["metric"] in ("acc", "loss") and data["mode"] is None, query
+        assert data["best"] is None, query
+    listed = await get_json(http, f"{base(server)}/api/experiments")
+    good = next(e for e in listed["experiments"] if e["name"] == "good")
+    assert good["metric"] is None and good["best"] is None
+    chosen = await get_json(http, f"{url}?metric=loss&mode=min")
+    assert chosen["best"]["trial"] == "t1"
+    # A sweep that ranks loss by min: its mode is the page's and the list's.
+    run = experiments["good"]
+    run.journal.set_extras(lambda: {"sweeps": [{"metric": "loss", "mode": "min"}]})
+    run.journal.touch()
+    await run.write()
+    deadline = asyncio.get_running_loop().time() + LIVE_TIMEOUT_S
+    while (data := await get_json(http, url))["mode"] is None:
+        assert asyncio.get_running_loop().time() < deadline, "the sweep was never read"
+        await asyncio.sleep(0.1)
+    assert (data["metric"], data["mode"], data["best"]["trial"]) == ("loss", "min", "t1")
+    assert (await get_json(http, f"{url}?metric=acc"))["mode"] is None
 
 
 async def test_a_damaged_experiment_is_a_message_not_an_error(

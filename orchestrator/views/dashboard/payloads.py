@@ -86,7 +86,9 @@ def experiment(
     name: str, tail: JournalTail, metric: str | None, mode: str | None, x: str
 ) -> dict[str, Any]:
     """Everything one experiment's page shows, for ``metric`` (None: the sweep's, else
-    the first the trials report) and ``mode`` (None: the sweep's for it, else max)."""
+    the first the trials report) and ``mode`` (None: the sweep's for that metric, else
+    none: then no trial is called best, since "best" by a guessed direction would call
+    the highest loss best)."""
     metric, mode = _chosen(tail, metric, mode)
     return {
         "summary": summary(name, tail),
@@ -98,7 +100,7 @@ def experiment(
         "order": list(tail.entries),
         "trials": [_row(tail, t, metric) for t in tail.entries],
         "series": {t: _points(tail, t, metric, x, 0) for t in tail.entries},
-        "best": _best(tail, tail.entries, metric, mode) if metric else None,
+        "best": _best(tail, tail.entries, metric, mode) if metric and mode else None,
         **_extras(tail),
     }
 
@@ -118,7 +120,7 @@ def delta(
             for t, first in change.results.items()
             if t in tail.entries
         },
-        "best": _best(tail, tail.entries, metric, mode) if metric else None,
+        "best": _best(tail, tail.entries, metric, mode) if metric and mode else None,
     }
     if change.header or change.trials:
         payload["order"] = list(tail.entries)
@@ -205,7 +207,11 @@ def _points(
 # -- keys ------------------------------------------------------------------------------
 
 
-def _chosen(tail: JournalTail, metric: str | None, mode: str | None) -> tuple[str | None, str]:
+def _chosen(
+    tail: JournalTail, metric: str | None, mode: str | None
+) -> tuple[str | None, str | None]:
+    """The metric shown and the mode that ranks it: those asked for, else the sweep's; a
+    metric no sweep ranks has no mode until the page picks one (never a guess)."""
     sweep = objective(tail)
     if metric is None:
         if sweep is not None:
@@ -213,7 +219,7 @@ def _chosen(tail: JournalTail, metric: str | None, mode: str | None) -> tuple[st
         else:
             metric = next((k for k in _metric_keys(tail) if k not in BOOKKEEPING), None)
     if mode not in ("max", "min"):
-        mode = sweep[1] if sweep is not None and sweep[0] == metric else "max"
+        mode = sweep[1] if sweep is not None and sweep[0] == metric else None
     return metric, mode
 
 

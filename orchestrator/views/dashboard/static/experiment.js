@@ -107,10 +107,10 @@ function draw() {
   $("best").replaceChildren(state.best
     ? el("span", {}, "best trial so far: ", el("span", { class: "value", text: bestText(state.best) }),
       el("span", { class: "muted", text: "  " + Object.entries(state.best.config).map(([k, v]) => `${k}=${fmt(v)}`).join(", ") }))
-    : el("span", { class: "muted", text: state.metric ? `no trial has a finite ${state.metric} yet` : "" }));
+    : el("span", { class: "muted", text: noBest() }));
   options($("metric"), state.metrics, state.metric);
   options($("x"), ["training_iteration", ...state.metrics.filter((m) => m !== "training_iteration")], state.x);
-  $("mode").value = state.mode || "max";
+  $("mode").value = state.mode || "";
   options($("config-key"), state.configKeys, $("config-key").value || state.configKeys[0]);
   options($("state"), ["", ...Object.keys(s.states)], state.stateFilter, "all");
 
@@ -147,6 +147,14 @@ function draw() {
   document.body.dataset.draws = String(draws);
   document.body.dataset.drawMs = (performance.now() - drawnAt).toFixed(1);
   document.body.dataset.ready = "1";
+}
+
+/** Why no trial is shown as best: no metric, no mode to rank it by (a guessed one would
+ * call the highest loss best), or no finite value yet. */
+function noBest() {
+  if (!state.metric) return "no metric set: no trial reported a number yet";
+  if (!state.mode) return `no best trial: no sweep ranks ${state.metric}; choose max or min as its mode`;
+  return `no trial has a finite ${state.metric} yet`;
 }
 
 function options(select, values, chosen, blank) {

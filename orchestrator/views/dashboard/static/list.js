@@ -10,7 +10,7 @@ function row(exp) {
   else if (exp.trials === 0) status = el("span", { class: "muted", text: "no trials yet" });
   else if (exp.running) status = el("span", { class: "state RUNNING", text: "running" });
   else status = el("span", { class: "muted", text: "finished" });
-  const best = exp.metric ? (exp.best ? bestText(exp.best) : `${exp.metric}: none yet`) : "–";
+  const best = exp.metric ? (exp.best ? bestText(exp.best) : `${exp.metric}: none yet`) : "no metric set";
   return el("tr", { "data-experiment": exp.name },
     el("td", {}, el("a", { href, text: exp.name })),
     el("td", {}, exp.trials ? stateChips(exp.states) : el("span", { class: "muted", text: "0" })),
