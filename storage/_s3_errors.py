@@ -33,7 +33,7 @@ from .errors import (
     full_device,
 )
 
-__all__ = ["SDK_ERRORS", "s3_error", "unreachable", "unreachable_message"]
+__all__ = ["SDK_ERRORS", "aws_answered", "s3_error", "unreachable", "unreachable_message"]
 
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound", "NoSuchUpload"}
 _DENIED = {
@@ -122,18 +122,29 @@ def unreachable(
     return TransientError(unreachable_message(endpoint, source, tried, _why(connect)), uri=err.uri)
 
 
+_HOW = "the storage option endpoint_url or the environment variable AWS_ENDPOINT_URL"
+
+
 def unreachable_message(endpoint: str | None, source: str | None, tried: str, why: str) -> str:
     """What :func:`unreachable` says: the endpoint tried (and where it came from) or that
     none is set, why it failed, and what to do."""
-    how = "the storage option endpoint_url or the environment variable AWS_ENDPOINT_URL"
     if endpoint:
         return (
             f"cannot reach the S3 endpoint {endpoint} (from {source or 'endpoint_url'}): {why}; "
-            f"check the address and that the store is up (it is set by {how})"
+            f"check the address and that the store is up (it is set by {_HOW})"
         )
     return (
         f"cannot reach S3: no endpoint is set, so AWS's {tried or 'endpoint'} was tried "
-        f"({why}); for an S3-compatible store (MinIO, moto...) set its address with {how}"
+        f"({why}); for an S3-compatible store (MinIO, moto...) set its address with {_HOW}"
+    )
+
+
+def aws_answered(reason: str) -> str:
+    """``reason`` (the bucket check's refusal or "no such bucket") when no endpoint is
+    set: AWS answered, where the user may have meant another store."""
+    return (
+        f"{reason}; no endpoint is set, so this is AWS's answer: for an S3-compatible "
+        f"store (MinIO, moto...) set its address with {_HOW}"
     )
 
 

@@ -25,13 +25,14 @@ from botocore.exceptions import (
 from . import _s3_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
-from ._s3_errors import SDK_ERRORS, s3_error, unreachable
+from ._s3_errors import SDK_ERRORS, aws_answered, s3_error, unreachable
 from ._s3_session import session
 from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     NoCredentials,
     NotFound,
+    PermissionDenied,
     StorageError,
     TransientError,
 )
@@ -144,10 +145,14 @@ class S3Storage(Storage):
                     quiet=True,
                 )
             except NotFound as err:
-                raise BucketNotFound(
-                    f"bucket {self.bucket!r} does not exist (it is never created implicitly)",
-                    uri=self.uri,
-                ) from err
+                reason = f"bucket {self.bucket!r} does not exist (it is never created implicitly)"
+                if self.endpoint_url is None:
+                    reason = aws_answered(reason)
+                raise BucketNotFound(reason, uri=self.uri) from err
+            except PermissionDenied as err:
+                if self.endpoint_url is not None or not isinstance(err.__cause__, ClientError):
+                    raise
+                raise PermissionDenied(aws_answered(err.reason), uri=self.uri) from err
             except TransientError as err:
                 # The first request: a wrong or missing endpoint shows here, said once.
                 said = unreachable(err, endpoint=self.endpoint_url, source=self._endpoint_source)

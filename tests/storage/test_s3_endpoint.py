@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from storage import StorageError, open_storage
-from storage._s3_errors import unreachable_message
+from storage._s3_errors import aws_answered, unreachable_message
 
 #: Far above the few seconds a refused connection takes with the default retries (six
 #: attempts, backoff capped at 1.6 s); far below the minutes the issue measured.
@@ -81,6 +81,16 @@ def test_the_message_without_an_endpoint_says_none_is_set_and_how_to_set_it() ->
     assert message.startswith(
         "cannot reach S3: no endpoint is set, so AWS's https://bucket.s3.amazonaws.com/ was "
         "tried (its host name does not resolve); for an S3-compatible store"
+    )
+    assert "endpoint_url" in message and "AWS_ENDPOINT_URL" in message
+
+
+def test_aws_refusing_without_an_endpoint_says_none_is_set() -> None:
+    # Without network here the request cannot reach AWS: its answer's wording only.
+    message = aws_answered("checking the bucket failed: InvalidAccessKeyId")
+    assert message.startswith(
+        "checking the bucket failed: InvalidAccessKeyId; no endpoint is set, so this is "
+        "AWS's answer: for an S3-compatible store"
     )
     assert "endpoint_url" in message and "AWS_ENDPOINT_URL" in message
 
