@@ -68,19 +68,16 @@ class S3Storage(Storage):
         super().__init__(f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}", **options)
         self.bucket = bucket
         self.prefix = prefix
-        # Where the endpoint came from, for the error that says it cannot be reached.
-        self._endpoint_source, self.endpoint_url = next(
-            (
-                (source, value)
-                for source, value in (
-                    ("endpoint_url", endpoint_url),
-                    ("AWS_ENDPOINT_URL_S3", os.environ.get("AWS_ENDPOINT_URL_S3")),
-                    ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL")),
-                )
-                if value
-            ),
-            (None, None),
+        # The first set of these is the endpoint; which one, for the error that says it
+        # cannot be reached.
+        sources = (
+            ("endpoint_url", endpoint_url),
+            ("AWS_ENDPOINT_URL_S3", os.environ.get("AWS_ENDPOINT_URL_S3")),
+            ("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL")),
         )
+        found = [(source, value) for source, value in sources if value]
+        self._endpoint_source: str | None = found[0][0] if found else None
+        self.endpoint_url: str | None = found[0][1] if found else None
         self.region = region
         self._stack: AsyncExitStack | None = None
         self._buffers: list[bytearray] = []
