@@ -121,7 +121,8 @@ async def enter(exp: Experiment) -> Opened:
     """Check that a local storage path can hold the experiment, take the experiment's
     lease (before Ray: a second driver is refused at once),
     open the session, let nothing write to the experiment without the lease, and take
-    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler)."""
+    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler when it
+    starts on the main thread)."""
     import storage as storage_pkg
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import acquire_lease
@@ -161,7 +162,7 @@ async def open_session(exp: Experiment) -> Session:
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.ray_calls import RAY
-    from orchestrator.engine.raystart import ensure_ray
+    from orchestrator.engine.raystart import start_ray
     from orchestrator.journal.existing import check_existing
     from orchestrator.journal.writer import Journal
 
@@ -170,7 +171,7 @@ async def open_session(exp: Experiment) -> Session:
     journaled = await check_existing(uri, options, settings, mode)
     resumption = adopt_experiment(exp, journaled) if journaled is not None else None
     backend = RAY if opening.ray_backend is None else opening.ray_backend
-    owns_ray = opening.ray_backend is None and ensure_ray(
+    owns_ray = opening.ray_backend is None and await start_ray(  # off the loop: the lease
         opening.ray_address, num_cpus=opening.num_cpus, log_to_driver=opening.log_to_driver
     )
     try:
