@@ -131,6 +131,7 @@ async def enter(exp: Experiment) -> Opened:
     if exp.storage_mode.is_local:  # a path that cannot hold it: said before anything
         path = storage_pkg.open_storage(exp.storage_uri, **exp.opening.storage_options).uri
         await asyncio.to_thread(check_local_path, path, exp.name)
+    await asyncio.to_thread(_import_the_engine)  # before the lease: see there
     lease = await acquire_lease(exp)
     try:
         session = await open_session(exp)
@@ -151,6 +152,20 @@ def release_ray(owned: bool) -> None:
 
     if owned and ray.is_initialized():
         ray.shutdown()
+
+
+def _import_the_engine() -> None:
+    """Import what a session runs on, in a worker thread before the lease is taken: Ray
+    and the engine take seconds to import on a loaded machine, and loading Ray's
+    extension holds the GIL meanwhile, so the loop could not renew the lease then."""
+    import orchestrator.api.resumption
+    import orchestrator.engine.collector
+    import orchestrator.engine.executor
+    import orchestrator.engine.hooks
+    import orchestrator.engine.loop
+    import orchestrator.engine.ray_calls
+    import orchestrator.journal.existing
+    import orchestrator.journal.writer  # noqa: F401
 
 
 async def open_session(exp: Experiment) -> Session:
