@@ -98,12 +98,12 @@ async def start_ray(
     try:
         return await asyncio.shield(started)
     except asyncio.CancelledError:
-        owned = False
         try:
             owned = await started
-        finally:
-            if owned:
-                await asyncio.to_thread(_shutdown_ray)
+        except Exception:  # the start failed anyway: nothing to shut down
+            owned = False
+        if owned:
+            await asyncio.to_thread(_shutdown_ray)
         raise
 
 
