@@ -163,6 +163,22 @@ async def test_a_renewal_answered_with_an_error_after_it_landed_is_still_ours(
     assert [m for m in untruths(caplog) if "could not renew" not in m] == []
 
 
+async def test_a_release_after_a_renewal_answered_with_an_error_deletes_its_write(
+    where: Where, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The last renewal's write landed but its answer was an error: the lease is at a
+    version this driver never learnt. Its release reads the record back, finds its own,
+    and deletes it (it said "taken over at exit" and left it)."""
+    store = Answers(where.open_root())
+    store.fail_next = True
+    lease = await take(store, ttl=MIN_TTL_S)
+    with caplog.at_level(logging.WARNING, logger="orchestrator.api.lease"):
+        await waited(store.landed.wait())
+        await lease.release()
+    assert await where.stored() is None
+    assert [m for m in untruths(caplog) if "could not renew" not in m] == []
+
+
 async def test_taken_over_is_said_only_when_another_holders_record_is_there(
     where: Where, caplog: pytest.LogCaptureFixture
 ) -> None:
