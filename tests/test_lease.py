@@ -22,6 +22,7 @@ from orchestrator.api.lease import TTL_ENV, ExperimentLease, acquire_lease, this
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import (
     LEASE_KEY,
+    MIN_TTL_S,
     Holder,
     LeaseRecord,
     Standing,
@@ -119,7 +120,7 @@ def test_the_locked_message_names_the_holder_and_the_ways_on() -> None:
 
 @pytest.fixture
 def short_ttl(monkeypatch: pytest.MonkeyPatch) -> float:
-    ttl = 0.9
+    ttl = MIN_TTL_S
     monkeypatch.setenv(TTL_ENV, str(ttl))
     return ttl
 
@@ -164,7 +165,7 @@ async def test_a_renewed_lease_outlives_its_ttl(
 ) -> None:
     first = await take(tmp_path, leases)
     taken = stored(tmp_path)
-    for _ in range(400):  # three renewals: more than a ttl has passed
+    for _ in range(1200):  # three renewals: more than a ttl has passed
         await asyncio.sleep(0.05)
         if stored(tmp_path).renewed_at >= taken.renewed_at + short_ttl:
             break
@@ -182,7 +183,7 @@ async def test_take_over_stops_the_other_driver(
     first.on_lost(lost.append)
     second = await take(tmp_path, leases, take_over=True)
     assert stored(tmp_path).holder == second.holder
-    for _ in range(400):  # the first finds out at its next renewal
+    for _ in range(1200):  # the first finds out at its next renewal
         await asyncio.sleep(0.05)
         if lost:
             break
@@ -258,8 +259,8 @@ def test_the_ttl_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TTL_ENV, "soon")
     with pytest.raises(ConfigError, match=TTL_ENV):
         lease_ttl()
-    monkeypatch.setenv(TTL_ENV, "2.5")
-    assert lease_ttl() == 2.5
+    monkeypatch.setenv(TTL_ENV, "3.5")
+    assert lease_ttl() == 3.5
     assert json.loads(record().to_json())["ttl"] == 30.0
 
 
@@ -326,3 +327,28 @@ def test_no_trial_may_take_the_leases_name(tmp_path: Path) -> None:
     orch = Orchestrator(storage=tmp_path, name="exp")
     with pytest.raises(ConfigError, match=LEASE_KEY):
         orch.add_trial(Counter, trial_id=LEASE_KEY)
+
+
+@pytest.mark.parametrize("text", ["0.001", "2.9", "0", "-5", "nan"])
+async def test_a_ttl_the_renewal_cannot_keep_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """A ttl of 1 ms was accepted: the driver fenced itself off at every renewal, logged
+    "not renewed" hundreds of times and never ran a trial. Refused now, saying why."""
+    import ray
+
+    from orchestrator import ConfigError
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Ray was started with a ttl that was refused")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.setenv(TTL_ENV, text)
+    with pytest.raises(ConfigError) as caught:
+        async with Orchestrator(storage=tmp_path, name="exp"):
+            pytest.fail("entered with a ttl below the floor")
+    message = str(caught.value)
+    assert TTL_ENV in message and f"at least {MIN_TTL_S:g} s" in message
+    assert "renewed every ttl/3" in message and "\n" not in message
+    assert caught.value.__cause__ is None
+    assert list(tmp_path.iterdir()) == []  # nothing created: not even the lease

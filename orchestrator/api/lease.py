@@ -8,33 +8,39 @@ stale one (of racing newcomers one wins) and renews it (a renewal fails once any
 else wrote it). A second driver is refused with :class:`ExperimentLocked`, which names
 the holder and how to take over. :mod:`orchestrator.core.lease_record` holds the rules.
 
-While entered, a heartbeat task renews the lease every ``ttl / 3`` seconds. Writers of
+While entered, a heartbeat task renews the lease every ``ttl / 3`` seconds (so nothing
+may block the loop for long while the lease is held: Ray starts in a thread). Writers of
 the experiment (the journal, the logs) ask :meth:`ExperimentLease.may_write` first: not
 after two renewals failed (storage unreachable: writing resumes once one succeeds),
 never again once the lease is lost. A lost lease (a renewal found another driver's
 lease, or none) also ends the dispatcher's loop, so ``run()`` raises :class:`LeaseLost`.
 
-``TRIALFLOW_LEASE_TTL_S`` sets the ttl (tests use a second or two). The read-only
-commands (``ls``, ``show``, ``plot``) never take the lease.
+Whatever the lease says is read back before it is said: a renewal or a release refused
+by the storage reads the record there, and only another holder's record means the lease
+is lost (a write of this driver's whose answer was lost is its own, and adopted).
+Releasing waits for a renewal in flight, whose write may land after a cancel.
+
+``TRIALFLOW_LEASE_TTL_S`` sets the ttl, at least :data:`MIN_TTL_S` (a shorter one is
+refused before anything starts). The read-only commands (``ls``, ``show``, ``plot``)
+never take the lease.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
 import os
 import secrets
-import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from orchestrator.api.lease_holder import holder_alive, this_process
 from orchestrator.core.lease_record import (
     DEFAULT_TTL_S,
     LEASE_KEY,
-    Holder,
+    MIN_TTL_S,
     LeaseRecord,
     Standing,
     fence_after,
@@ -42,7 +48,6 @@ from orchestrator.core.lease_record import (
     judge,
     locked_message,
     renew_every,
-    same_process_space,
 )
 from orchestrator.errors import ConfigError, ExperimentLocked, LeaseLost
 
@@ -56,6 +61,7 @@ __all__ = [
     "acquire_lease",
     "holder_alive",
     "lease_ttl",
+    "take_lease",
     "this_process",
 ]
 
@@ -69,23 +75,32 @@ UNREADABLE_WAIT_S = 0.5
 
 
 def lease_ttl() -> float:
+    """The lease's ttl from ``$TRIALFLOW_LEASE_TTL_S`` (default :data:`DEFAULT_TTL_S`);
+    :class:`ConfigError` for anything but seconds >= :data:`MIN_TTL_S`."""
     text = os.environ.get(TTL_ENV)
     if not text:
         return DEFAULT_TTL_S
     try:
         ttl = float(text)
     except ValueError:
-        ttl = 0.0
-    if not ttl > 0:
-        raise ConfigError(f"${TTL_ENV}={text!r}: expected seconds > 0 (default {DEFAULT_TTL_S})")
+        ttl = float("nan")
+    if not ttl >= MIN_TTL_S:  # also NaN
+        raise ConfigError(
+            f"${TTL_ENV}={text!r}: the lease's ttl must be at least {MIN_TTL_S:g} s (default "
+            f"{DEFAULT_TTL_S:g}): it is renewed every ttl/3, and a renewal (a write to the "
+            "storage) that cannot land within that stops the driver from writing; set it to "
+            f"{MIN_TTL_S:g} or more, or unset it"
+        )
     return ttl
 
 
 async def acquire_lease(exp: Experiment) -> ExperimentLease:
-    """Take ``exp``'s lease, or raise :class:`ExperimentLocked`."""
+    """Take ``exp``'s lease, or raise :class:`ExperimentLocked` (:class:`ConfigError`
+    for a bad ttl, before anything is opened or created)."""
     import storage as storage_pkg
     from orchestrator.journal.existing import refuse_or_accept
 
+    ttl = lease_ttl()
     settings = exp.settings
     options = dict(exp.opening.storage_options)
     local = exp.storage_mode.is_local
@@ -107,8 +122,13 @@ async def acquire_lease(exp: Experiment) -> ExperimentLease:
                 overwrite=settings.overwrite,
             )
             raise
-        lease = ExperimentLease(store, name=settings.name, created_root=created_root)
-        await lease._take(take_over=exp.opening.take_over)
+        lease = await take_lease(
+            store,
+            name=settings.name,
+            take_over=exp.opening.take_over,
+            created_root=created_root,
+            ttl=ttl,
+        )
     except BaseException:
         if created_root:
             await asyncio.to_thread(_remove_if_empty, store.uri)
@@ -117,14 +137,41 @@ async def acquire_lease(exp: Experiment) -> ExperimentLease:
     return lease
 
 
+async def take_lease(
+    store: storage_pkg.Storage,
+    *,
+    name: str,
+    take_over: bool = False,
+    created_root: bool = False,
+    ttl: float | None = None,
+) -> ExperimentLease:
+    """Take the lease of the experiment ``name`` whose root is ``store`` (open, or opened
+    on first use), or raise :class:`ExperimentLocked`. The lease owns ``store`` from
+    then on: :meth:`ExperimentLease.release` closes it (on failure, the caller does).
+    ``created_root``: the caller created the root for this, and release removes it if
+    nothing else was written there. ``ttl``: default :func:`lease_ttl`."""
+    lease = ExperimentLease(store, name=name, created_root=created_root, ttl=ttl)
+    await lease._take(take_over=take_over)
+    return lease
+
+
 class ExperimentLease:
     """One driver's hold on one experiment (see the module docstring)."""
 
-    def __init__(self, store: storage_pkg.Storage, *, name: str, created_root: bool) -> None:
+    def __init__(
+        self,
+        store: storage_pkg.Storage,
+        *,
+        name: str,
+        created_root: bool,
+        ttl: float | None = None,
+    ) -> None:
         self._store = store
         self._name = name
         self._created_root = created_root
-        self.ttl = lease_ttl()
+        self.ttl = lease_ttl() if ttl is None else ttl
+        if not self.ttl >= MIN_TTL_S:
+            raise ConfigError(f"a lease's ttl must be at least {MIN_TTL_S:g} s, not {self.ttl!r}")
         self.holder = this_process(secrets.token_hex(8))
         self.record: LeaseRecord | None = None
         self._version = ""
@@ -133,6 +180,7 @@ class ExperimentLease:
         self._lost: LeaseLost | None = None
         self._on_lost: list[Callable[[LeaseLost], None]] = []
         self._task: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Task[LeaseLost | None] | None = None  # its write in flight
         self._released = False
         self._unreadable = ""  # the version of an unreadable lease seen once
 
@@ -243,8 +291,11 @@ class ExperimentLease:
         failing = False
         while True:
             await asyncio.sleep(renew_every(self.ttl))
+            # Shielded: a cancel (release) must not abandon a write that may still land;
+            # release awaits it instead, and so learns the lease's version.
+            self._renewing = asyncio.ensure_future(self._renew())
             try:
-                lost = await self._renew()
+                lost = await asyncio.shield(self._renewing)
             except StorageError as err:
                 if not failing:
                     log.warning(
@@ -266,32 +317,50 @@ class ExperimentLease:
         assert self.record is not None
         stamped = time.monotonic()
         record = self.record.renewed(time.time())
-        version = await self._store.replace_bytes_if(LEASE_KEY, record.to_json(), self._version)
-        if version is not None:
-            self.record, self._version = record, version
-            self._fence_at = stamped + fence_after(self.ttl)
-            self._fenced_logged = False
-            return None
-        return LeaseLost(await self._lost_message())
+        data = record.to_json()
+        version = await self._store.replace_bytes_if(LEASE_KEY, data, self._version)
+        if version is None:
+            theirs, current = await self._read_back()
+            if current is None or theirs is None or theirs.holder.token != self.holder.token:
+                return LeaseLost(self._lost_message(theirs, current))
+            # This driver's own record at another version: an earlier renewal whose
+            # write landed but whose answer was an error. Still ours: renew that one.
+            version = await self._store.replace_bytes_if(LEASE_KEY, data, current)
+            if version is None:
+                theirs, current = await self._read_back()
+                return LeaseLost(self._lost_message(theirs, current))
+        self.record, self._version = record, version
+        self._fence_at = stamped + fence_after(self.ttl)
+        self._fenced_logged = False
+        return None
 
-    async def _lost_message(self) -> str:
-        from storage import NotFound, StorageError
+    async def _read_back(self) -> tuple[LeaseRecord | None, str | None]:
+        """The record stored now and its version: (None, None) when there is none,
+        (None, version) when it is unreadable. Raises StorageError."""
+        from storage import NotFound
 
+        try:
+            current = await self._store.read_bytes_versioned(LEASE_KEY)
+        except NotFound:
+            return None, None
+        try:
+            return LeaseRecord.from_json(current.data), current.version
+        except ValueError:
+            return None, current.version
+
+    def _lost_message(self, theirs: LeaseRecord | None, version: str | None) -> str:
         start = f"experiment {self._name!r} at {self.uri}: this driver lost its lease"
         end = (
             "; it stopped writing the journal and the logs, and ended its trials (the "
             "other driver, if any, carries the experiment on)"
         )
-        try:
-            current = await self._store.read_bytes_versioned(LEASE_KEY)
-            theirs = LeaseRecord.from_json(current.data)
-        except NotFound:
+        if version is None:
             return (
                 f"{start}: the lease was deleted (another driver took the experiment over "
                 f"and has finished, or the experiment was deleted){end}"
             )
-        except (StorageError, ValueError):
-            return f"{start}: another driver replaced it{end}"
+        if theirs is None:
+            return f"{start}: another driver replaced it (with a record this one cannot read){end}"
         return f"{start} to {held_by(theirs, time.time())}{end}"
 
     def _lose(self, error: LeaseLost) -> None:
@@ -309,21 +378,26 @@ class ExperimentLease:
     async def release(self) -> None:
         """Stop renewing and give the lease back (unless it was lost); remove the
         experiment's directory if taking the lease created it and nothing else was
-        written there. Idempotent."""
+        written there. Idempotent.
+
+        A renewal in flight is waited for first: its write may land after any cancel,
+        and the lease is then at the version it returns. The lease is left in storage
+        (with a warning) only when the record there is another holder's."""
         from storage import StorageError
 
         if self._released:
             return
         self._released = True
+        self._on_lost.clear()  # the session is closed: nobody left to stop
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         try:
+            await self._settle_renewal()
             if self._lost is None and self.record is not None:
-                if not await self._store.delete_if(LEASE_KEY, self._version):
-                    log.warning("experiment %r: its lease was taken over at exit", self._name)
+                await self._give_back()
             if self._created_root:
                 await asyncio.to_thread(_remove_if_empty, self._store.uri)
         except StorageError as err:
@@ -335,6 +409,54 @@ class ExperimentLease:
             )
         finally:
             await self._store.aclose()
+
+    async def _settle_renewal(self) -> None:
+        """Wait for the last renewal (done or in flight) and take in what it found."""
+        from storage import StorageError
+
+        renewal, self._renewing = self._renewing, None
+        if renewal is None:
+            return
+        try:
+            lost = await renewal
+        except StorageError:
+            return  # its write may have landed or not: give_back reads the record
+        if lost is not None and self._lost is None:
+            self._lose(lost)
+
+    async def _give_back(self) -> None:
+        """Delete the lease if the record stored is this driver's (at the version it
+        knows, or at one of its writes whose answer was lost)."""
+        for _ in range(_ATTEMPTS):
+            if await self._store.delete_if(LEASE_KEY, self._version):
+                return
+            theirs, current = await self._read_back()
+            if current is None:
+                return  # gone meanwhile
+            if theirs is not None and theirs.holder.token == self.holder.token:
+                self._version = current  # its own write: delete that
+                continue
+            if theirs is None:
+                log.warning(
+                    "experiment %r: its lease at %s holds a record that is not this "
+                    "driver's and cannot be read; left as is",
+                    self._name,
+                    self.uri,
+                )
+            else:
+                log.warning(
+                    "experiment %r: its lease was taken over before this driver exited, by "
+                    "%s; left to that driver",
+                    self._name,
+                    held_by(theirs, time.time()),
+                )
+            return
+        log.warning(
+            "experiment %r: its lease kept changing while this driver released it; it "
+            "expires in %.0f s",
+            self._name,
+            self.ttl,
+        )
 
 
 def _remove_if_empty(root: str) -> None:
@@ -352,59 +474,3 @@ def _remove_if_empty(root: str) -> None:
             os.unlink(os.path.join(root, name))
     with contextlib.suppress(OSError):
         os.rmdir(root)  # fails, harmlessly, if anything appeared meanwhile
-
-
-# -- who this process is, and whether another one still runs ----------------------------
-
-
-def this_process(token: str) -> Holder:
-    return Holder(
-        host=socket.gethostname(),
-        pid=os.getpid(),
-        user=_user(),
-        token=token,
-        boot_id=_read("/proc/sys/kernel/random/boot_id"),
-        pid_ns=_readlink("/proc/self/ns/pid"),
-        started=_start_time(os.getpid()),
-    )
-
-
-def holder_alive(holder: Holder, me: Holder) -> bool | None:
-    """Whether ``holder``'s process runs; None when ``me`` cannot see its processes."""
-    if not same_process_space(holder, me):
-        return None
-    started = _start_time(holder.pid)
-    if started is None:
-        return False
-    return holder.started is None or started == holder.started
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), or None."""
-    text = _read(f"/proc/{pid}/stat")
-    if text is None:
-        return None
-    fields = text.rpartition(")")[2].split()  # after the command name, which may hold spaces
-    return fields[19] if len(fields) > 19 else None
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _readlink(path: str) -> str | None:
-    try:
-        return os.readlink(path)
-    except OSError:
-        return None
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no user name for this uid (a container)
-        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"

@@ -121,7 +121,8 @@ async def enter(exp: Experiment) -> Opened:
     """Check that a local storage path can hold the experiment, take the experiment's
     lease (before Ray: a second driver is refused at once),
     open the session, let nothing write to the experiment without the lease, and take
-    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler)."""
+    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler when it
+    starts on the main thread)."""
     import storage as storage_pkg
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import acquire_lease
@@ -130,6 +131,7 @@ async def enter(exp: Experiment) -> Opened:
     if exp.storage_mode.is_local:  # a path that cannot hold it: said before anything
         path = storage_pkg.open_storage(exp.storage_uri, **exp.opening.storage_options).uri
         await asyncio.to_thread(check_local_path, path, exp.name)
+    await asyncio.to_thread(_import_the_engine)  # before the lease: see there
     lease = await acquire_lease(exp)
     try:
         session = await open_session(exp)
@@ -152,6 +154,20 @@ def release_ray(owned: bool) -> None:
         ray.shutdown()
 
 
+def _import_the_engine() -> None:
+    """Import what a session runs on, in a worker thread before the lease is taken: Ray
+    and the engine take seconds to import on a loaded machine, and loading Ray's
+    extension holds the GIL meanwhile, so the loop could not renew the lease then."""
+    import orchestrator.api.resumption
+    import orchestrator.engine.collector
+    import orchestrator.engine.executor
+    import orchestrator.engine.hooks
+    import orchestrator.engine.loop
+    import orchestrator.engine.ray_calls
+    import orchestrator.journal.existing
+    import orchestrator.journal.writer  # noqa: F401
+
+
 async def open_session(exp: Experiment) -> Session:
     """Open everything ``exp`` needs to run trials; on failure, release what was opened."""
     import storage as storage_pkg
@@ -161,7 +177,7 @@ async def open_session(exp: Experiment) -> Session:
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.ray_calls import RAY
-    from orchestrator.engine.raystart import ensure_ray
+    from orchestrator.engine.raystart import start_ray
     from orchestrator.journal.existing import check_existing
     from orchestrator.journal.writer import Journal
 
@@ -170,7 +186,7 @@ async def open_session(exp: Experiment) -> Session:
     journaled = await check_existing(uri, options, settings, mode)
     resumption = adopt_experiment(exp, journaled) if journaled is not None else None
     backend = RAY if opening.ray_backend is None else opening.ray_backend
-    owns_ray = opening.ray_backend is None and ensure_ray(
+    owns_ray = opening.ray_backend is None and await start_ray(  # off the loop: the lease
         opening.ray_address, num_cpus=opening.num_cpus, log_to_driver=opening.log_to_driver
     )
     try:

@@ -24,6 +24,7 @@ from datetime import datetime
 __all__ = [
     "DEFAULT_TTL_S",
     "LEASE_KEY",
+    "MIN_TTL_S",
     "Holder",
     "LeaseRecord",
     "Standing",
@@ -43,6 +44,12 @@ LEASE_KEY = "experiment_lease.json"
 #: Seconds a lease lives without renewal. A crashed driver on another machine holds its
 #: experiment this long; a renewal costs one small conditional write every ttl / 3.
 DEFAULT_TTL_S = 30.0
+#: The shortest ttl a renewal can keep. A renewal (one small conditional write: a few ms
+#: on a local disk, ~0.1 s to S3 or GCS, more after a retry, whose delays start at
+#: 0.1 s) must land within ``ttl / 3`` of the one before, or the driver stops writing
+#: (:func:`fence_after`). A second per renewal leaves room for one retried request and a
+#: busy loop; below that a driver fences itself off and never runs a trial.
+MIN_TTL_S = 3.0
 FORMAT = 1
 
 

@@ -13,18 +13,24 @@ There are three ways to get a Ray, and picking the wrong one is a quiet bug:
 
 Ray itself is imported only when :func:`ensure_ray` runs, so commands that never need it
 (``ls``, ``show``, ``plot``) do not pay for it here.
+
+An orchestrator starts Ray with :func:`start_ray`, in a thread: ``ray.init`` blocks for
+seconds (more on a loaded machine), and the loop must keep renewing the experiment's
+lease meanwhile, which was taken before Ray starts.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orchestrator.errors import ConfigError, OrchestratorError
 
-__all__ = ["LOCAL_RAY_ATTEMPTS", "RayStartError", "ensure_ray"]
+__all__ = ["LOCAL_RAY_ATTEMPTS", "RayStartError", "ensure_ray", "start_ray"]
 
 log = logging.getLogger("orchestrator.engine.raystart")
 
@@ -72,6 +78,63 @@ def ensure_ray(
             options["num_cpus"] = int(num_cpus)
         _start_local(options)
     return True
+
+
+async def start_ray(
+    address: str | None,
+    *,
+    num_cpus: float | None = None,
+    log_to_driver: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """:func:`ensure_ray` in a worker thread, so the loop runs while Ray starts. A cancel
+    waits for the start to end (it cannot be stopped midway), shuts down a Ray it
+    started, and is raised then."""
+    started = asyncio.ensure_future(
+        asyncio.to_thread(
+            _ensure_ray_quietly, address, num_cpus=num_cpus, log_to_driver=log_to_driver, env=env
+        )
+    )
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        try:
+            owned = await started
+        except Exception:  # the start failed anyway: nothing to shut down
+            owned = False
+        if owned:
+            await asyncio.to_thread(_shutdown_ray)
+        raise
+
+
+def _ensure_ray_quietly(address: str | None, **options: Any) -> bool:
+    with _not_main_thread_warning():
+        return ensure_ray(address, **options)
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    ray.shutdown()
+
+
+class _SigtermNotSet(logging.Filter):
+    """Drops Ray's warning that a start off the main thread sets no SIGTERM handler: the
+    orchestrator takes SIGTERM itself once Ray is up."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _not_main_thread_warning() -> Iterator[None]:
+    logger = logging.getLogger("ray._private.worker")
+    quiet = _SigtermNotSet()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def _join(address: str | None, shown: str, options: dict[str, Any]) -> None:
