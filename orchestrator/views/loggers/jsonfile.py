@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.trial_logs import RESULT_FILE
 from orchestrator.views.loggers.files import IterationFile, write_atomic
 from orchestrator.views.loggers.ops import TRAINING_ITERATION
 from orchestrator.views.loggers.values import dumps
 
-__all__ = ["JsonWriter"]
+__all__ = ["JsonWriter", "RESULT_FILE"]
 
-RESULT_FILE = "result.json"
 PARAMS_FILE = "params.json"
 PARAMS_HISTORY_FILE = "params_history.jsonl"
 

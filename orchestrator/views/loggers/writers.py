@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.errors import ConfigError
-from orchestrator.views.loggers.csvfile import CsvWriter
-from orchestrator.views.loggers.jsonfile import JsonWriter
+from orchestrator.views.loggers.csvfile import PROGRESS_FILE, CsvWriter
+from orchestrator.views.loggers.jsonfile import RESULT_FILE, JsonWriter
 from orchestrator.views.loggers.tensorboard import TensorBoardWriter
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "TrialWriter",
     "WriterFactory",
     "check_logger_names",
+    "line_logs",
     "split_loggers",
 ]
 
@@ -60,6 +61,16 @@ WRITERS: dict[str, WriterFactory] = {
 DEFAULT_LOGGERS = ("json", "csv", "tensorboard")
 
 _NEEDS = {"tensorboard": "tensorboardX"}
+
+#: The files of one line per result each logger rewrites from a resumed trial's history.
+_LINE_LOGS = {"json": RESULT_FILE, "csv": PROGRESS_FILE}
+
+
+def line_logs(names: Iterable[str]) -> tuple[str, ...]:
+    """The line logs (``result.json``, ``progress.csv``) the loggers ``names`` write: a
+    resume keeps one aside before they rewrite it, when it holds more than the history.
+    (TensorBoard's event files are never shortened: a resumed writer starts a new one.)"""
+    return tuple(_LINE_LOGS[n] for n in names if n in _LINE_LOGS)
 
 
 def check_logger_names(names: Iterable[str]) -> tuple[str, ...]:

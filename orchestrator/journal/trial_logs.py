@@ -1,0 +1,169 @@
+"""What a resumed experiment does with per-trial logs that hold more than its journal:
+read before the trials are rebuilt, they give back the rows the journal lost, and a log
+holding rows the resumed trial abandons is kept aside before a logger rewrites it. A
+resume so never shortens a log that holds something nowhere else. The rules are
+:mod:`orchestrator.core.trial_logs`; this is their storage side (local, S3, GCS alike:
+a remote experiment's logs are uploaded under the same keys).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.core.journal_format import JournaledTrial
+from orchestrator.core.trial_logs import (
+    LINE_LOGS,
+    RESULT_FILE,
+    abandoned,
+    kept_name,
+    log_key,
+    logged_iterations,
+    lost_rows,
+    result_rows,
+    spans,
+    with_rows,
+)
+from orchestrator.errors import JournalError
+
+if TYPE_CHECKING:
+    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.journal.reader import JournalContents
+
+__all__ = ["complete_from_logs", "keep_aside"]
+
+log = logging.getLogger("orchestrator")
+
+#: Per trial, per log name: the iterations the log held when the journal was read.
+LoggedIterations = Mapping[str, Mapping[str, tuple[int, ...]]]
+
+
+async def complete_from_logs(store: Any, contents: JournalContents) -> JournalContents:
+    """``contents`` with each trial's results completed from its ``result.json``, and
+    the iterations each log read holds (``contents.logs``, for :func:`keep_aside`).
+
+    A trial's logs are read unless the journal alone shows they hold nothing more: a
+    TERMINATED trial whose results run 1..n, n its last iteration. Each trial given rows
+    back is named with what it got, in one line."""
+    trials: list[JournaledTrial] = []
+    logs: dict[str, dict[str, tuple[int, ...]]] = {}
+    for entry in contents.trials:
+        if _whole(entry):
+            trials.append(entry)
+            continue
+        found: dict[str, tuple[int, ...]] = {}
+        for name in LINE_LOGS:
+            data = await _read(store, log_key(entry.id, name))
+            if data is None:
+                continue
+            if name == RESULT_FILE:
+                rows = result_rows(data)
+                found[name] = tuple(r["training_iteration"] for r in rows)
+                lost = lost_rows(entry.results, rows, _bound(entry))
+                if lost:
+                    entry = dataclasses.replace(entry, results=with_rows(entry.results, lost))
+                    log.warning(
+                        "trial %s: iterations %s recovered from %s (the journal had lost them)",
+                        entry.id,
+                        spans(r["training_iteration"] for r in lost),
+                        store.uri_for(log_key(entry.id, name)),
+                    )
+            else:
+                found[name] = tuple(logged_iterations(name, data))
+        if found:
+            logs[entry.id] = found
+        trials.append(entry)
+    return dataclasses.replace(contents, trials=trials, logs=logs)
+
+
+async def keep_aside(
+    store: Any,
+    trials: Iterable[TrialRuntime],
+    logged: LoggedIterations,
+    names: Collection[str],
+    *,
+    restarting: Collection[str] = (),
+) -> list[str]:
+    """Keep aside (copy to ``<name>.kept-<UTC time>``) each log ``names`` lists that
+    holds an iteration its resumed trial's history lacks: the logger rewrites that log
+    from the history, and those rows exist nowhere else. The ``restarting`` trials
+    (whose spec the journal lost: an ``add_trial`` call may still restart them from
+    their newest checkpoint) are compared with their history up to that checkpoint.
+    Returns the kept copies' URIs, named in one warning."""
+    now = time.time()
+    kept: list[str] = []
+    said: list[str] = []
+    for rt in trials:
+        found = logged.get(rt.id)
+        if not found:
+            continue
+        history = [r["training_iteration"] for r in rt.results]
+        if rt.id in restarting:
+            timeline = rt.machine.timeline
+            until = timeline[-1].iteration if timeline else 0
+            history = [i for i in history if i <= until]
+        for name in names:
+            extra = abandoned(found.get(name, ()), history)
+            if not extra:
+                continue
+            key = log_key(rt.id, name)
+            copy = log_key(rt.id, kept_name(name, now))
+            try:
+                await store.write_bytes(copy, await store.read_bytes(key))
+            except Exception as err:
+                raise JournalError(
+                    f"trial {rt.id}: could not keep {store.uri_for(key)} aside ({err}); it "
+                    f"holds iterations {spans(extra)} the resumed trial does not, and "
+                    "would be rewritten: move it away yourself, then resume again"
+                ) from err
+            kept.append(store.uri_for(copy))
+            said.append(f"{rt.id} ({name}: {spans(extra)})")
+    if kept:
+        shown = ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
+        log.warning(
+            "kept aside %d log(s) holding results the resumed trials do not have (after "
+            "the checkpoint each restarts from): %s; the logs now start again from each "
+            "trial's history. Kept: %s",
+            len(kept),
+            "; ".join(said[:6]) + (" ..." if len(said) > 6 else ""),
+            shown,
+        )
+    return kept
+
+
+def _whole(entry: JournaledTrial) -> bool:
+    """Whether the journal alone shows the trial's logs hold nothing it lacks."""
+    if entry.state != "TERMINATED":
+        return False
+    iterations = [r.get("training_iteration") for r in entry.results]
+    return iterations == list(range(1, len(iterations) + 1)) and len(iterations) >= _bound(entry)
+
+
+def _bound(entry: JournaledTrial) -> int:
+    """The newest iteration the journal vouches for: its head's, a checkpoint's, its
+    last result's (a lost segment takes results, never the head's count)."""
+    marks = [entry.iteration, *(c.iteration for c in entry.checkpoints)]
+    if entry.origin is not None:
+        marks.append(entry.origin.iteration)
+    if entry.results:
+        marks.append(int(entry.results[-1].get("training_iteration", 0)))
+    return max(marks)
+
+
+async def _read(store: Any, key: str) -> bytes | None:
+    from storage import NotFound
+
+    try:
+        data: bytes = await store.read_bytes(key)
+    except NotFound:
+        return None
+    except Exception as err:
+        raise JournalError(
+            f"cannot read {store.uri_for(key)} ({err}); a resume checks each trial's logs "
+            "against its journal before rewriting them: fix the storage, or move the file "
+            "away, then resume again"
+        ) from err
+    return data

@@ -1,0 +1,165 @@
+"""A resumed experiment never loses a row its per-trial logs hold (issue 31): rows the
+journal lost (a damaged segment) are taken back into the journal from ``result.json``,
+and a log holding rows the resumed trial abandons (after the checkpoint it restarts
+from) is kept aside, named, before the logger rewrites it. On the fake Ray, with the
+real logger."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import storage
+from orchestrator import TrialState
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
+from orchestrator.journal.reader import load_experiment
+
+from ..trainables import Counter
+from .conftest import MakeOrchestrator
+
+CPU = {"cpu": 0.25}
+OPTIONS: dict[str, Any] = {
+    "stop": {"training_iteration": 30},
+    "checkpoint_every": 10,
+    "resources": CPU,
+    "trial_id": "t",
+}
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def iterations(path: Path) -> list[int]:
+    return [r["training_iteration"] for r in rows(path)]
+
+
+def csv_iterations(path: Path) -> list[int]:
+    lines = path.read_text().splitlines()
+    column = lines[0].split(",").index("training_iteration")
+    return [int(line.split(",")[column]) for line in lines[1:]]
+
+
+async def journaled(root: Path) -> Any:
+    async with storage.open_storage(str(root)) as store:
+        return await load_experiment(store)
+
+
+async def rewrite_journal(
+    root: Path, change: Callable[[dict[str, Any], list[Any]], list[Any]]
+) -> None:
+    """Rewrite the experiment's journal as one format-1 head (results inline), the
+    trial's entry and results passed through ``change``: a journal that lost rows."""
+    contents = await journaled(root)
+    head = json.loads((root / JOURNAL_KEY).read_text())
+    (entry,) = head["trials"]
+    (entry_now,) = contents.trials
+    entry["results"] = change(entry, [dict(r) for r in entry_now.results])
+    entry.pop("results_count", None)
+    head["format"] = 1
+    head.pop("segments", None)
+    data = json.dumps(head)
+    (root / JOURNAL_KEY).write_text(data)
+    (root / BACKUP_KEY).write_text(data)
+
+
+async def first_run(storage: Path, orchestrator: MakeOrchestrator) -> Path:
+    async with orchestrator(storage=storage, name="logs", progress=False) as orch:
+        trial = orch.add_trial(Counter, {}, **OPTIONS)
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED
+    folder = storage / "logs" / "t"
+    assert iterations(folder / "result.json") == list(range(1, 31))
+    return folder
+
+
+async def journaled_iterations(root: Path) -> list[int]:
+    (entry,) = (await journaled(root)).trials
+    return [r["training_iteration"] for r in entry.results]
+
+
+LOST = {
+    "prefix": lambda r: r["training_iteration"] > 13,
+    "middle": lambda r: not 9 <= r["training_iteration"] <= 17,
+    "suffix": lambda r: r["training_iteration"] <= 21,
+}
+
+
+@pytest.mark.parametrize("lost", sorted(LOST))
+async def test_rows_the_journal_lost_come_back_from_result_json(
+    tmp_path: Path,
+    orchestrator: MakeOrchestrator,
+    caplog: pytest.LogCaptureFixture,
+    lost: str,
+) -> None:
+    folder = await first_run(tmp_path, orchestrator)
+    before = rows(folder / "result.json")
+    keep = LOST[lost]
+    await rewrite_journal(tmp_path / "logs", lambda entry, results: [r for r in results if keep(r)])
+    assert len(await journaled_iterations(tmp_path / "logs")) < 30
+
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        async with orchestrator(storage=tmp_path, name="logs", resume=True, progress=False) as orch:
+            trial = orch.add_trial(Counter, {}, **OPTIONS)
+            assert [r["training_iteration"] for r in trial.results] == list(range(1, 31))
+            await orch.run()
+    assert trial.state is TrialState.TERMINATED
+    assert rows(folder / "result.json") == before  # not a row lost, none changed
+    assert csv_iterations(folder / "progress.csv") == list(range(1, 31))
+    assert await journaled_iterations(tmp_path / "logs") == list(range(1, 31))  # the journal whole
+    said = [r.getMessage() for r in caplog.records if "recovered" in r.getMessage()]
+    assert len(said) == 1 and "trial t" in said[0] and "result.json" in said[0], said
+    assert not list(folder.glob("*.kept-*"))  # nothing to keep aside: the journal has it all
+
+
+async def test_rows_after_the_resume_point_are_kept_aside_and_named(
+    tmp_path: Path, orchestrator: MakeOrchestrator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver died at iteration 30 (the logs flushed) with the journal at 25 and its
+    newest journaled checkpoint at 20: the trial runs 21..30 again, so the logs' 21..30
+    are an abandoned run's. They are kept aside, whole, and the new logs hold the
+    history the trial goes on with."""
+    folder = await first_run(tmp_path, orchestrator)
+    result_before = (folder / "result.json").read_bytes()
+    csv_before = (folder / "progress.csv").read_bytes()
+
+    def crashed(entry: dict[str, Any], results: list[Any]) -> list[Any]:
+        entry["state"] = "RUNNING"
+        entry["iteration"] = 25
+        entry["checkpoints"] = [c for c in entry["checkpoints"] if c["iteration"] <= 20]
+        assert entry["checkpoints"]
+        return [r for r in results if r["training_iteration"] <= 25]
+
+    await rewrite_journal(tmp_path / "logs", crashed)
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        async with orchestrator(storage=tmp_path, name="logs", resume=True, progress=False) as orch:
+            trial = orch.add_trial(Counter, {}, **OPTIONS)
+            assert trial.iteration == 20
+            await orch.run()
+    assert trial.state is TrialState.TERMINATED
+    assert iterations(folder / "result.json") == list(range(1, 31))  # the new run's
+    (kept_result,) = folder.glob("result.json.kept-*")
+    (kept_csv,) = folder.glob("progress.csv.kept-*")
+    assert kept_result.read_bytes() == result_before
+    assert kept_csv.read_bytes() == csv_before
+    said = [r.getMessage() for r in caplog.records if "kept aside" in r.getMessage()]
+    assert len(said) == 1 and kept_result.name in said[0], said
+
+
+async def test_a_resume_that_drops_nothing_keeps_nothing_aside(
+    tmp_path: Path, orchestrator: MakeOrchestrator, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = await first_run(tmp_path, orchestrator)
+    before = (folder / "result.json").read_bytes()
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        async with orchestrator(storage=tmp_path, name="logs", resume=True, progress=False) as orch:
+            orch.add_trial(Counter, {}, **OPTIONS)
+            await orch.run()
+    assert (folder / "result.json").read_bytes() == before
+    assert not list(folder.glob("*.kept-*"))
+    assert not [r for r in caplog.records if "kept aside" in r.getMessage()]
