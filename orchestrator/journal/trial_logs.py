@@ -110,8 +110,8 @@ async def keep_aside(
             if not extra:
                 continue
             key = log_key(rt.id, name)
-            copy = log_key(rt.id, kept_name(name, now))
             try:
+                copy = await _free_key(store, log_key(rt.id, kept_name(name, now)))
                 await store.write_bytes(copy, await store.read_bytes(key))
             except Exception as err:
                 raise JournalError(
@@ -151,6 +151,16 @@ def _bound(entry: JournaledTrial) -> int:
     if entry.results:
         marks.append(int(entry.results[-1].get("training_iteration", 0)))
     return max(marks)
+
+
+async def _free_key(store: Any, key: str) -> str:
+    """``key``, or ``key.2``, ``key.3``...: the first no object has (a copy kept aside
+    by a resume in the same second is never overwritten)."""
+    candidate, n = key, 1
+    while await store.exists(candidate):
+        n += 1
+        candidate = f"{key}.{n}"
+    return candidate
 
 
 async def _read(store: Any, key: str) -> bytes | None:

@@ -19,6 +19,7 @@ from orchestrator import TrialState
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.journal.reader import load_experiment
 
+from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from ..trainables import Counter
 from .conftest import MakeOrchestrator
 
@@ -45,27 +46,29 @@ def csv_iterations(path: Path) -> list[int]:
     return [int(line.split(",")[column]) for line in lines[1:]]
 
 
-async def journaled(root: Path) -> Any:
-    async with storage.open_storage(str(root)) as store:
+async def journaled(root: Path | str, **options: Any) -> Any:
+    async with storage.open_storage(root, **options) as store:
         return await load_experiment(store)
 
 
 async def rewrite_journal(
-    root: Path, change: Callable[[dict[str, Any], list[Any]], list[Any]]
+    root: Path | str,
+    change: Callable[[dict[str, Any], list[Any]], list[Any]],
+    **options: Any,
 ) -> None:
     """Rewrite the experiment's journal as one format-1 head (results inline), the
     trial's entry and results passed through ``change``: a journal that lost rows."""
-    contents = await journaled(root)
-    head = json.loads((root / JOURNAL_KEY).read_text())
-    (entry,) = head["trials"]
-    (entry_now,) = contents.trials
-    entry["results"] = change(entry, [dict(r) for r in entry_now.results])
-    entry.pop("results_count", None)
-    head["format"] = 1
-    head.pop("segments", None)
-    data = json.dumps(head)
-    (root / JOURNAL_KEY).write_text(data)
-    (root / BACKUP_KEY).write_text(data)
+    (entry_now,) = (await journaled(root, **options)).trials
+    async with storage.open_storage(root, **options) as store:
+        head = json.loads(await store.read_bytes(JOURNAL_KEY))
+        (entry,) = head["trials"]
+        entry["results"] = change(entry, [dict(r) for r in entry_now.results])
+        entry.pop("results_count", None)
+        head["format"] = 1
+        head.pop("segments", None)
+        data = json.dumps(head).encode()
+        await store.write_bytes(JOURNAL_KEY, data)
+        await store.write_bytes(BACKUP_KEY, data)
 
 
 async def first_run(storage: Path, orchestrator: MakeOrchestrator) -> Path:
@@ -78,9 +81,19 @@ async def first_run(storage: Path, orchestrator: MakeOrchestrator) -> Path:
     return folder
 
 
-async def journaled_iterations(root: Path) -> list[int]:
-    (entry,) = (await journaled(root)).trials
+async def journaled_iterations(root: Path | str, **options: Any) -> list[int]:
+    (entry,) = (await journaled(root, **options)).trials
     return [r["training_iteration"] for r in entry.results]
+
+
+def crashed(entry: dict[str, Any], results: list[Any]) -> list[Any]:
+    """The driver died at iteration 30, its logs flushed, its journal's last write at 25
+    (newest checkpoint 20)."""
+    entry["state"] = "RUNNING"
+    entry["iteration"] = 25
+    entry["checkpoints"] = [c for c in entry["checkpoints"] if c["iteration"] <= 20]
+    assert entry["checkpoints"]
+    return [r for r in results if r["training_iteration"] <= 25]
 
 
 LOST = {
@@ -128,13 +141,6 @@ async def test_rows_after_the_resume_point_are_kept_aside_and_named(
     result_before = (folder / "result.json").read_bytes()
     csv_before = (folder / "progress.csv").read_bytes()
 
-    def crashed(entry: dict[str, Any], results: list[Any]) -> list[Any]:
-        entry["state"] = "RUNNING"
-        entry["iteration"] = 25
-        entry["checkpoints"] = [c for c in entry["checkpoints"] if c["iteration"] <= 20]
-        assert entry["checkpoints"]
-        return [r for r in results if r["training_iteration"] <= 25]
-
     await rewrite_journal(tmp_path / "logs", crashed)
     with caplog.at_level(logging.WARNING, logger="orchestrator"):
         async with orchestrator(storage=tmp_path, name="logs", resume=True, progress=False) as orch:
@@ -163,3 +169,49 @@ async def test_a_resume_that_drops_nothing_keeps_nothing_aside(
     assert (folder / "result.json").read_bytes() == before
     assert not list(folder.glob("*.kept-*"))
     assert not [r for r in caplog.records if "kept aside" in r.getMessage()]
+
+
+async def test_on_s3_lost_rows_come_back_and_the_uploaded_log_is_kept_aside(
+    moto_url: str,  # noqa: F811
+    orchestrator: MakeOrchestrator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A remote experiment's logs are written on the driver's disk and uploaded whole:
+    the resumed logger starts from an empty folder, so an upload would replace the
+    bucket's copy. Both rules hold there too: a lost prefix comes back from the
+    uploaded result.json, which is kept aside in the bucket before it is replaced."""
+    root = f"s3://{BUCKET}/{unique_prefix()}"
+    options = {"endpoint_url": moto_url}
+    where = f"{root}/logs"
+    run = {"storage": root, "name": "logs", "progress": False, "storage_options": options}
+    async with orchestrator(**run) as orch:
+        trial = orch.add_trial(Counter, {}, **OPTIONS)
+        await orch.run()
+    async with storage.open_storage(where, **options) as store:
+        before = await store.read_bytes("t/result.json")
+    assert [r["training_iteration"] for r in map(json.loads, before.splitlines())] == list(
+        range(1, 31)
+    )
+
+    def lost_and_crashed(entry: dict[str, Any], results: list[Any]) -> list[Any]:
+        return [r for r in crashed(entry, results) if r["training_iteration"] > 13]
+
+    await rewrite_journal(where, lost_and_crashed, **options)
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        async with orchestrator(**run, resume=True) as orch:
+            trial = orch.add_trial(Counter, {}, **OPTIONS)
+            assert [r["training_iteration"] for r in trial.results] == list(range(1, 21))
+            await orch.run()
+    assert trial.state is TrialState.TERMINATED
+    async with storage.open_storage(where, **options) as store:
+        after = await store.read_bytes("t/result.json")
+        kept = [k for k in await store.list("t/") if ".kept-" in k]
+        assert sorted(k.split(".kept-")[0] for k in kept) == ["t/progress.csv", "t/result.json"]
+        (kept_result,) = (k for k in kept if k.startswith("t/result.json"))
+        assert await store.read_bytes(kept_result) == before
+    lines = [json.loads(line) for line in after.splitlines()]
+    assert [r["training_iteration"] for r in lines] == list(range(1, 31))
+    assert lines[:20] == [json.loads(line) for line in before.splitlines()][:20]
+    assert await journaled_iterations(where, **options) == list(range(1, 31))
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "iterations 1-13 recovered" in messages and kept_result in messages
