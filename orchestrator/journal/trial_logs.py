@@ -8,11 +8,12 @@ a remote experiment's logs are uploaded under the same keys).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.core.journal_format import JournaledTrial
 from orchestrator.core.trial_logs import (
@@ -37,6 +38,12 @@ __all__ = ["complete_from_logs", "keep_aside"]
 
 log = logging.getLogger("orchestrator")
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Trials whose logs are read at once (a remote experiment's reads are round trips).
+READS_AT_ONCE = 16
+
 #: Per trial, per log name: the iterations the log held when the journal was read.
 LoggedIterations = Mapping[str, Mapping[str, tuple[int, ...]]]
 
@@ -45,38 +52,44 @@ async def complete_from_logs(store: Any, contents: JournalContents) -> JournalCo
     """``contents`` with each trial's results completed from its ``result.json``, and
     the iterations each log read holds (``contents.logs``, for :func:`keep_aside`).
 
-    A trial's logs are read unless the journal alone shows they hold nothing more: a
-    TERMINATED trial whose results run 1..n, n its last iteration. Each trial given rows
-    back is named with what it got, in one line."""
-    trials: list[JournaledTrial] = []
-    logs: dict[str, dict[str, tuple[int, ...]]] = {}
-    for entry in contents.trials:
+    A trial's logs are read unless the journal alone shows they hold nothing more
+    (:func:`_whole`), :data:`READS_AT_ONCE` trials at a time, parsed in a worker thread
+    (the lease is renewed on this loop). Each trial given rows back is named with what
+    it got, in one line."""
+
+    async def complete(entry: JournaledTrial) -> tuple[JournaledTrial, dict[str, Any]]:
         if _whole(entry):
-            trials.append(entry)
+            return entry, {}
+        datas = {name: await _read(store, log_key(entry.id, name)) for name in LINE_LOGS}
+        return await asyncio.to_thread(_complete, store, entry, datas)
+
+    done = await _each(contents.trials, complete)
+    logs = {entry.id: found for entry, found in done if found}
+    return dataclasses.replace(contents, trials=[entry for entry, _ in done], logs=logs)
+
+
+def _complete(
+    store: Any, entry: JournaledTrial, datas: Mapping[str, bytes | None]
+) -> tuple[JournaledTrial, dict[str, tuple[int, ...]]]:
+    found: dict[str, tuple[int, ...]] = {}
+    for name, data in datas.items():
+        if data is None:
             continue
-        found: dict[str, tuple[int, ...]] = {}
-        for name in LINE_LOGS:
-            data = await _read(store, log_key(entry.id, name))
-            if data is None:
-                continue
-            if name == RESULT_FILE:
-                rows = result_rows(data)
-                found[name] = tuple(r["training_iteration"] for r in rows)
-                lost = lost_rows(entry.results, rows, _bound(entry))
-                if lost:
-                    entry = dataclasses.replace(entry, results=with_rows(entry.results, lost))
-                    log.warning(
-                        "trial %s: iterations %s recovered from %s (the journal had lost them)",
-                        entry.id,
-                        spans(r["training_iteration"] for r in lost),
-                        store.uri_for(log_key(entry.id, name)),
-                    )
-            else:
-                found[name] = tuple(logged_iterations(name, data))
-        if found:
-            logs[entry.id] = found
-        trials.append(entry)
-    return dataclasses.replace(contents, trials=trials, logs=logs)
+        if name != RESULT_FILE:
+            found[name] = tuple(logged_iterations(name, data))
+            continue
+        rows = result_rows(data)
+        found[name] = tuple(r["training_iteration"] for r in rows)
+        lost = lost_rows(entry.results, rows, _bound(entry))
+        if lost:
+            entry = dataclasses.replace(entry, results=with_rows(entry.results, lost))
+            log.warning(
+                "trial %s: iterations %s recovered from %s (the journal had lost them)",
+                entry.id,
+                spans(r["training_iteration"] for r in lost),
+                store.uri_for(log_key(entry.id, name)),
+            )
+    return entry, found
 
 
 async def keep_aside(
@@ -135,11 +148,39 @@ async def keep_aside(
 
 
 def _whole(entry: JournaledTrial) -> bool:
-    """Whether the journal alone shows the trial's logs hold nothing it lacks."""
-    if entry.state != "TERMINATED":
+    """Whether the journal alone shows that the trial's logs hold nothing its resumed
+    history lacks: it settled (its last result was journaled before its state), its
+    results run 1..n with n the newest iteration the journal vouches for, and it keeps
+    them all (TERMINATED, or its newest checkpoint is at n). A finished experiment's
+    resume so reads no log."""
+    if entry.state not in ("TERMINATED", "PAUSED", "ERROR"):
         return False
     iterations = [r.get("training_iteration") for r in entry.results]
-    return iterations == list(range(1, len(iterations) + 1)) and len(iterations) >= _bound(entry)
+    n = len(iterations)
+    if iterations != list(range(1, n + 1)) or n < _bound(entry):
+        return False
+    newest = entry.checkpoints[-1].iteration if entry.checkpoints else 0
+    return entry.state == "TERMINATED" or newest == n
+
+
+async def _each(
+    items: Sequence[T], fn: Callable[[T], Awaitable[R]], limit: int = READS_AT_ONCE
+) -> list[R]:
+    """``[await fn(item) for item in items]``, ``limit`` at a time; the first failure
+    cancels and awaits the rest."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> R:
+        async with gate:
+            return await fn(item)
+
+    tasks = [asyncio.ensure_future(one(item)) for item in items]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _bound(entry: JournaledTrial) -> int:
