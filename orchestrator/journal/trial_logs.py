@@ -107,8 +107,7 @@ async def keep_aside(
     their newest checkpoint) are compared with their history up to that checkpoint.
     Returns the kept copies' URIs, named in one warning."""
     now = time.time()
-    kept: list[str] = []
-    said: list[str] = []
+    jobs: list[tuple[str, str, list[int]]] = []  # (trial, log name, iterations to keep)
     for rt in trials:
         found = logged.get(rt.id)
         if not found:
@@ -120,29 +119,33 @@ async def keep_aside(
             history = [i for i in history if i <= until]
         for name in names:
             extra = abandoned(found.get(name, ()), history)
-            if not extra:
-                continue
-            key = log_key(rt.id, name)
-            try:
-                copy = await _free_key(store, log_key(rt.id, kept_name(name, now)))
-                await store.write_bytes(copy, await store.read_bytes(key))
-            except Exception as err:
-                raise JournalError(
-                    f"trial {rt.id}: could not keep {store.uri_for(key)} aside ({err}); it "
-                    f"holds iterations {spans(extra)} the resumed trial does not, and "
-                    "would be rewritten: move it away yourself, then resume again"
-                ) from err
-            kept.append(store.uri_for(copy))
-            said.append(f"{rt.id} ({name}: {spans(extra)})")
+            if extra:
+                jobs.append((rt.id, name, extra))
+
+    async def copy(job: tuple[str, str, list[int]]) -> str:
+        trial_id, name, extra = job
+        key = log_key(trial_id, name)
+        try:
+            aside = await _free_key(store, log_key(trial_id, kept_name(name, now)))
+            await store.write_bytes(aside, await store.read_bytes(key))
+        except Exception as err:
+            raise JournalError(
+                f"trial {trial_id}: could not keep {store.uri_for(key)} aside ({err}); it "
+                f"holds iterations {spans(extra)} the resumed trial does not, and would be "
+                "rewritten: move it away yourself, then resume again"
+            ) from err
+        return str(store.uri_for(aside))
+
+    kept = await _each(jobs, copy)
     if kept:
-        shown = ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
+        said = [f"{trial_id} ({name}: {spans(extra)})" for trial_id, name, extra in jobs]
         log.warning(
-            "kept aside %d log(s) holding results the resumed trials do not have (after "
-            "the checkpoint each restarts from): %s; the logs now start again from each "
-            "trial's history. Kept: %s",
+            "kept aside %d log(s) holding results the resumed trials' histories lack (an "
+            "abandoned run's, after the checkpoint each restarts from): %s; the logs start "
+            "again from each trial's history. Kept: %s",
             len(kept),
-            "; ".join(said[:6]) + (" ..." if len(said) > 6 else ""),
-            shown,
+            "; ".join(said[:6]) + (f" and {len(said) - 6} more" if len(said) > 6 else ""),
+            ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else ""),
         )
     return kept
 
