@@ -14,6 +14,12 @@ row that exists:
 * rows the resumed trial abandons (after the checkpoint it restarts from, or that no
   journal write ever saw) are an abandoned run's: the file is kept aside whole, as
   ``<name>.kept-<UTC time>``, and named (:func:`abandoned`).
+
+A rollback during a run (a restore to an older checkpoint, a PBT exploit) cuts the logs
+in place, as the journal cuts the history; the lines it takes out of ``result.json``
+are appended to ``result.abandoned.json`` beside it, so no log line is ever deleted
+(``progress.csv``, a flattened view of the same rows, is cut; TensorBoard hides the
+abandoned points with a purge record, and its files keep them).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "ABANDONED_FILE",
     "LINE_LOGS",
     "PROGRESS_FILE",
     "RESULT_FILE",
@@ -42,6 +49,8 @@ __all__ = [
 ]
 
 RESULT_FILE = "result.json"
+#: The lines a rollback during a run takes out of ``result.json``, appended here.
+ABANDONED_FILE = "result.abandoned.json"
 PROGRESS_FILE = "progress.csv"
 #: The logs of one line per result, which a resumed logger rewrites from the history.
 LINE_LOGS = (RESULT_FILE, PROGRESS_FILE)
