@@ -34,6 +34,7 @@ from typing import Any
 __all__ = [
     "ABANDONED_FILE",
     "LINE_LOGS",
+    "PARAMS_HISTORY_FILE",
     "PROGRESS_FILE",
     "RESULT_FILE",
     "abandoned",
@@ -43,17 +44,22 @@ __all__ = [
     "logged_iterations",
     "lost_rows",
     "result_rows",
+    "rewritten_holds",
     "spans",
     "trial_dirname",
     "with_rows",
 ]
 
 RESULT_FILE = "result.json"
+#: One line ``{"iteration": k, "config": ...}`` per config the trial ran with.
+PARAMS_HISTORY_FILE = "params_history.jsonl"
 #: The lines a rollback during a run takes out of ``result.json``, appended here.
 ABANDONED_FILE = "result.abandoned.json"
 PROGRESS_FILE = "progress.csv"
-#: The logs of one line per result, which a resumed logger rewrites from the history.
-LINE_LOGS = (RESULT_FILE, PROGRESS_FILE)
+#: The line logs a resumed logger rewrites: from the history (one line per result), or
+#: afresh with the trial's current config (``params_history.jsonl``: its one line is at
+#: iteration 0, so a line at a later one would be lost).
+LINE_LOGS = (RESULT_FILE, PROGRESS_FILE, PARAMS_HISTORY_FILE)
 _ITERATION = "training_iteration"
 #: How the loggers spell non-finite floats (``views/loggers/values.py``), read back.
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -110,10 +116,27 @@ def csv_iterations(data: bytes) -> list[int]:
 
 
 def logged_iterations(name: str, data: bytes) -> list[int]:
-    """The iterations the log ``name`` holds."""
+    """The iterations the log ``name`` holds (``params_history.jsonl``: the iteration
+    each config took effect after)."""
     if name == PROGRESS_FILE:
         return csv_iterations(data)
+    if name == PARAMS_HISTORY_FILE:
+        found = []
+        for line in data.splitlines():
+            try:
+                value = json.loads(line).get("iteration")
+            except (ValueError, AttributeError):
+                continue
+            if type(value) is int:
+                found.append(value)
+        return found
     return [row[_ITERATION] for row in result_rows(data)]
+
+
+def rewritten_holds(name: str, history: Iterable[int]) -> set[int]:
+    """The iterations the log ``name`` holds once a resumed logger rewrote it for a
+    trial whose history holds ``history``."""
+    return {0} if name == PARAMS_HISTORY_FILE else set(history)
 
 
 def lost_rows(

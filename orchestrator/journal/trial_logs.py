@@ -25,6 +25,7 @@ from orchestrator.core.trial_logs import (
     logged_iterations,
     lost_rows,
     result_rows,
+    rewritten_holds,
     spans,
     with_rows,
 )
@@ -118,7 +119,7 @@ async def keep_aside(
             until = timeline[-1].iteration if timeline else 0
             history = [i for i in history if i <= until]
         for name in names:
-            extra = abandoned(found.get(name, ()), history)
+            extra = abandoned(found.get(name, ()), rewritten_holds(name, history))
             if extra:
                 jobs.append((rt.id, name, extra))
 
@@ -156,8 +157,8 @@ def _whole(entry: JournaledTrial) -> bool:
     results run 1..n with n the newest iteration the journal vouches for, and it keeps
     them all (TERMINATED, or its newest checkpoint is at n). A finished experiment's
     resume so reads no log."""
-    if entry.state not in ("TERMINATED", "PAUSED", "ERROR"):
-        return False
+    if entry.state not in ("TERMINATED", "PAUSED", "ERROR") or entry.config_pickle:
+        return False  # (a config changed: its params_history.jsonl holds more than one)
     iterations = [r.get("training_iteration") for r in entry.results]
     n = len(iterations)
     if iterations != list(range(1, n + 1)) or n < _bound(entry):

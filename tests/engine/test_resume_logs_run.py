@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import storage
-from orchestrator import TrialState
+from orchestrator import Trial, TrialState
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.journal.reader import load_experiment
 
@@ -215,3 +215,49 @@ async def test_on_s3_lost_rows_come_back_and_the_uploaded_log_is_kept_aside(
     assert await journaled_iterations(where, **options) == list(range(1, 31))
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "iterations 1-13 recovered" in messages and kept_result in messages
+
+
+class NewConfigAt15:
+    """At iteration 15, restores the trial's checkpoint at 10 with a new config (as a
+    PBT exploit does): 11..15 and any later leave the history, and the config changes."""
+
+    done = False
+
+    async def on_trial_result(self, trial: Trial, result: dict[str, Any]) -> None:
+        if result["training_iteration"] == 15 and not self.done:
+            self.done = True
+            (first,) = [c for c in trial.checkpoints if c.iteration == 10]
+            await trial.restore(first, config={"lr": 0.5})
+
+
+async def test_a_rollback_keeps_its_rows_and_a_resume_keeps_the_config_history(
+    tmp_path: Path, orchestrator: MakeOrchestrator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rollback during the run moves the abandoned rows to result.abandoned.json; a
+    resume, whose logger starts params_history.jsonl afresh, keeps the old one aside."""
+    async with orchestrator(
+        storage=tmp_path, name="logs", progress=False, hooks=[NewConfigAt15()]
+    ) as orch:
+        trial = orch.add_trial(Counter, {"lr": 0.1}, **OPTIONS)
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED and trial.config == {"lr": 0.5}
+    folder = tmp_path / "logs" / "t"
+    assert iterations(folder / "result.json") == list(range(1, 31))
+    gone = iterations(folder / "result.abandoned.json")  # the run went on while the hook ran
+    assert gone == list(range(11, gone[-1] + 1)) and gone[-1] >= 15
+    configs = rows(folder / "params_history.jsonl")
+    assert [(c["iteration"], c["config"]["lr"]) for c in configs] == [(0, 0.1), (10, 0.5)]
+    abandoned = (folder / "result.abandoned.json").read_bytes()
+    history = (folder / "params_history.jsonl").read_bytes()
+
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        async with orchestrator(storage=tmp_path, name="logs", resume=True, progress=False) as orch:
+            orch.add_trial(Counter, {"lr": 0.1}, **OPTIONS)
+            await orch.run()
+    assert iterations(folder / "result.json") == list(range(1, 31))
+    assert (folder / "result.abandoned.json").read_bytes() == abandoned  # untouched
+    (kept,) = folder.glob("params_history.jsonl.kept-*")
+    assert kept.read_bytes() == history
+    assert not list(folder.glob("result.json.kept-*"))  # nothing of it was abandoned
+    said = [r.getMessage() for r in caplog.records if "kept aside" in r.getMessage()]
+    assert len(said) == 1 and kept.name in said[0], said

@@ -7,15 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.core.trial_logs import ABANDONED_FILE, RESULT_FILE
+from orchestrator.core.trial_logs import ABANDONED_FILE, PARAMS_HISTORY_FILE, RESULT_FILE
 from orchestrator.views.loggers.files import IterationFile, write_atomic
 from orchestrator.views.loggers.ops import TRAINING_ITERATION
 from orchestrator.views.loggers.values import dumps
 
-__all__ = ["JsonWriter", "RESULT_FILE"]
+__all__ = ["JsonWriter", "PARAMS_HISTORY_FILE", "RESULT_FILE"]
 
 PARAMS_FILE = "params.json"
-PARAMS_HISTORY_FILE = "params_history.jsonl"
 
 
 class JsonWriter:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from orchestrator.errors import ConfigError
 from orchestrator.views.loggers.csvfile import PROGRESS_FILE, CsvWriter
-from orchestrator.views.loggers.jsonfile import RESULT_FILE, JsonWriter
+from orchestrator.views.loggers.jsonfile import PARAMS_HISTORY_FILE, RESULT_FILE, JsonWriter
 from orchestrator.views.loggers.tensorboard import TensorBoardWriter
 
 __all__ = [
@@ -62,15 +62,16 @@ DEFAULT_LOGGERS = ("json", "csv", "tensorboard")
 
 _NEEDS = {"tensorboard": "tensorboardX"}
 
-#: The files of one line per result each logger rewrites from a resumed trial's history.
-_LINE_LOGS = {"json": RESULT_FILE, "csv": PROGRESS_FILE}
+#: The line logs each logger rewrites for a resumed trial.
+_LINE_LOGS = {"json": (RESULT_FILE, PARAMS_HISTORY_FILE), "csv": (PROGRESS_FILE,)}
 
 
 def line_logs(names: Iterable[str]) -> tuple[str, ...]:
-    """The line logs (``result.json``, ``progress.csv``) the loggers ``names`` write: a
-    resume keeps one aside before they rewrite it, when it holds more than the history.
-    (TensorBoard's event files are never shortened: a resumed writer starts a new one.)"""
-    return tuple(_LINE_LOGS[n] for n in names if n in _LINE_LOGS)
+    """The line logs (``result.json``, ``params_history.jsonl``, ``progress.csv``) the
+    loggers ``names`` rewrite for a resumed trial: a resume keeps one aside first when it
+    holds more. (TensorBoard's event files are never shortened: a resumed writer starts a
+    new one.)"""
+    return tuple(f for n in names for f in _LINE_LOGS.get(n, ()))
 
 
 def check_logger_names(names: Iterable[str]) -> tuple[str, ...]:
