@@ -72,6 +72,34 @@ SECOND = COMMON + textwrap.dedent(
 )
 
 
+LONG = ("long0", "long1", "long2", "fn")
+
+
+def whole_lines(path: Path) -> list[bytes]:
+    """The lines of a JSON-lines log that parse (a kill may cut the last one)."""
+    if not path.exists():
+        return []
+    lines = []
+    for line in path.read_bytes().splitlines():
+        try:
+            json.loads(line)
+        except ValueError:
+            continue
+        lines.append(line)
+    return lines
+
+
+def logged_past_journal(storage: Path, trials: dict[str, Any]) -> bool:
+    """Whether a trial's result.json holds a row after its newest journaled checkpoint:
+    the resume runs those steps again, and must keep the logged ones (issue 31)."""
+    for trial_id in LONG:
+        lines = whole_lines(storage / "crash" / trial_id / "result.json")
+        saved = [c["iteration"] for c in trials.get(trial_id, {}).get("checkpoints", [])]
+        if lines and json.loads(lines[-1])["training_iteration"] > max(saved, default=0):
+            return True
+    return False
+
+
 def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
     driver = psutil.Process(proc.pid)
@@ -132,7 +160,7 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
             started = (fn_marks / "runs").exists() and all(
                 (marks / f"long{i}.setups").exists() for i in range(3)
             )
-            if short_seen is not None and started:
+            if short_seen is not None and started and logged_past_journal(storage, trials):
                 assert all(trials[t]["state"] != "TERMINATED" for t in ("long0", "long1", "fn"))
                 break
         else:
@@ -140,6 +168,7 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
     finally:
         kill_with_its_ray(proc)
     (marks / "fast").touch()  # the long trials need not be slow any more
+    logged = {t: whole_lines(storage / "crash" / t / "result.json") for t in LONG}
 
     script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
@@ -163,3 +192,12 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
     resumed_from = int(starts[1].split(":")[1])
     assert resumed_from % 5 == 0
     assert all(r["resumed_from"] == resumed_from for r in trials["fn"]["results"][resumed_from:])
+    # The logs lost no row (issue 31): each line the killed driver logged is in the new
+    # result.json or in a copy the resume kept aside (the rows after the checkpoint a
+    # trial restarted from, which it ran again).
+    for trial_id, lines in logged.items():
+        folder = storage / "crash" / trial_id
+        now = set(whole_lines(folder / "result.json"))
+        for kept in folder.glob("result.json.kept-*"):
+            now.update(whole_lines(kept))
+        assert [line for line in lines if line not in now] == [], trial_id

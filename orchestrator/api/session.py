@@ -29,10 +29,12 @@ if TYPE_CHECKING:
     from orchestrator.api.experiment import Experiment
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import ExperimentLease
+    from orchestrator.api.resumption import Resumption
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
+    from orchestrator.journal.reader import JournalContents
     from orchestrator.journal.writer import Journal
 
 __all__ = ["Opened", "Session", "enter", "open_session"]
@@ -204,6 +206,8 @@ async def open_session(exp: Experiment) -> Session:
             exp.journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
             started_at = extras.get("started_at")
         loop_handler = storage_pkg.quiet_sdk_noise(loop)
+        if journaled is not None and journaled.logs and resumption is not None:
+            await _keep_logs_aside(exp, store, journaled, resumption)
         journal = Journal(store, name=exp.name, interval=settings.journal_interval)
         if started_at is not None:
             journal.started_at = float(started_at)
@@ -273,6 +277,25 @@ def _delete_off_timeline(
             len(doomed),
         )
         collector.submit(doomed)
+
+
+async def _keep_logs_aside(
+    exp: Experiment, store: storage_pkg.Storage, journaled: JournalContents, resumption: Resumption
+) -> None:
+    """Before the loggers rewrite a resumed trial's logs from its history, the logs that
+    hold more (an abandoned run's rows) are kept aside (:mod:`orchestrator.journal.trial_logs`)."""
+    from orchestrator.journal.trial_logs import keep_aside
+    from orchestrator.views.loggers.writers import line_logs
+
+    names = line_logs(exp.opening.logger_names or ())
+    if names:
+        await keep_aside(
+            store,
+            exp.trials.values(),
+            journaled.logs,
+            names,
+            restarting=resumption.spec_lost.keys(),
+        )
 
 
 def _checkpoint_uri(store: storage_pkg.Storage, key: str, local: bool) -> str:

@@ -27,6 +27,7 @@ from orchestrator.core.spec import ExperimentSettings, StorageMode
 from orchestrator.errors import ExperimentExists, ExperimentNotFound
 from orchestrator.journal.reader import JournalContents, load_experiment
 from orchestrator.journal.storage_check import check_local_path
+from orchestrator.journal.trial_logs import complete_from_logs
 
 log = logging.getLogger("orchestrator")
 
@@ -126,7 +127,8 @@ async def check_existing(
     """Before Ray starts: check the storage arguments, refuse to open an existing
     experiment without ``resume`` (or to resume a missing one), and with ``overwrite``
     delete the old one. With ``resume``, the journal read back (a damaged one raises
-    :class:`~orchestrator.errors.JournalDamaged` here, before Ray starts)."""
+    :class:`~orchestrator.errors.JournalDamaged` here, before Ray starts), completed
+    from the trials' logs where it lost results (:mod:`orchestrator.journal.trial_logs`)."""
     import storage as storage_pkg
 
     options = dict(options)
@@ -153,7 +155,8 @@ async def check_existing(
         ):
             await delete_all(store, store.uri if mode.is_local else None)
         if settings.resume:
-            return await load_experiment(store)
+            contents = await load_experiment(store)
+            return None if contents is None else await complete_from_logs(store, contents)
         return None
     finally:
         await store.aclose()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.core.checkpoints import Checkpoint
@@ -32,10 +32,12 @@ log = logging.getLogger("orchestrator.journal")
 @dataclass(frozen=True)
 class JournalContents:
     """A journal as read back: its trials, and the head's other fields (``sweeps``,
-    ``started_at``...)."""
+    ``started_at``...); on resume, the iterations each trial's logs held when read
+    (``logs``: see :mod:`orchestrator.journal.trial_logs`)."""
 
     trials: list[JournaledTrial]
     extras: dict[str, Any]
+    logs: Mapping[str, Mapping[str, tuple[int, ...]]] = field(default_factory=dict)
 
 
 async def load(storage: Any) -> list[JournaledTrial] | None:

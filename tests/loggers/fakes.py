@@ -43,7 +43,8 @@ class FakeTrial:
 
 
 class MemoryStorage:
-    """The part of trialflow's Storage the logger uses: ``async write_bytes``."""
+    """The part of trialflow's Storage the logger uses: ``async write_bytes`` and
+    ``read_bytes``."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
@@ -55,6 +56,13 @@ class MemoryStorage:
             raise OSError(f"injected failure writing {key}")
         self.objects[key] = bytes(data)
         self.writes.append(key)
+
+    async def read_bytes(self, key: str) -> bytes:
+        from storage import NotFound
+
+        if key not in self.objects:
+            raise NotFound(f"no {key}", key=key)
+        return self.objects[key]
 
 
 def read_results(trial_dir: Path) -> pd.DataFrame:

@@ -4,6 +4,7 @@ failures, uploads of changed files only, and resumed experiments."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -145,6 +146,35 @@ async def test_uploads_send_only_changed_files_and_a_final_upload(tmp_path: Path
     assert "t2/result.json" in storage.writes and "t1/result.json" not in storage.writes
     for key, data in storage.objects.items():
         assert (tmp_path / key).read_bytes() == data, key
+
+
+async def test_a_remote_trials_abandoned_rows_add_to_the_stored_ones(tmp_path: Path) -> None:
+    """A resumed remote experiment's logger starts on an empty disk: the rows an earlier
+    session's rollbacks abandoned stay first in the uploaded result.abandoned.json."""
+    storage = MemoryStorage()
+    earlier = b'{"training_iteration": 7, "loss": 0.5}\n'
+    storage.objects["t1/result.abandoned.json"] = earlier
+    logger = ExperimentLogger(tmp_path, storage=storage, loggers=("json",), flush_interval=60)
+    trial = FakeTrial("t1")
+    for i in range(1, 11):
+        await logger.on_trial_result(trial, trial.report(i, loss=float(i)))
+    await logger.flush()
+    trial.rollback(5)
+    await logger.on_trial_restore(trial, FakeCheckpoint(iteration=5))
+    await logger.flush()
+    await logger.on_trial_result(trial, trial.report(6, loss=60.0))
+    trial.rollback(5)
+    await logger.on_trial_restore(trial, FakeCheckpoint(iteration=5))  # a second one
+    await logger.aclose()
+    stored = storage.objects["t1/result.abandoned.json"]
+    assert stored.startswith(earlier)
+    rows = [json.loads(line) for line in stored.splitlines()]
+    assert [(r["training_iteration"], r["loss"]) for r in rows] == [
+        (7, 0.5),
+        *((i, float(i)) for i in range(6, 11)),
+        (6, 60.0),
+    ]
+    assert (tmp_path / "t1" / "result.abandoned.json").read_bytes() == stored
 
 
 async def test_uploads_wait_for_the_upload_interval_and_retry_failures(

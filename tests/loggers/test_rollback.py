@@ -3,7 +3,9 @@ and in what TensorBoard's reader shows."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from orchestrator.views.loggers import ExperimentLogger
 
@@ -15,6 +17,10 @@ from .fakes import (
     read_results,
     scalars,
 )
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def history(trial: FakeTrial, key: str = "loss") -> list[tuple[int, float]]:
@@ -50,6 +56,11 @@ async def test_a_restore_removes_the_later_results_everywhere(tmp_path: Path) ->
     assert [i for i, _ in history(trial)] == list(range(1, 9))
     assert_logs_equal_history(tmp_path / "t1", trial)
     assert len(event_files(tmp_path / "t1")) == 2  # the old points are purged, not lost
+    # The abandoned run's result lines are kept beside result.json, as they were.
+    abandoned = read_jsonl(tmp_path / "t1" / "result.abandoned.json")
+    assert [(r["training_iteration"], r["loss"]) for r in abandoned] == [
+        (i, float(i)) for i in range(6, 11)
+    ]
 
 
 async def test_a_repeated_iteration_means_the_run_restarted(tmp_path: Path) -> None:

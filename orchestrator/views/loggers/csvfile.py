@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.trial_logs import PROGRESS_FILE
 from orchestrator.views.loggers.files import IterationFile
 from orchestrator.views.loggers.ops import TRAINING_ITERATION
 from orchestrator.views.loggers.values import flatten
 
-__all__ = ["CsvWriter"]
-
-PROGRESS_FILE = "progress.csv"
+__all__ = ["CsvWriter", "PROGRESS_FILE"]
 
 
 class _Lines:

@@ -59,19 +59,23 @@ class IterationFile:
             self._ends.append(end)
         self._handle().write(b"".join(line for _, line in lines))
 
-    def cut(self, iteration: int) -> bool:
-        """Drop the lines of iterations after ``iteration``; whether any were dropped."""
+    def cut(self, iteration: int) -> bytes:
+        """Drop the lines of iterations after ``iteration``; the lines dropped (empty
+        when none were), for the caller to keep aside."""
         keep = bisect.bisect_right(self._iterations, iteration)
         if keep == len(self._iterations):
-            return False
+            return b""
         size = self._ends[keep - 1] if keep else self._header_end
         handle = self._handle()
         handle.flush()
+        with open(self.path, "rb") as reader:
+            reader.seek(size)
+            dropped = reader.read(self._ends[-1] - size)
         handle.truncate(size)
         handle.seek(size)  # a file opened "wb" would go on writing at the old end
         del self._iterations[keep:]
         del self._ends[keep:]
-        return True
+        return dropped
 
     def rewrite(self, header: bytes, extend: bytes) -> None:
         """Replace the header and insert ``extend`` before each line's final newline

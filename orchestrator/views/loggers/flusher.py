@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestrator.core.trial_logs import ABANDONED_FILE
+from orchestrator.views.loggers.files import write_atomic
 from orchestrator.views.loggers.ops import Op
 from orchestrator.views.loggers.sink import LogSink
 
@@ -56,6 +58,7 @@ class Flusher:
         self._executor: ThreadPoolExecutor | None = None
         self._last_upload = -math.inf
         self._upload_failed: set[str] = set()
+        self._merged: set[str] = set()  # abandoned-rows files merged with the stored one
         self.may_write: Callable[[], bool] | None = None
 
     def push(self, trial_id: str, op: Op, *, result: bool = False) -> None:
@@ -184,6 +187,8 @@ class Flusher:
         async def one(key: str, path: Path) -> None:
             async with limit:
                 try:
+                    if key.endswith(f"/{ABANDONED_FILE}") and key not in self._merged:
+                        await self._merge_earlier(key, path)
                     data = await self._in_thread(_read, path)
                     if data is not None:
                         await self._storage.write_bytes(key, data)
@@ -193,6 +198,21 @@ class Flusher:
                     self._upload_failure(key, err)
 
         await asyncio.gather(*(one(key, path) for key, path in changed))
+
+    async def _merge_earlier(self, key: str, path: Path) -> None:
+        """Put the rows an earlier session abandoned first in the local
+        ``result.abandoned.json`` (it starts empty on this driver's disk, and its upload
+        replaces the stored one), once per file; a failure leaves the upload for the
+        next round."""
+        from storage import NotFound
+
+        try:
+            earlier = await self._storage.read_bytes(key)
+        except NotFound:
+            earlier = b""
+        if earlier:
+            await self._in_thread(_prepend, path, earlier)
+        self._merged.add(key)
 
     def _upload_failure(self, key: str, err: Exception) -> None:
         prefix = key.partition("/")[0]
@@ -213,6 +233,10 @@ class Flusher:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="loggers")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+
+def _prepend(path: Path, data: bytes) -> None:
+    write_atomic(path, data + path.read_bytes())
 
 
 def _read(path: Path) -> bytes | None:

@@ -68,7 +68,8 @@ class ExperimentLogger:
     whose ``training_iteration`` is not after the last one (the run restarted; its
     history ends at that iteration - 1), removes the later results from every file.
     A trial first seen with results already recorded (a resumed experiment) has its
-    files rewritten from those results.
+    files rewritten from those results (the resume first keeps aside a line log that
+    holds more: :mod:`orchestrator.journal.trial_logs`).
 
     Results are queued by reference and written later: do not mutate a result after
     reporting it. A result without an int ``training_iteration`` is logged as a copy

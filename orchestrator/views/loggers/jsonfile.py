@@ -7,15 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.trial_logs import ABANDONED_FILE, PARAMS_HISTORY_FILE, RESULT_FILE
 from orchestrator.views.loggers.files import IterationFile, write_atomic
 from orchestrator.views.loggers.ops import TRAINING_ITERATION
 from orchestrator.views.loggers.values import dumps
 
-__all__ = ["JsonWriter"]
+__all__ = ["JsonWriter", "PARAMS_HISTORY_FILE", "RESULT_FILE"]
 
-RESULT_FILE = "result.json"
 PARAMS_FILE = "params.json"
-PARAMS_HISTORY_FILE = "params_history.jsonl"
 
 
 class JsonWriter:
@@ -23,7 +22,9 @@ class JsonWriter:
     ``params.json``: the trial's current config (indented, sorted keys), replaced
     atomically when it changes. ``params_history.jsonl``: one line
     ``{"iteration": k, "config": {...}}`` per config, the first at iteration 0; ``k``
-    is the last iteration before the config took effect."""
+    is the last iteration before the config took effect. ``result.abandoned.json``:
+    the lines a rollback took out of ``result.json`` (an abandoned run's results), in
+    the order they left it; created by the first rollback."""
 
     def __init__(self, directory: Path, touched: Callable[[str], None]) -> None:
         self._dir = directory
@@ -45,7 +46,11 @@ class JsonWriter:
         self._touched(RESULT_FILE)
 
     def rollback(self, iteration: int) -> None:
-        if self._results.cut(iteration):
+        dropped = self._results.cut(iteration)
+        if dropped:  # an abandoned run's results: kept, never deleted
+            with open(self._dir / ABANDONED_FILE, "ab") as f:
+                f.write(dropped)
+            self._touched(ABANDONED_FILE)
             self._touched(RESULT_FILE)
 
     def config_changed(self, iteration: int, config: Mapping[str, Any]) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.trial_logs import trial_dirname
 from orchestrator.views.loggers.ops import MARKERS, ConfigChange, End, Op, Reset, Rollback
 from orchestrator.views.loggers.writers import WRITERS, TrialWriter
 
@@ -22,13 +23,6 @@ __all__ = ["LogSink", "trial_dirname"]
 log = logging.getLogger("orchestrator.views.loggers")
 
 Segment = Reset | Rollback | ConfigChange | End | list[Mapping[str, Any]]
-
-
-def trial_dirname(trial_id: str) -> str:
-    """The directory (and upload key prefix) of a trial: its id, with path separators
-    replaced so an id can never name a place outside the log directory."""
-    name = "".join("_" if c in "/\\\0" else c for c in trial_id)
-    return name if name not in ("", ".", "..") else f"_{name}_"
 
 
 def _segments(ops: Sequence[Op]) -> Iterator[Segment]:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.errors import ConfigError
-from orchestrator.views.loggers.csvfile import CsvWriter
-from orchestrator.views.loggers.jsonfile import JsonWriter
+from orchestrator.views.loggers.csvfile import PROGRESS_FILE, CsvWriter
+from orchestrator.views.loggers.jsonfile import PARAMS_HISTORY_FILE, RESULT_FILE, JsonWriter
 from orchestrator.views.loggers.tensorboard import TensorBoardWriter
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "TrialWriter",
     "WriterFactory",
     "check_logger_names",
+    "line_logs",
     "split_loggers",
 ]
 
@@ -60,6 +61,17 @@ WRITERS: dict[str, WriterFactory] = {
 DEFAULT_LOGGERS = ("json", "csv", "tensorboard")
 
 _NEEDS = {"tensorboard": "tensorboardX"}
+
+#: The line logs each logger rewrites for a resumed trial.
+_LINE_LOGS = {"json": (RESULT_FILE, PARAMS_HISTORY_FILE), "csv": (PROGRESS_FILE,)}
+
+
+def line_logs(names: Iterable[str]) -> tuple[str, ...]:
+    """The line logs (``result.json``, ``params_history.jsonl``, ``progress.csv``) the
+    loggers ``names`` rewrite for a resumed trial: a resume keeps one aside first when it
+    holds more. (TensorBoard's event files are never shortened: a resumed writer starts a
+    new one.)"""
+    return tuple(f for n in names for f in _LINE_LOGS.get(n, ()))
 
 
 def check_logger_names(names: Iterable[str]) -> tuple[str, ...]:
