@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
     from orchestrator.tune.errors import TuneError, TuneUnsupported
     from orchestrator.tune.result_grid import Result, ResultGrid
-    from orchestrator.tune.sample import (
+    from orchestrator.tune.sample import grid_search
+    from orchestrator.tune.search.sample import (
         choice,
-        grid_search,
         lograndint,
         loguniform,
         qlograndint,
@@ -66,11 +66,11 @@ _WHERE = {
     "report": ".context",
     "with_parameters": ".adapters",
     "with_resources": ".adapters",
+    "grid_search": ".sample",
     **{
-        name: ".sample"
+        name: ".search.sample"  # Tune's Domain classes (Float...), trialflow's domains
         for name in (
             "choice",
-            "grid_search",
             "lograndint",
             "loguniform",
             "qlograndint",
