@@ -169,7 +169,12 @@ class ExperimentPlateauStopper(Stopper):
 
 class TimeoutStopper(Stopper):
     """End the whole run ``timeout`` seconds (or a ``timedelta``) after it starts: a
-    timer here, so the run ends on time even when no result arrives."""
+    timer here, so the run ends on time even when no result arrives.
+
+    As on Tune, the stopper keeps a *budget*, spent between two ``stop_all()`` calls:
+    pickled and loaded later (a restored run), it goes on with what was left, and the
+    time it spent pickled is not counted (a clock reading does not survive a pickle).
+    """
 
     def __init__(self, timeout: float | datetime.timedelta) -> None:
         if isinstance(timeout, datetime.timedelta):
@@ -181,15 +186,30 @@ class TimeoutStopper(Stopper):
                 "`timeout` parameter has to be either a number or a `datetime.timedelta` "
                 f"object. Found: {type(timeout)}"
             )
-        self._started: float | None = None
+        self.remaining_s = self.timeout_s
+        self._last_check: float | None = None  # set by the first stop_all(): setup is free
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        if self._started is None:
-            self._started = time.monotonic()
-        return time.monotonic() - self._started >= self.timeout_s
+        now = time.monotonic()
+        if self._last_check is not None:
+            self.remaining_s -= now - self._last_check
+        self._last_check = now
+        return self.remaining_s <= 0
+
+    @property
+    def budget_left(self) -> float:
+        """What is left of the budget, in seconds (0 once spent): the run's timer."""
+        return max(self.remaining_s, 0.0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_last_check": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("remaining_s", state.get("timeout_s", 0.0))
+        self.__dict__.update(state)
 
 
 class CombinedStopper(Stopper):
@@ -255,9 +275,9 @@ def plan_stop(stop: Any, time_budget_s: float | None = None) -> StopPlan:
     if isinstance(stop, FunctionStopper):
         return StopPlan(DoneOr(stop._fn), None, budget)
     if isinstance(stop, TimeoutStopper):
-        return StopPlan({"done": 1.0}, None, _least(budget, stop.timeout_s))
+        return StopPlan({"done": 1.0}, None, _least(budget, stop.budget_left))
     if isinstance(stop, Stopper):
-        timeouts = [s.timeout_s for s in _leaves(stop) if isinstance(s, TimeoutStopper)]
+        timeouts = [s.budget_left for s in _leaves(stop) if isinstance(s, TimeoutStopper)]
         return StopPlan({"done": 1.0}, stop, _least(budget, *timeouts))
     if callable(stop):
         return StopPlan(DoneOr(stop), None, budget)

@@ -187,7 +187,8 @@ class Tuner:
             if plan.stop.driver is not None and isinstance(plan.scheduler, TuneScheduler):
                 plan.scheduler.attach_stopper(plan.stop.driver, end)
             budget = plan.stop.budget_s
-            timer = asyncio.get_running_loop().call_later(budget, end) if budget else None
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(budget, end) if budget is not None else None
             try:
                 result = await orch.sweep(
                     engine,

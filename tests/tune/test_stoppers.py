@@ -3,6 +3,7 @@ same results), and RunConfig(stop=...) is split the way the engine runs it."""
 
 from __future__ import annotations
 
+import pickle
 import random
 from typing import Any
 
@@ -94,3 +95,36 @@ def test_asha_draws_tunes_bracket_from_numpys_global_rng() -> None:
     scheduler.on_trial_add(info("a", 0))
     scheduler.on_trial_add(info("a", 0))  # the same trial again: no second draw
     assert np.random.random() == expected
+
+
+class _Clock:
+    """A clock the test moves by hand: the stopper's budget must not depend on speed."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_timeout_stopper_spends_its_budget_and_keeps_the_rest_across_a_pickle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(ours, "time", clock)
+    stopper = ours.TimeoutStopper(60)
+    assert not stopper.stop_all()  # the first check starts the budget
+    clock.now += 40
+    assert not stopper.stop_all()
+    saved = pickle.dumps(stopper)
+    clock.now += 500  # time spent pickled does not count, as on Tune
+    restored = pickle.loads(saved)
+    assert not restored.stop_all()
+    assert ours.plan_stop(restored).budget_s == pytest.approx(20)  # the run's timer too
+    clock.now += 10
+    assert not restored.stop_all()
+    clock.now += 11
+    assert restored.stop_all()
+    spent = pickle.loads(pickle.dumps(restored))
+    clock.now += 100
+    assert spent.stop_all() and ours.plan_stop(spent).budget_s == 0.0  # still spent
