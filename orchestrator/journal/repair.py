@@ -101,9 +101,10 @@ class RepairReport:
     def lines(self) -> list[str]:
         """The report in words, one line each."""
         if self.action == "intact":
-            return [
-                f"the journal at {self.uri} reads whole ({self.trials} trial(s)): nothing to do"
-            ]
+            whole = f"the journal at {self.uri} reads whole ({self.trials} trial(s))"
+            if not self.damaged:
+                return [f"{whole}: nothing to do"]
+            return [d.line() for d in self.damaged] + [f"{whole}: its backup is rewritten from it"]
         lines = [d.line() for d in self.damaged] or [f"damaged: {self.problem}"]
         if self.action == "backup":
             lines.append(
@@ -184,7 +185,6 @@ async def repair_experiment(store: Any) -> RepairReport:
     """Repair the journal of the experiment whose root ``store`` (opened) is; see the
     module docstring. Raises :class:`ConfigError`, writing nothing, when no experiment
     is there (or several are)."""
-    uri = store.uri
     await check_repairable(store)
     try:
         contents = await load_experiment(store)
@@ -192,12 +192,23 @@ async def repair_experiment(store: Any) -> RepairReport:
         problem = f"{err.where} {err.what}"
     else:
         if contents is not None:
-            return RepairReport(uri, "intact", trials=len(contents.trials))
+            return await _intact(store, len(contents.trials))
         problem = f"{store.uri_for(JOURNAL_KEY)} is missing"
     found = _Found(
         await store.list(""), await _read(store, JOURNAL_KEY), await _read(store, BACKUP_KEY)
     )
     return await _rebuild(store, problem, found)
+
+
+async def _intact(store: Any, trials: int) -> RepairReport:
+    """A journal that reads whole; a backup that does not is rewritten from the head."""
+    head = await store.read_bytes(JOURNAL_KEY)
+    backup = await _read(store, BACKUP_KEY)
+    found = _Found([], head, backup)
+    damaged = _head_damage(store, found)
+    if damaged:
+        await store.write_bytes(BACKUP_KEY, head)
+    return RepairReport(store.uri, "intact", trials=trials, damaged=damaged)
 
 
 async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
@@ -351,6 +362,12 @@ async def _segment_rows(
     for key in listed if isinstance(listed, list) else []:
         if isinstance(key, str) and key not in keys:
             damaged.append(Damaged(store.uri_for(key), "is missing (the head lists it)"))
+    named = {d.where for d in damaged}
+    for key in _gaps(keys):
+        if store.uri_for(key) not in named:
+            damaged.append(
+                Damaged(store.uri_for(key), "is missing (the segments around it are there)")
+            )
     parts = []
     for key in keys:
         try:
@@ -362,7 +379,40 @@ async def _segment_rows(
             damaged.append(Damaged(store.uri_for(key), *problem))
         if data is not None:
             parts += salvage_segment(data)
+    # Every trial's first line in the journal starts at its first result (a base, or
+    # the first write after it was added): one that starts later lost what came before.
+    first: dict[str, int] = {}
+    for part in parts:
+        first.setdefault(part["trial"], part["from"])
+    late = {t: f for t, f in first.items() if f > 0}
+    if late and keys:
+        held = "; ".join(f"trial {t}: results #1-{f}" for t, f in late.items())
+        damaged.append(
+            Damaged(
+                f"the segment(s) before {store.uri_for(keys[0])}",
+                "are missing (the first surviving lines start past trials' first results)",
+                held,
+            )
+        )
     return replay_with_holes(parts), len(keys)
+
+
+def _gaps(keys: list[str]) -> list[str]:
+    """Segments missing between two that survive: a driver numbers its segments
+    (``<token>-<n>``) one after another, and only a compaction deletes them, oldest
+    first."""
+    numbers: dict[str, list[int]] = {}
+    for key in keys:
+        token, _, rest = key.rpartition("/")[2].rpartition("-")
+        if rest.endswith(".jsonl") and rest[:-6].isdigit():
+            numbers.setdefault(token, []).append(int(rest[:-6]))
+    missing = []
+    for token, found in numbers.items():
+        present = set(found)
+        for n in range(min(found), max(found)):
+            if n not in present:
+                missing.append(f"{SEGMENTS_PREFIX}/{token}-{n:06d}.jsonl")
+    return missing
 
 
 def _log_dirs(keys: list[str]) -> set[str]:
