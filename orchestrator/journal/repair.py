@@ -47,18 +47,18 @@ from orchestrator.core.journal_format import (
 )
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import ConfigError, JournalDamaged
-from orchestrator.journal.damage import parse_head, parse_segment, salvage_head, salvage_segment
+from orchestrator.journal.damage import parse_head, parse_segment, salvage_head
 from orchestrator.journal.reader import load_experiment
 from orchestrator.journal.recovery import Lost, Recovered, merge_trial
 from orchestrator.journal.sources import (
     CSV_LOG,
     JSON_LOG,
     Damaged,
+    checkpoint_metrics,
     log_dirname,
-    read_csv_log,
-    read_json_log,
-    replay_with_holes,
-    segment_damage,
+    log_dirs,
+    log_sources,
+    segment_rows,
 )
 from orchestrator.journal.writer import segment_token
 
@@ -218,7 +218,7 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
         header, entries, positional, segments, _ = exact
     else:
         header, entries = _salvaged(found.head, found.backup)
-        positional, segments = await _segment_rows(store, header, found, damaged)
+        positional, segments = await segment_rows(store, header, found.keys, damaged)
     for entry in entries:
         count = entry.get("results_count")
         rows = positional.setdefault(entry["id"], [])
@@ -227,15 +227,15 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
             rows.extend([None] * (count - len(rows)))
     by_trial = await _committed_checkpoints(store)
     ids = [e["id"] for e in entries]
-    logs = _log_dirs(found.keys)
+    logs = log_dirs(found.keys)
     known = set(ids) | set(positional) | set(by_trial)
     extra = {d for d in logs if d not in {log_dirname(t) for t in known}}
     results: dict[str, list[Any]] = {}
     recovered: list[Recovered] = []
     lost: list[Lost] = []
-    metrics = _checkpoint_metrics(entries)
+    metrics = checkpoint_metrics(entries)
     for trial in [*ids, *sorted((known | extra) - set(ids))]:
-        sources = await _log_sources(store, trial, logs, damaged)
+        sources = await log_sources(store, trial, logs, damaged)
         sources.insert(1, ("its checkpoints' records in the journal", metrics.get(trial, {})))
         rows, got, missing = merge_trial(trial, positional.get(trial, []), sources)
         results[trial] = rows
@@ -349,106 +349,6 @@ async def _exact(
         restore = data if key == BACKUP_KEY else None
         return header, list(doc["trials"]), results, len(parts), restore
     return None
-
-
-async def _segment_rows(
-    store: Any, header: Mapping[str, Any], found: _Found, damaged: list[Damaged]
-) -> tuple[dict[str, list[Any]], int]:
-    """Every trial's results by position from every segment that survives (oldest
-    first, whole lines only; a hole where rows are lost), and how many segments were
-    read. Each damaged or missing one is added to ``damaged``."""
-    keys = sorted(k for k in found.keys if k.startswith(SEGMENTS_PREFIX + "/"))
-    listed = header.get("segments")
-    for key in listed if isinstance(listed, list) else []:
-        if isinstance(key, str) and key not in keys:
-            damaged.append(Damaged(store.uri_for(key), "is missing (the head lists it)"))
-    named = {d.where for d in damaged}
-    for key in _gaps(keys):
-        if store.uri_for(key) not in named:
-            damaged.append(
-                Damaged(store.uri_for(key), "is missing (the segments around it are there)")
-            )
-    parts = []
-    for key in keys:
-        try:
-            data: bytes | None = await store.read_bytes(key)
-        except Exception:
-            data = None
-        problem = segment_damage(data)
-        if problem is not None:
-            damaged.append(Damaged(store.uri_for(key), *problem))
-        if data is not None:
-            parts += salvage_segment(data)
-    # Every trial's first line in the journal starts at its first result (a base, or
-    # the first write after it was added): one that starts later lost what came before.
-    first: dict[str, int] = {}
-    for part in parts:
-        first.setdefault(part["trial"], part["from"])
-    late = {t: f for t, f in first.items() if f > 0}
-    if late and keys:
-        held = "; ".join(f"trial {t}: results #1-{f}" for t, f in late.items())
-        damaged.append(
-            Damaged(
-                f"the segment(s) before {store.uri_for(keys[0])}",
-                "are missing (the first surviving lines start past trials' first results)",
-                held,
-            )
-        )
-    return replay_with_holes(parts), len(keys)
-
-
-def _gaps(keys: list[str]) -> list[str]:
-    """Segments missing between two that survive: a driver numbers its segments
-    (``<token>-<n>``) one after another, and only a compaction deletes them, oldest
-    first."""
-    numbers: dict[str, list[int]] = {}
-    for key in keys:
-        token, _, rest = key.rpartition("/")[2].rpartition("-")
-        if rest.endswith(".jsonl") and rest[:-6].isdigit():
-            numbers.setdefault(token, []).append(int(rest[:-6]))
-    missing = []
-    for token, found in numbers.items():
-        present = set(found)
-        for n in range(min(found), max(found)):
-            if n not in present:
-                missing.append(f"{SEGMENTS_PREFIX}/{token}-{n:06d}.jsonl")
-    return missing
-
-
-def _log_dirs(keys: list[str]) -> set[str]:
-    logs = ("/" + JSON_LOG, "/" + CSV_LOG)
-    return {k.split("/")[0] for k in keys if k.count("/") == 1 and k.endswith(logs)}
-
-
-async def _log_sources(
-    store: Any, trial: str, logs: set[str], damaged: list[Damaged]
-) -> list[tuple[str, dict[int, dict[str, Any]]]]:
-    """``trial``'s ``result.json`` and ``progress.csv`` rows by iteration (empty when
-    absent), each damaged one added to ``damaged``."""
-    directory = log_dirname(trial)
-    sources = []
-    for name, read in ((JSON_LOG, read_json_log), (CSV_LOG, read_csv_log)):
-        key = f"{directory}/{name}"
-        rows: dict[int, dict[str, Any]] = {}
-        if directory in logs and await store.exists(key):
-            rows, what = read(await store.read_bytes(key))
-            if what is not None:
-                damaged.append(Damaged(store.uri_for(key), what, f"{len(rows)} result(s) read"))
-        sources.append((store.uri_for(key), rows))
-    return sources
-
-
-def _checkpoint_metrics(entries: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Each trial's results as its journaled checkpoints' records hold them."""
-    found: dict[str, dict[int, dict[str, Any]]] = {}
-    for entry in entries:
-        for ckpt in entry.get("checkpoints") or []:
-            metrics = ckpt.get("metrics") if isinstance(ckpt, Mapping) else None
-            iteration = ckpt.get("iteration") if isinstance(ckpt, Mapping) else None
-            if isinstance(metrics, dict) and metrics and isinstance(iteration, int):
-                if metrics.get("training_iteration") == iteration:
-                    found.setdefault(entry["id"], {})[iteration] = metrics
-    return found
 
 
 def uri_name(uri: str) -> str:

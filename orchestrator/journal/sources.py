@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.journal_format import SEGMENTS_PREFIX
 from orchestrator.core.json_codec import loads
 from orchestrator.journal.damage import damage_of_segment, salvage_segment
 
@@ -31,11 +32,16 @@ __all__ = [
     "CSV_LOG",
     "JSON_LOG",
     "Damaged",
+    "checkpoint_metrics",
+    "gaps",
     "log_dirname",
+    "log_dirs",
+    "log_sources",
     "read_csv_log",
     "read_json_log",
     "replay_with_holes",
     "segment_damage",
+    "segment_rows",
 ]
 
 #: The per-trial logs' names (the loggers' ``RESULT_FILE`` and ``PROGRESS_FILE``:
@@ -188,3 +194,112 @@ def _put(row: dict[str, Any], path: list[str], value: Any) -> None:
             return
         row = inner
     row[path[-1]] = value
+
+
+# -- reading each source from storage -----------------------------------------------
+
+
+async def segment_rows(
+    store: Any, header: Mapping[str, Any], keys: list[str], damaged: list[Damaged]
+) -> tuple[dict[str, list[Any]], int]:
+    """Every trial's results by position from every segment that survives (oldest
+    first, whole lines only; a hole where rows are lost), and how many segments were
+    read, of ``keys`` (every key the experiment holds). Each damaged or missing one is
+    added to ``damaged``."""
+    keys = sorted(k for k in keys if k.startswith(SEGMENTS_PREFIX + "/"))
+    listed = header.get("segments")
+    for key in listed if isinstance(listed, list) else []:
+        if isinstance(key, str) and key not in keys:
+            damaged.append(Damaged(store.uri_for(key), "is missing (the head lists it)"))
+    named = {d.where for d in damaged}
+    for key in gaps(keys):
+        if store.uri_for(key) not in named:
+            damaged.append(
+                Damaged(store.uri_for(key), "is missing (the segments around it are there)")
+            )
+    parts = []
+    first: dict[str, int] = {}  # each trial's first line's start
+    explained = False  # a damaged segment before: it held what the late lines lack
+    late: dict[str, int] = {}
+    for key in keys:
+        try:
+            data: bytes | None = await store.read_bytes(key)
+        except Exception:
+            data = None
+        problem = segment_damage(data)
+        if problem is not None:
+            damaged.append(Damaged(store.uri_for(key), *problem))
+            explained = True
+        for part in salvage_segment(data) if data is not None else []:
+            parts.append(part)
+            if part["trial"] not in first:
+                first[part["trial"]] = part["from"]
+                if part["from"] > 0 and not explained:
+                    late[part["trial"]] = part["from"]
+    # Every trial's first line in the journal starts at its first result (a base, or
+    # the first write after it was added): one that starts later, with no damaged
+    # segment before it, lost a segment that is gone with every head that listed it.
+    if late:
+        held = "; ".join(f"trial {t}: results #1-{f}" for t, f in late.items())
+        damaged.append(
+            Damaged(
+                f"the segment(s) before {store.uri_for(keys[0])}",
+                "are missing (the first surviving lines start past trials' first results)",
+                held,
+            )
+        )
+    return replay_with_holes(parts), len(keys)
+
+
+def gaps(keys: list[str]) -> list[str]:
+    """Segments missing between two that survive: a driver numbers its segments
+    (``<token>-<n>``) one after another, and only a compaction deletes them, oldest
+    first."""
+    numbers: dict[str, list[int]] = {}
+    for key in keys:
+        token, _, rest = key.rpartition("/")[2].rpartition("-")
+        if rest.endswith(".jsonl") and rest[:-6].isdigit():
+            numbers.setdefault(token, []).append(int(rest[:-6]))
+    missing = []
+    for token, found in numbers.items():
+        present = set(found)
+        for n in range(min(found), max(found)):
+            if n not in present:
+                missing.append(f"{SEGMENTS_PREFIX}/{token}-{n:06d}.jsonl")
+    return missing
+
+
+def log_dirs(keys: list[str]) -> set[str]:
+    logs = ("/" + JSON_LOG, "/" + CSV_LOG)
+    return {k.split("/")[0] for k in keys if k.count("/") == 1 and k.endswith(logs)}
+
+
+async def log_sources(
+    store: Any, trial: str, logs: set[str], damaged: list[Damaged]
+) -> list[tuple[str, dict[int, dict[str, Any]]]]:
+    """``trial``'s ``result.json`` and ``progress.csv`` rows by iteration (empty when
+    absent), each damaged one added to ``damaged``."""
+    directory = log_dirname(trial)
+    sources = []
+    for name, read in ((JSON_LOG, read_json_log), (CSV_LOG, read_csv_log)):
+        key = f"{directory}/{name}"
+        rows: dict[int, dict[str, Any]] = {}
+        if directory in logs and await store.exists(key):
+            rows, what = read(await store.read_bytes(key))
+            if what is not None:
+                damaged.append(Damaged(store.uri_for(key), what, f"{len(rows)} result(s) read"))
+        sources.append((store.uri_for(key), rows))
+    return sources
+
+
+def checkpoint_metrics(entries: list[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Each trial's results as its journaled checkpoints' records hold them."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for entry in entries:
+        for ckpt in entry.get("checkpoints") or []:
+            metrics = ckpt.get("metrics") if isinstance(ckpt, Mapping) else None
+            iteration = ckpt.get("iteration") if isinstance(ckpt, Mapping) else None
+            if isinstance(metrics, dict) and metrics and isinstance(iteration, int):
+                if metrics.get("training_iteration") == iteration:
+                    found.setdefault(entry["id"], {})[iteration] = metrics
+    return found
