@@ -85,9 +85,9 @@ def merge_trial(
     windows = _windows(positional, known)
     last = max(final, default=0)
     recovered = []
-    for where, rows in sources:
+    for where, by_iteration in sources:
         added = []
-        for it, row in sorted(rows.items()):
+        for it, row in sorted(by_iteration.items()):
             if it in final or it <= 0:
                 continue
             if it > last or any(lo < it < (hi or it + 1) for lo, hi, _ in windows):

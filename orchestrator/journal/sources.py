@@ -120,9 +120,19 @@ def _is_json(text: str) -> bool:
     return True
 
 
+def zeroed(data: bytes) -> str | None:
+    """Words for an object whose bytes are all zero (a disk that lost its blocks), or
+    None."""
+    if data and not data.strip(b"\0"):
+        return f"is all zero bytes ({len(data)} bytes): its contents are lost"
+    return None
+
+
 def read_json_log(data: bytes) -> tuple[dict[int, dict[str, Any]], str | None]:
     """``result.json``'s results by iteration (whole lines only), and what is wrong with
     it in words (None when every line reads)."""
+    if zeroed(data):
+        return {}, zeroed(data)
     rows: dict[int, dict[str, Any]] = {}
     bad: list[int] = []
     lines = data.split(b"\n")
@@ -150,6 +160,8 @@ def read_csv_log(data: bytes) -> tuple[dict[int, dict[str, Any]], str | None]:
     """``progress.csv``'s results by iteration, nested again from their flattened
     columns, each cell read back as the number or bool it was written from where it
     reads as one (the CSV lost the types: this is the source of last resort)."""
+    if zeroed(data):
+        return {}, zeroed(data)
     try:
         text = data.decode("utf-8")
         table = list(csv.reader(io.StringIO(text)))
