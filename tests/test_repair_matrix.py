@@ -300,6 +300,50 @@ async def test_results_no_object_holds_are_named_as_lost_and_the_rest_keep_their
     assert f"{chunk} result(s) could not be saved" in flat
 
 
+async def test_a_trial_with_no_result_left_is_lost_as_far_as_its_checkpoints_go(
+    copy: Path, truth: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Every segment gone with the head, the backup and one trial's logs: the others'
+    results all come from their logs; that trial's checkpoint at iteration 12 says 12
+    results existed, and the report says they are lost."""
+    async with open_storage(copy) as store:
+        keys = await store.list(SEGMENTS_PREFIX)
+        targets = [HEAD, BACKUP, log_of(0, JSON_LOG), log_of(0, CSV_LOG)]
+        await damage(store, targets + [key(k) for k in keys], "missing")
+        report = await repair_experiment(store)
+        results = await repaired_results(store)
+    trial = sorted(truth)[0]
+    assert results == {**truth, trial: []}
+    assert [(x.trial, x.count) for x in report.lost] == [(trial, ITERATIONS)]
+    assert not report.complete
+    assert f"trial {trial}: LOST {ITERATIONS} result(s) (before iteration 13)" in "\n".join(
+        report.lines()
+    )
+
+
+async def test_a_format_1_head_keeps_its_inline_results(
+    copy: Path, truth: dict[str, list[dict[str, Any]]]
+) -> None:
+    """A head of the first format (every result inline, no segments) cut in its last
+    entry: the whole entries' results are kept, the cut one's come from its log."""
+    head = json.loads((copy / JOURNAL_KEY).read_bytes())
+    head["format"] = 1
+    del head["segments"]
+    for entry in head["trials"]:
+        entry["results"] = truth[entry["id"]]
+        del entry["results_count"]
+    text = dumps(head)
+    last = head["trials"][-1]["id"]
+    (copy / JOURNAL_KEY).write_text(text[: text.index(f'"id":"{last}"')])
+    (copy / BACKUP_KEY).unlink()
+    shutil.rmtree(copy / SEGMENTS_PREFIX)
+    async with open_storage(copy) as store:
+        report = await repair_experiment(store)
+        assert await repaired_results(store) == truth
+    assert report.complete and report.whole == 2
+    assert [(r.trial, r.source.rpartition("/")[2]) for r in report.recovered] == [(last, JSON_LOG)]
+
+
 def test_the_log_names_agree_with_the_loggers() -> None:
     assert (JSON_LOG, CSV_LOG) == (RESULT_FILE, PROGRESS_FILE)
 

@@ -145,6 +145,18 @@ class _Found:
     backup: bytes | None
 
 
+@dataclass
+class _Exact:
+    """A head (or backup) that reads whole with every segment it lists."""
+
+    header: dict[str, Any]
+    entries: list[dict[str, Any]]
+    positional: dict[str, list[Any]]  # every trial's results, as the journal has them
+    segments: int
+    is_backup: bool
+    data: bytes
+
+
 async def check_repairable(store: Any) -> None:
     """Raise :class:`ConfigError` (writing nothing) unless ``store`` (opened) is the
     root of one experiment: a journal, its backup, result segments, checkpoints or
@@ -215,13 +227,17 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
     damaged = _head_damage(store, found)
     exact = await _exact(store, found)
     if exact is not None:
-        header, entries, positional, segments, _ = exact
+        header, entries = exact.header, exact.entries
+        positional, segments = exact.positional, exact.segments
     else:
         header, entries = _salvaged(found.head, found.backup)
         positional, segments = await segment_rows(store, header, found.keys, damaged)
     for entry in entries:
-        count = entry.get("results_count")
+        inline = entry.pop("results", None)  # a format-1 head's
         rows = positional.setdefault(entry["id"], [])
+        if isinstance(inline, list) and not rows:
+            rows.extend(inline)
+        count = entry.get("results_count")
         if isinstance(count, int) and count >= 0:
             del rows[count:]
             rows.extend([None] * (count - len(rows)))
@@ -241,11 +257,16 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
         results[trial] = rows
         recovered += got
         lost += missing
+        if trial not in ids:  # no count of its own: its newest checkpoint says how far it got
+            last = max((_iteration(r) for r in rows), default=0)
+            reached = max((_checkpoint_iteration(k) for k in by_trial.get(trial, [])), default=0)
+            if reached > last:
+                lost.append(Lost(trial, reached - last, last or None, reached + 1))
     found_only = [t for t in results if t not in ids and (results[t] or t in by_trial)]
-    if exact is not None and exact[4] is not None and not recovered and not lost:
+    if exact is not None and exact.is_backup and not recovered and not lost:
         # The backup and its segments are whole and nothing else holds more: restore it.
         kept = await _keep_aside(store, found.head)
-        await store.write_bytes(JOURNAL_KEY, exact[4])
+        await store.write_bytes(JOURNAL_KEY, exact.data)
         return RepairReport(
             store.uri,
             "backup",
@@ -326,12 +347,9 @@ def _head_damage(store: Any, found: _Found) -> list[Damaged]:
     return damaged
 
 
-async def _exact(
-    store: Any, found: _Found
-) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, list[Any]], int, bytes | None] | None:
+async def _exact(store: Any, found: _Found) -> _Exact | None:
     """The journal as the head or, failing that, the backup wrote it, when one of them
-    and every segment it lists read whole: its header, entries, results by position,
-    segment count, and (for the backup) its bytes."""
+    and every segment it lists read whole."""
     for key, data in ((JOURNAL_KEY, found.head), (BACKUP_KEY, found.backup)):
         if data is None:
             continue
@@ -342,12 +360,9 @@ async def _exact(
                 parts.append(parse_segment(await store.read_bytes(segment), segment, store.uri))
         except Exception:  # damaged, or a listed segment is: not exact
             continue
-        if int(doc.get("format", 1)) < 2:
-            continue
-        results: dict[str, list[Any]] = replay_parts(doc, parts)  # type: ignore[assignment]
+        results: dict[str, list[Any]] = dict(replay_parts(doc, parts))
         header = {k: v for k, v in doc.items() if k != "trials"}
-        restore = data if key == BACKUP_KEY else None
-        return header, list(doc["trials"]), results, len(parts), restore
+        return _Exact(header, list(doc["trials"]), results, len(parts), key == BACKUP_KEY, data)
     return None
 
 
@@ -434,6 +449,11 @@ async def _spec_lost_entry(
         "error": SPEC_LOST_ERROR.format(trial_id=trial_id),
         "checkpoints": checkpoints,
     }
+
+
+def _checkpoint_iteration(key: str) -> int:
+    match = CHECKPOINT_NAME.match(key.partition("/")[2])
+    return int(match[1]) if match else 0
 
 
 def _iteration(result: Any) -> int:
