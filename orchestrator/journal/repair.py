@@ -157,13 +157,14 @@ class _Exact:
     data: bytes
 
 
-async def check_repairable(store: Any) -> None:
-    """Raise :class:`ConfigError` (writing nothing) unless ``store`` (opened) is the
-    root of one experiment: a journal, its backup, result segments, checkpoints or
-    trial logs; not a storage root that holds experiments."""
-    keys = await store.list("")
+async def check_repairable(store: Any) -> list[str]:
+    """Every key ``store`` (opened) holds, if it is the root of one experiment (a
+    journal, its backup, result segments, checkpoints or trial logs); else
+    :class:`ConfigError`, having written nothing (a storage root that holds
+    experiments is not one)."""
+    keys: list[str] = await store.list("")
     if _own_pieces(keys):
-        return
+        return keys
     others = sorted({k.split("/")[0] for k in keys if k.count("/") == 1 and _is_head(k)})
     if others:
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
@@ -197,7 +198,7 @@ async def repair_experiment(store: Any) -> RepairReport:
     """Repair the journal of the experiment whose root ``store`` (opened) is; see the
     module docstring. Raises :class:`ConfigError`, writing nothing, when no experiment
     is there (or several are)."""
-    await check_repairable(store)
+    keys = await check_repairable(store)
     try:
         contents = await load_experiment(store)
     except JournalDamaged as err:
@@ -206,9 +207,7 @@ async def repair_experiment(store: Any) -> RepairReport:
         if contents is not None:
             return await _intact(store, len(contents.trials))
         problem = f"{store.uri_for(JOURNAL_KEY)} is missing"
-    found = _Found(
-        await store.list(""), await _read(store, JOURNAL_KEY), await _read(store, BACKUP_KEY)
-    )
+    found = _Found(keys, await _read(store, JOURNAL_KEY), await _read(store, BACKUP_KEY))
     return await _rebuild(store, problem, found)
 
 
