@@ -7,8 +7,11 @@ object and what it held, which results came from where, every result it could no
 save, and how to continue.
 
 Exit status: 0 when every result that any object still held is in the repaired
-journal (or nothing was damaged), 1 when some are lost (the report says which), 2 when
-nothing of an experiment is at the path (or several are: a storage root).
+journal (or nothing was damaged); 1 when some are lost (the report says which, and the
+journal is repaired all the same), or when a driver holds the experiment's lease; 2
+when nothing of an experiment is at the path (or several are: a storage root). A trial
+that lost only its spec with the head is not a loss: its results and checkpoints are
+kept, and the resumed script's ``add_trial`` supplies the spec.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ def configure_repair(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--take-over",
         action="store_true",
-        help="repair even though a driver holds the experiment's lease (its machine "
-        "died, say); a driver that still runs then stops, writing nothing more",
+        help="repair even though a driver holds the experiment's lease: for a driver "
+        "that is gone (its machine died, say); one that still runs stops at its next "
+        "lease renewal, and a journal write of its before then replaces the repair",
     )
 
 
