@@ -101,6 +101,8 @@ def test_a_damaged_segment_says_whose_results_it_held() -> None:
     assert what.startswith("is truncated")
     assert held == "trial a: 1 result(s) read; trial b: results from #4 on cut off"
     assert segment_damage(None) == ("is missing", "")
+    garbage = segment_damage(b"\x89garbage" * 5)  # no line break: still not "truncated"
+    assert garbage is not None and garbage[0].startswith("has a damaged line 1 (at byte 0)")
     assert segment_damage(bytes(9)) == (
         "is all zero bytes (9 bytes): its contents are lost",
         "nothing readable",

@@ -251,8 +251,12 @@ async def test_a_segment_cut_in_half_is_named_and_its_results_come_from_result_j
     async with open_storage(copy) as store:
         (first,) = [k for k in await store.list(SEGMENTS_PREFIX)][:1]
         await damage(store, [HEAD, BACKUP, key(first)], "truncated")
+        cut = await store.read_bytes(first)
         report = await repair_experiment(store)
         assert await repaired_results(store) == truth
+    # The cut segment is kept, as it was, where no compaction deletes it.
+    (aside,) = copy.glob(f"experiment_state.damaged-*.results/{first.rpartition('/')[2]}")
+    assert aside.read_bytes() == cut
     text = "\n".join(report.lines())
     assert f"damaged: {store.uri_for(first)} is truncated" in text
     # The cut line's trial is named as one whose results the segment held.

@@ -24,18 +24,21 @@ object still holds, and names what it could not save:
 The :class:`RepairReport` names each damaged object and what it held, which results
 came from where (``trial X: iterations 1-83 recovered from .../X/result.json``), and
 every result no object holds any more (:attr:`RepairReport.complete` is False then).
-The damaged head is kept aside (``experiment_state.damaged-<time>.json``), never
-deleted, and so are the old segments (the next journal write's compaction removes the
-ones the new head does not list). Repair needs storage only: no Ray, no user code. The
-caller holds the experiment's lease (:mod:`orchestrator.api.repair`).
+The old head (damaged, or listing a damaged segment) is kept aside
+(``experiment_state.damaged-<time>.json``), never deleted, and so is a copy of each
+damaged segment (``experiment_state.damaged-<time>.results/``): the next journal
+write's compaction deletes the segments the new head does not list. Repair needs
+storage only: no Ray, no user code. The caller holds the experiment's lease
+(:mod:`orchestrator.api.repair`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.journal_format import (
@@ -50,6 +53,7 @@ from orchestrator.errors import ConfigError, JournalDamaged
 from orchestrator.journal.damage import parse_head, parse_segment, salvage_head
 from orchestrator.journal.reader import load_experiment
 from orchestrator.journal.recovery import Lost, Recovered, merge_trial
+from orchestrator.journal.repair_report import RepairReport
 from orchestrator.journal.sources import (
     CSV_LOG,
     JSON_LOG,
@@ -73,67 +77,6 @@ SPEC_LOST_ERROR = (
     "journal's head; under resume=True, the add_trial call of its trainable and config "
     "(or add_trial(..., trial_id={trial_id!r})) continues it from its newest checkpoint"
 )
-
-
-@dataclass(frozen=True)
-class RepairReport:
-    """What a repair found and did. ``action``: ``"intact"`` (nothing done),
-    ``"backup"`` (the backup became the head) or ``"rebuilt"``."""
-
-    uri: str
-    action: str
-    problem: str | None = None  # what was damaged first, in words
-    trials: int = 0
-    whole: int = 0  # trials whose journaled entry survived
-    spec_lost: list[str] = field(default_factory=list)
-    results: int = 0
-    segments: int = 0  # segments read
-    kept_aside: str | None = None  # where the damaged head was kept
-    damaged: list[Damaged] = field(default_factory=list)  # every damaged object
-    recovered: list[Recovered] = field(default_factory=list)  # results from elsewhere
-    lost: list[Lost] = field(default_factory=list)  # results no object holds
-
-    @property
-    def complete(self) -> bool:
-        """Every result that existed anywhere is in the repaired journal."""
-        return not self.lost
-
-    def lines(self) -> list[str]:
-        """The report in words, one line each."""
-        if self.action == "intact":
-            whole = f"the journal at {self.uri} reads whole ({self.trials} trial(s))"
-            if not self.damaged:
-                return [f"{whole}: nothing to do"]
-            return [d.line() for d in self.damaged] + [f"{whole}: its backup is rewritten from it"]
-        lines = [d.line() for d in self.damaged] or [f"damaged: {self.problem}"]
-        if self.action == "backup":
-            lines.append(
-                f"restored the head from its backup (the journal's last write): "
-                f"{self.trials} trial(s), {self.results} result(s)"
-            )
-        else:
-            lines.append(
-                f"rebuilt the journal from what survives: {self.trials} trial(s), "
-                f"{self.whole} whole from the damaged head or its backup, {self.results} "
-                f"result(s), read from {self.segments} segment(s) and the trials' logs"
-            )
-        lines += [r.line() for r in self.recovered]
-        lines += [x.line() for x in self.lost]
-        if self.spec_lost:
-            lines.append(
-                f"{len(self.spec_lost)} trial(s) lost their spec with the head (now ERROR, "
-                f"their results and checkpoints kept): {', '.join(self.spec_lost)}; under "
-                "resume=True, the add_trial call of each one's trainable and config (or "
-                "one with trial_id=<its id>) continues it from its newest checkpoint"
-            )
-        if self.kept_aside:
-            lines.append(f"the damaged head is kept as {self.kept_aside}")
-        if self.lost:
-            count = sum(x.count for x in self.lost)
-            lines.append(f"{count} result(s) could not be saved: no surviving object holds them")
-        else:
-            lines.append("every result that survives anywhere is in the repaired journal")
-        return lines
 
 
 @dataclass
@@ -302,7 +245,10 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
         doc["sweeps"] = header["sweeps"]
     doc["segments"] = [key]
     doc["trials"] = every
-    kept = await _keep_aside(store, found.head)
+    bad = {d.where for d in damaged}
+    kept = await _keep_aside(
+        store, found.head, [k for k in found.keys if store.uri_for(k) in bad and k != JOURNAL_KEY]
+    )
     await store.write_bytes(key, base.encode())
     data = dumps(doc).encode()
     await store.write_bytes(JOURNAL_KEY, data)
@@ -478,11 +424,17 @@ async def _read(store: Any, key: str) -> bytes | None:
     return data
 
 
-async def _keep_aside(store: Any, head: bytes | None) -> str | None:
-    """Keep the damaged head beside the journal (it is evidence, and may hold more than
-    repair could use); its key."""
+async def _keep_aside(store: Any, head: bytes | None, segments: Sequence[str] = ()) -> str | None:
+    """Keep the old head beside the journal, and a copy of each damaged segment (the
+    next compaction deletes every segment the new head does not list): evidence, which
+    may hold more than repair could read. The head's key, if it was there."""
+    stamp = f"experiment_state.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+    for key in segments:
+        with contextlib.suppress(Exception):  # gone meanwhile, or unreadable: nothing to keep
+            await store.write_bytes(
+                f"{stamp}.results/{key.rpartition('/')[2]}", await store.read_bytes(key)
+            )
     if head is None:
         return None
-    key = f"experiment_state.damaged-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    await store.write_bytes(key, head)
-    return key
+    await store.write_bytes(f"{stamp}.json", head)
+    return f"{stamp}.json"
