@@ -66,6 +66,15 @@ def test_rows_between_two_consecutive_journal_rows_are_not_taken() -> None:
     assert rows == [row(1), row(3)] and recovered == []
 
 
+def test_rows_out_of_iteration_order_are_kept_by_position() -> None:
+    """A trainable that reports its own ``training_iteration`` out of order: nothing is
+    merged by iteration (two rows of one iteration would become one)."""
+    positional = [row(1), row(1, "again"), None, row(2)]
+    rows, recovered, lost = merge_trial("t", positional, [("log", {3: row(3)})])
+    assert rows == [row(1), row(1, "again"), row(2)]
+    assert recovered == [] and lost == [Lost("t", 1, None, None)]
+
+
 def test_ranges() -> None:
     assert ranges([5, 1, 2, 3, 9, 10]) == "1-3, 5, 9-10"
 

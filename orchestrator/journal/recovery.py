@@ -29,8 +29,10 @@ class Recovered:
     iterations: tuple[int, ...]
 
     def line(self) -> str:
+        many = "s" if len(self.iterations) > 1 else ""
         return (
-            f"trial {self.trial}: iterations {ranges(self.iterations)} recovered from {self.source}"
+            f"trial {self.trial}: iteration{many} {ranges(self.iterations)} recovered from "
+            f"{self.source}"
         )
 
 
@@ -78,7 +80,10 @@ def merge_trial(
     trusted first); what each source gave, and what is lost."""
     known = [(pos, iteration_of(row)) for pos, row in enumerate(positional) if row is not None]
     holes = len(positional) - len(known)
-    if any(it is None for _, it in known):  # rows without iterations: by position only
+    its = [it for _, it in known]
+    if any(it is None for it in its) or any(
+        b <= a for a, b in zip(its, its[1:], strict=False) if a is not None and b is not None
+    ):  # rows without iterations, or not in iteration order: by position only
         rows = [row for row in positional if row is not None]
         return rows, [], [Lost(trial, holes, None, None)] if holes else []
     final: dict[int, Any] = {it: positional[pos] for pos, it in known if it is not None}
