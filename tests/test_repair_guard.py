@@ -5,18 +5,22 @@ each case it writes nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator import Orchestrator
+from orchestrator.api.lease import this_process
 from orchestrator.api.repair import repair
 from orchestrator.cli import main
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
-from orchestrator.errors import ConfigError, ExperimentLocked
+from orchestrator.errors import ConfigError, ExperimentLocked, LeaseLost
 
 from .fakeray import FakeRay
 from .test_repair_matrix import NAME, finished  # noqa: F401
@@ -46,6 +50,15 @@ async def test_repair_is_refused_while_a_driver_holds_the_lease(
     root: Path, fake_ray: FakeRay, capsys: pytest.CaptureFixture[str]
 ) -> None:
     experiment = root / NAME
+    # Taken over, the driver loses its lease at its next renewal (if the test gets
+    # that far first, leaving raises LeaseLost: what a taken-over driver must do).
+    with contextlib.suppress(LeaseLost):
+        await _hold_and_repair(root, experiment, fake_ray, capsys)
+
+
+async def _hold_and_repair(
+    root: Path, experiment: Path, fake_ray: FakeRay, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with Orchestrator(
         storage=root, name=NAME, resume=True, progress=False, _ray_backend=fake_ray
     ):
@@ -66,6 +79,20 @@ async def test_repair_is_refused_while_a_driver_holds_the_lease(
         assert status == 0, out + err
         assert "reads whole" in out
         assert not (experiment / LEASE_KEY).exists()  # taken, then given back
+
+
+async def test_repair_takes_the_lease_of_a_driver_that_died(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The usual case: the driver crashed and left its lease (fresh, but its process
+    is gone): repair takes it without --take-over, and gives it back."""
+    experiment = root / NAME
+    dead = dataclasses.replace(this_process("dead"), pid=2**22 + 7, started="1")
+    now = time.time()
+    (experiment / LEASE_KEY).write_bytes(LeaseRecord(dead, now, now, 30.0).to_json())
+    status, out, err = await command(capsys, "repair", "--storage", str(root), "--name", NAME)
+    assert status == 0 and "reads whole" in out, out + err
+    assert not (experiment / LEASE_KEY).exists()
 
 
 async def test_repair_refuses_a_storage_root_that_holds_experiments(
