@@ -110,6 +110,13 @@ async def test_repair_refuses_a_storage_root_that_holds_experiments(
     status, out, err = await command(capsys, "ls", "--storage", str(root))
     assert status == 0 and "1 experiment(s) in" in out, out + err
 
+    # Refused too when an earlier repair of the root left a journal there.
+    (root / JOURNAL_KEY).write_text('{"format":2,"segments":[],"trials":[]}')
+    status, out, err = await command(
+        capsys, "repair", "--storage", str(root.parent), "--name", root.name
+    )
+    assert status == 2 and "is not an experiment: it holds 1 experiment(s)" in err, out + err
+
 
 async def test_repair_where_no_experiment_is_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -106,8 +106,8 @@ async def check_repairable(store: Any) -> list[str]:
     :class:`ConfigError`, having written nothing (a storage root that holds
     experiments is not one)."""
     keys: list[str] = await store.list("")
-    if _own_pieces(keys):
-        return keys
+    # No trial's folder holds a journal: journals one level down are experiments (even
+    # beside a journal of the root's own, as an earlier repair of the root left).
     others = sorted({k.split("/")[0] for k in keys if k.count("/") == 1 and _is_head(k)})
     if others:
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
@@ -115,6 +115,8 @@ async def check_repairable(store: Any) -> list[str]:
             f"{store.uri} is not an experiment: it holds {len(others)} experiment(s) "
             f"({shown}); repair one with --storage {store.uri} --name <one of them>"
         )
+    if _own_pieces(keys):
+        return keys
     raise ConfigError(
         f"no experiment at {store.uri}: no journal, result segments, checkpoints or trial "
         "logs; check --storage and --name"
