@@ -272,6 +272,23 @@ async def test_a_segment_cut_in_half_is_named_and_its_results_come_from_result_j
         assert f"trial {trial}: iterations 1-{ITERATIONS // SEGMENTS} recovered from" in text
 
 
+async def test_a_missing_segment_is_named_with_what_it_held(
+    copy: Path, truth: dict[str, list[dict[str, Any]]]
+) -> None:
+    """No head lists it any more: the segments numbered around it name it, and the
+    holes its loss left say what it held, trial by trial."""
+    async with open_storage(copy) as store:
+        *_, name = await damage(store, [HEAD, BACKUP, segment(1)], "missing")
+        report = await repair_experiment(store)
+    chunk = ITERATIONS // SEGMENTS
+    (named,) = [d for d in report.damaged if d.where == store.uri_for(name)]
+    assert named.what == "is missing (the segments around it are there)"
+    assert named.held == "; ".join(
+        f"trial {t}: results #{chunk + 1}-{2 * chunk} gone with it" for t in truth
+    )
+    assert report.complete
+
+
 async def test_results_no_object_holds_are_named_as_lost_and_the_rest_keep_their_place(
     copy: Path, truth: dict[str, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -249,7 +249,9 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
     doc["trials"] = every
     bad = {d.where for d in damaged}
     kept = await _keep_aside(
-        store, found.head, [k for k in found.keys if store.uri_for(k) in bad and k != JOURNAL_KEY]
+        store,
+        found.head,
+        [k for k in found.keys if k.startswith(SEGMENTS_PREFIX + "/") and store.uri_for(k) in bad],
     )
     await store.write_bytes(key, base.encode())
     data = dumps(doc).encode()

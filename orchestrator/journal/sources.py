@@ -216,51 +216,69 @@ async def segment_rows(
 ) -> tuple[dict[str, list[Any]], int]:
     """Every trial's results by position from every segment that survives (oldest
     first, whole lines only; a hole where rows are lost), and how many segments were
-    read, of ``keys`` (every key the experiment holds). Each damaged or missing one is
-    added to ``damaged``."""
-    keys = sorted(k for k in keys if k.startswith(SEGMENTS_PREFIX + "/"))
+    read, of ``keys`` (every key the experiment holds). Each damaged or missing segment
+    is added to ``damaged``, with what it held: the rows still read from it, and each
+    hole that only it can have held."""
+    present = sorted(k for k in keys if k.startswith(SEGMENTS_PREFIX + "/"))
     listed = header.get("segments")
-    for key in listed if isinstance(listed, list) else []:
-        if isinstance(key, str) and key not in keys:
-            damaged.append(Damaged(store.uri_for(key), "is missing (the head lists it)"))
-    named = {d.where for d in damaged}
-    for key in gaps(keys):
-        if store.uri_for(key) not in named:
-            damaged.append(
-                Damaged(store.uri_for(key), "is missing (the segments around it are there)")
-            )
-    parts = []
-    first: dict[str, int] = {}  # each trial's first line's start
-    explained = False  # a damaged segment before: it held what the late lines lack
-    late: dict[str, int] = {}
-    for key in keys:
+    missing = {k for k in listed if isinstance(k, str)} if isinstance(listed, list) else set()
+    missing = (missing | set(gaps(present))) - set(present)
+    slots = sorted(set(present) | missing)
+    problems: dict[str, tuple[str, str]] = {}
+    parts_of: dict[str, list[dict[str, Any]]] = {}
+    for key in present:
         try:
             data: bytes | None = await store.read_bytes(key)
         except Exception:
             data = None
         problem = segment_damage(data)
         if problem is not None:
-            damaged.append(Damaged(store.uri_for(key), *problem))
-            explained = True
-        for part in salvage_segment(data) if data is not None else []:
+            problems[key] = problem
+        parts_of[key] = salvage_segment(data) if data is not None else []
+    for key in missing:
+        why = (
+            "the head lists it" if key not in gaps(present) else "the segments around it are there"
+        )
+        problems[key] = (f"is missing ({why})", "")
+    lost_in: dict[str, list[str]] = {key: [] for key in problems}
+    before: list[str] = []  # holes no surviving or named segment can have held
+    seen: dict[str, int] = {}  # trial -> the slot of its last line
+    lengths: dict[str, int] = {}
+    parts = []
+    for index, key in enumerate(slots):
+        for part in parts_of.get(key, []):
+            trial, start = part["trial"], part["from"]
+            have = lengths.get(trial, 0)
+            if start > have:
+                hole = f"trial {trial}: results #{have + 1}-{start} gone with it"
+                suspects = [k for k in slots[seen.get(trial, -1) + 1 : index] if k in problems]
+                if len(suspects) == 1:
+                    lost_in[suspects[0]].append(hole)
+                elif suspects:
+                    for k in suspects:
+                        lost_in[k].append(hole.replace("with it", "with it or another one"))
+                else:
+                    before.append(f"trial {trial}: results #{have + 1}-{start}")
+            lengths[trial] = start + len(part["rows"])
+            seen[trial] = index
             parts.append(part)
-            if part["trial"] not in first:
-                first[part["trial"]] = part["from"]
-                if part["from"] > 0 and not explained:
-                    late[part["trial"]] = part["from"]
+    for key in slots:
+        if key in problems:
+            what, held = problems[key]
+            held = "; ".join(x for x in [held, *lost_in[key]] if x)
+            damaged.append(Damaged(store.uri_for(key), what, held))
     # Every trial's first line in the journal starts at its first result (a base, or
-    # the first write after it was added): one that starts later, with no damaged
-    # segment before it, lost a segment that is gone with every head that listed it.
-    if late:
-        held = "; ".join(f"trial {t}: results #1-{f}" for t, f in late.items())
+    # the first write after it was added): one that starts later with no damaged
+    # segment before it lost one that is gone with every head that listed it.
+    if before and present:
         damaged.append(
             Damaged(
-                f"the segment(s) before {store.uri_for(keys[0])}",
+                f"the segment(s) before {store.uri_for(present[0])}",
                 "are missing (the first surviving lines start past trials' first results)",
-                held,
+                "; ".join(before),
             )
         )
-    return replay_with_holes(parts), len(keys)
+    return replay_with_holes(parts), len(present)
 
 
 def gaps(keys: list[str]) -> list[str]:
