@@ -26,6 +26,8 @@ from typing import Any
 
 from orchestrator.core.journal_format import SEGMENTS_PREFIX
 from orchestrator.core.json_codec import loads
+from orchestrator.core.trial_logs import PROGRESS_FILE, RESULT_FILE
+from orchestrator.core.trial_logs import trial_dirname as log_dirname
 from orchestrator.journal.damage import damage_of_segment, salvage_segment
 
 __all__ = [
@@ -44,10 +46,9 @@ __all__ = [
     "segment_rows",
 ]
 
-#: The per-trial logs' names (the loggers' ``RESULT_FILE`` and ``PROGRESS_FILE``:
-#: ``tests/test_repair_matrix.py`` checks they agree; the journal sits below the loggers).
-JSON_LOG = "result.json"
-CSV_LOG = "progress.csv"
+#: The per-trial logs' names: the loggers' own (``core/trial_logs.py``).
+JSON_LOG = RESULT_FILE
+CSV_LOG = PROGRESS_FILE
 ITERATION = "training_iteration"
 #: What a segment's line cut short still says: whose results it held, from where.
 _PARTIAL_LINE = re.compile(rb'\{"trial":("(?:[^"\\]|\\.)*"),"from":(\d+)')
@@ -64,12 +65,6 @@ class Damaged:
 
     def line(self) -> str:
         return f"damaged: {self.where} {self.what}" + (f"; {self.held}" if self.held else "")
-
-
-def log_dirname(trial_id: str) -> str:
-    """A trial's log directory (the loggers' ``trial_dirname``)."""
-    name = "".join("_" if c in "/\\\0" else c for c in trial_id)
-    return name if name not in ("", ".", "..") else f"_{name}_"
 
 
 def iteration_of(row: Any) -> int | None:
