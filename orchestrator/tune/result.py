@@ -4,6 +4,7 @@ entries of a result."""
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_METRIC",
     "DONE",
     "EPISODE_REWARD_MEAN",
     "MEAN_ACCURACY",
@@ -22,6 +23,8 @@ __all__ = [
 SHOULD_CHECKPOINT = "should_checkpoint"
 #: In a result: the trial is done (it ends after this result).
 DONE = "done"
+#: The metric of a function trainable that returns (or yields) a bare number.
+DEFAULT_METRIC = "_metric"
 TRAINING_ITERATION = "training_iteration"
 TIME_THIS_ITER_S = "time_this_iter_s"
 TIME_TOTAL_S = "time_total_s"

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
+from orchestrator.errors import like_cause
 from orchestrator.tune import saved
 from orchestrator.tune.adapters import engine_trainable, trainable_name, unwrap
 from orchestrator.tune.config import RunConfig, TuneConfig
@@ -207,10 +208,10 @@ class Tuner:
             finally:
                 if timer is not None:
                     timer.cancel()
-        if plan.fail_fast == "raise" and hooks.first_error is not None:
-            raise TuneError(f"a trial failed (fail_fast='raise'): {hooks.first_error}") from (
-                hooks.first_error
-            )
+        first = hooks.first_error
+        if plan.fail_fast == "raise" and first is not None:
+            cause = getattr(first, "cause", None) or first
+            raise like_cause(TuneError, f"a trial failed (fail_fast='raise'): {first}", cause)
         return ResultGrid(result.trials, uri, plan.metric, plan.mode, plan.objectives)
 
     def _document(self, plan: RunPlan) -> dict[str, Any]:

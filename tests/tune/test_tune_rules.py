@@ -1,0 +1,175 @@
+"""Behaviours Ray Tune's own tests check (test_function_api, test_result_grid,
+test_sample, test_tuner), in our words, without Ray: what a function trainable's return
+or yield becomes, errors that keep the user's exception class, ``sample_from``'s two
+signatures, a one-trial run's best result, and config errors raised at construction."""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from orchestrator.actor.function import FunctionTrainable, wrap_function
+from orchestrator.core.wire import FUNCTION_DONE
+from orchestrator.errors import like_cause
+from orchestrator.search import SearchSpace
+from orchestrator.tune import ResultGrid, TuneError, report, sample_from, uniform
+from orchestrator.tune.adapters import engine_trainable
+from orchestrator.tune.context import RunInfo
+from orchestrator.tune.result import DEFAULT_METRIC
+
+from .test_results_and_search import FakeTrial, _State
+
+INFO = RunInfo("exp", "/tmp/exp", "train")
+TUNE_KEYS = {"done", "timestamp", "date", "time_since_restore", "iterations_since_restore", "pid"}
+HOST_KEYS = {"hostname", "node_ip"}
+
+
+def results_of(fn: Callable[..., Any], config: dict[str, Any] | None = None) -> list[Any]:
+    """Every step of ``fn`` run as the facade's function trainable, up to its end; Tune's
+    automatic keys dropped (they are checked once, below)."""
+    trainable = wrap_function(engine_trainable(fn, INFO, {}))()
+    assert isinstance(trainable, FunctionTrainable)
+    trainable.config, trainable.trial_id, trainable.iteration = dict(config or {}), "t_1", 0
+    out: list[Any] = []
+    try:
+        while True:
+            result = trainable.step()
+            if FUNCTION_DONE in result:
+                return out
+            out.append({k: v for k, v in result.items() if k not in TUNE_KEYS | HOST_KEYS})
+            assert TUNE_KEYS <= set(result)
+            if len(out) > 10:
+                raise AssertionError(f"{fn.__name__} did not end: {out}")
+    finally:
+        trainable.cleanup()
+
+
+# -- a function trainable's return ---------------------------------------------------------
+
+
+def returns_a_dict(config: dict[str, Any]) -> dict[str, Any]:
+    return {"score": config["a"] * 2}
+
+
+def reports_then_returns(config: dict[str, Any]) -> dict[str, Any]:
+    report({"step": 1})
+    return {"score": 5}
+
+
+def returns_a_number(config: dict[str, Any]) -> float:
+    return 1.5
+
+
+def returns_nothing_after_a_report(config: dict[str, Any]) -> None:
+    report({"step": 1})
+
+
+def returns_zero(config: dict[str, Any]) -> int:
+    return 0
+
+
+def yields(config: dict[str, Any]) -> Any:
+    yield {"step": 1}
+    yield 7
+    yield None
+
+
+def returns_a_string(config: dict[str, Any]) -> str:
+    return "done"
+
+
+@pytest.mark.parametrize(
+    ("fn", "expected"),
+    [
+        (returns_a_dict, [{"score": 8}]),
+        (reports_then_returns, [{"step": 1}, {"score": 5}]),
+        (returns_a_number, [{DEFAULT_METRIC: 1.5}]),
+        (returns_nothing_after_a_report, [{"step": 1}]),
+        (returns_zero, []),  # a false value is nothing, as on Tune
+        (yields, [{"step": 1}, {DEFAULT_METRIC: 7}]),
+    ],
+)
+def test_a_functions_return_or_yield_is_reported_by_tunes_rule(
+    fn: Callable[..., Any], expected: list[Any]
+) -> None:
+    assert results_of(fn, {"a": 4}) == expected
+
+
+def test_a_return_that_is_neither_a_dict_nor_a_number_fails_in_tunes_words() -> None:
+    with pytest.raises(ValueError, match="Invalid return or yield value. Either return/yield"):
+        results_of(returns_a_string)
+
+
+# -- errors keep the user's exception class --------------------------------------------------
+
+
+class DataError(ValueError):
+    pass
+
+
+def test_a_trials_error_is_an_instance_of_what_the_trainable_raised() -> None:
+    raised = DataError("bad shard 3")
+    raised.shard = 3  # type: ignore[attr-defined]
+    failed = FakeTrial("b", [1.0], _State("ERROR"), raised)
+    grid = ResultGrid([FakeTrial("a", [2.0]), failed], "/tmp/exp", "loss", "min")
+    error = grid.errors[0]
+    assert isinstance(error, DataError) and isinstance(error, ValueError)
+    assert isinstance(error, TuneError) and grid[1].error is error
+    assert str(error) == "trial b failed: bad shard 3" and error.__cause__ is raised
+    assert error.shard == 3  # type: ignore[attr-defined]
+    with pytest.raises(DataError, match="trial b failed"):
+        raise error
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, DataError) and str(copy) == str(error)
+
+
+def test_an_error_of_a_plain_kind_is_a_plain_tune_error() -> None:
+    assert type(like_cause(TuneError, "m", Exception("x"))) is TuneError
+    own = TuneError("already ours")
+    assert type(like_cause(TuneError, "m", own)) is TuneError
+    # Built-in kinds with their own layout work too.
+    assert isinstance(like_cause(TuneError, "m", FileNotFoundError(2, "gone")), OSError)
+    assert isinstance(like_cause(TuneError, "m", KeyError("k")), KeyError)
+
+
+# -- sample_from ---------------------------------------------------------------------------
+
+
+def test_sample_from_reads_the_config_by_either_of_tunes_signatures() -> None:
+    space = SearchSpace(
+        {
+            "a": uniform(1, 2),
+            "by_key": sample_from(lambda spec: spec["a"] * 10),
+            "by_attr": sample_from(lambda spec: spec.a * 10),
+            "old_key": sample_from(lambda spec: spec["config"]["a"] * 10),
+            "old_attr": sample_from(lambda spec: spec.config.a * 10),
+            "nested": {"b": 3},
+            "nested_attr": sample_from(lambda spec: spec.nested.b + spec.config["nested"]["b"]),
+            "none": sample_from(lambda: 42),
+        }
+    )
+    config = space.sample(random.Random(0))
+    a = config["a"]
+    assert config["by_key"] == config["by_attr"] == config["old_key"] == config["old_attr"]
+    assert config["by_key"] == a * 10 and config["nested_attr"] == 6 and config["none"] == 42
+
+
+def test_a_config_key_named_config_wins_as_on_tune() -> None:
+    space = SearchSpace({"config": 5, "x": sample_from(lambda spec: spec["config"])})
+    assert space.sample(random.Random(0))["x"] == 5
+
+
+# -- best result -----------------------------------------------------------------------------
+
+
+def test_a_one_trial_run_has_it_as_its_best_without_a_metric() -> None:
+    grid = ResultGrid([FakeTrial("only", [3.0])], "/tmp/exp", None, None)
+    assert grid.get_best_result().config == {"id": "only"}
+    assert grid.get_best_result("never_reported", "max").config == {"id": "only"}
+    two = ResultGrid([FakeTrial("a", [3.0]), FakeTrial("b", [1.0])], "/tmp/exp", None, None)
+    with pytest.raises(ValueError, match="No metric is provided"):
+        two.get_best_result()
