@@ -5,6 +5,8 @@ signatures, a one-trial run's best result, and config errors raised at construct
 
 from __future__ import annotations
 
+import datetime
+import pathlib
 import pickle
 import random
 from collections.abc import Callable
@@ -12,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator import tune
 from orchestrator.actor.function import FunctionTrainable, wrap_function
 from orchestrator.core.wire import FUNCTION_DONE
-from orchestrator.errors import like_cause
+from orchestrator.errors import ConfigError, like_cause
 from orchestrator.search import SearchSpace
-from orchestrator.tune import ResultGrid, TuneError, report, sample_from, uniform
+from orchestrator.tune import ResultGrid, TuneError, TuneUnsupported, report, sample_from, uniform
 from orchestrator.tune.adapters import engine_trainable
 from orchestrator.tune.context import RunInfo
 from orchestrator.tune.result import DEFAULT_METRIC
@@ -173,3 +176,87 @@ def test_a_one_trial_run_has_it_as_its_best_without_a_metric() -> None:
     two = ResultGrid([FakeTrial("a", [3.0]), FakeTrial("b", [1.0])], "/tmp/exp", None, None)
     with pytest.raises(ValueError, match="No metric is provided"):
         two.get_best_result()
+
+
+# -- config errors at construction -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (
+            lambda: tune.TuneConfig(mode="maxx"),
+            r"TuneConfig\(mode=...\): must be one of \['min', 'max'\], got 'maxx'",
+        ),
+        (
+            lambda: tune.TuneConfig(metric=3),
+            r"TuneConfig\(metric=...\): must be a reported metric's name, got 3",
+        ),
+        (
+            lambda: tune.TuneConfig(num_samples=0),
+            r"TuneConfig\(num_samples=...\): must be an int >= 1, got 0",
+        ),
+        (lambda: tune.TuneConfig(num_samples="4"), r"TuneConfig\(num_samples=...\)"),
+        (
+            lambda: tune.TuneConfig(max_concurrent_trials=-1),
+            "`max_concurrent_trials` must be greater or equal than 1, got -1",
+        ),
+        (
+            lambda: tune.TuneConfig(time_budget_s=-5),
+            r"TuneConfig\(time_budget_s=...\): must be seconds > 0",
+        ),
+        (lambda: tune.TuneConfig(reuse_actors="yes"), r"TuneConfig\(reuse_actors=...\)"),
+        (
+            lambda: tune.TuneConfig(trial_name_creator="name"),
+            r"TuneConfig\(trial_name_creator=...\)",
+        ),
+        (lambda: tune.RunConfig(name=""), r"RunConfig\(name=...\): must be a non-empty str"),
+        (lambda: tune.RunConfig(storage_path=3), r"RunConfig\(storage_path=...\)"),
+        (lambda: tune.RunConfig(verbose=-1), r"RunConfig\(verbose=...\)"),
+        (lambda: tune.RunConfig(callbacks="cb"), r"RunConfig\(callbacks=...\)"),
+        (
+            lambda: tune.CheckpointConfig(num_to_keep=0),
+            "Received invalid num_to_keep: 0. Must be None or an integer >= 1.",
+        ),
+        (
+            lambda: tune.CheckpointConfig(checkpoint_score_order="up"),
+            'checkpoint_score_order must be either "max" or "min"',
+        ),
+        (
+            lambda: tune.CheckpointConfig(checkpoint_frequency=-1),
+            "checkpoint_frequency must be >=0, got -1",
+        ),
+        (
+            lambda: tune.FailureConfig(fail_fast="yes"),
+            r"fail_fast must be one of \{bool, 'raise'\}. Got 'yes'.",
+        ),
+        (lambda: tune.FailureConfig(max_failures=-2), r"FailureConfig\(max_failures=...\)"),
+        (
+            lambda: tune.FailureConfig(max_failures=1, fail_fast="raise"),
+            "max_failures must be 0 if fail_fast='raise'.",
+        ),
+        (
+            lambda: tune.Tuner(returns_a_dict, param_space=[1]),
+            "The `param_space` passed to the `Tuner` must be a dict. Got 'list' instead.",
+        ),
+    ],
+)
+def test_a_wrong_config_is_refused_when_built_in_one_line(
+    make: Callable[[], Any], words: str
+) -> None:
+    with pytest.raises(ConfigError, match=words) as caught:
+        make()
+    assert "\n" not in str(caught.value) and caught.value.__cause__ is None
+    assert isinstance(caught.value, ValueError)  # what Tune raises
+
+
+def test_sample_until_stopped_is_refused_by_name() -> None:
+    with pytest.raises(TuneUnsupported, match=r"TuneConfig\(num_samples=-1\)"):
+        tune.TuneConfig(num_samples=-1, time_budget_s=10)
+
+
+def test_right_configs_are_taken_as_tune_takes_them() -> None:
+    assert tune.FailureConfig(fail_fast="RAISE").fail_fast == "raise"
+    assert tune.TuneConfig(max_concurrent_trials=0, time_budget_s=datetime.timedelta(seconds=3))
+    assert tune.RunConfig(storage_path=pathlib.Path("/tmp/x")).storage_path == "/tmp/x"
+    assert tune.RunConfig(verbose=2, callbacks=[]).verbose == 2
