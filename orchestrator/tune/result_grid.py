@@ -60,7 +60,8 @@ class Result:
         if error is not None:
             # An instance of the user's exception class too, as Tune's task errors are.
             cause = getattr(error, "cause", None) or error
-            self.error = like_cause(TuneError, f"trial {trial.id} failed: {error}", cause)
+            said = str(error).removeprefix(f"trial {trial.id}: ")
+            self.error = like_cause(TuneError, f"trial {trial.id} failed: {said}", cause)
 
     @property
     def filesystem(self) -> str:

@@ -1,6 +1,7 @@
 """Run-wide rules of the facade on Ray: a time budget and a stop_all stopper end the
-run (its trials stopped, no new one started); fail_fast ends it at the first error
-("raise": fit raises it); with_parameters puts its objects in Ray's store once."""
+run (its trials stopped, no new one started); fail_fast ends it at the first error, no
+other trial reporting after it ("raise": fit raises it); with_parameters puts its
+objects in Ray's store once."""
 
 from __future__ import annotations
 
@@ -68,20 +69,62 @@ def test_a_time_budget_and_a_stop_all_stopper_end_the_run(tmp_path: Path) -> Non
     assert len(stopped) == 2 and sum(s + 1 for s in steps) <= 7, steps  # 5, give or take
 
 
+def fails_once_the_others_run(config: dict[str, Any]) -> None:
+    """x=1 fails once the others run; they report only after the driver handled that
+    failure (the callback's mark): Tune's docs example, with no timing in it."""
+    marks = Path(config["marks"])
+
+    def wait_for(*names: str) -> None:
+        for _ in range(1200):
+            if all((marks / name).exists() for name in names):
+                return
+            time.sleep(0.05)
+
+    if config["x"] == 1:
+        wait_for("running-0", "running-2")
+        raise ValueError("trial one fails")
+    (marks / f"running-{config['x']}").touch()
+    wait_for("failed")
+    for step in range(10_000):
+        tune.report({"step": step})
+        time.sleep(0.05)
+
+
+class MarksErrors(tune.Callback):
+    def __init__(self, marks: Path) -> None:
+        self.marks = marks
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        (self.marks / "failed").touch()
+
+
 def test_fail_fast_ends_the_run_at_the_first_error(tmp_path: Path) -> None:
-    fast = tune.RunConfig(failure_config=tune.FailureConfig(fail_fast=True))
-    results = run(tmp_path, fails, "ff", run_config={"failure_config": fast.failure_config})
-    # The run ends from a hook (beside the loop), so one trial may have started after the
-    # error, never more; the others were stopped.
-    assert results.num_errors == 1 and len(results) in (2, 3)
-    assert results.num_terminated == len(results) - 1
-    with pytest.raises(tune.TuneError, match="trial one fails"):
+    """No other trial reports after the first error (Tune stops them all at once)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    results = tune.Tuner(
+        tune.with_resources(fails_once_the_others_run, CPU),
+        param_space={"x": tune.grid_search([0, 1, 2]), "marks": str(marks)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=3),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="ff",
+            verbose=0,
+            callbacks=[MarksErrors(marks)],
+            failure_config=tune.FailureConfig(fail_fast=True),
+        ),
+    ).fit()
+    assert results.num_errors == 1 and results.num_terminated == 2
+    assert [r.metrics for r in results if r.error is None] == [{}, {}]
+    assert isinstance(results.errors[0], ValueError)
+    with pytest.raises(ValueError, match="trial one fails") as raised:
         run(
             tmp_path,
             fails,
             "ffr",
             run_config={"failure_config": tune.FailureConfig(fail_fast="raise")},
         )
+    assert isinstance(raised.value, tune.TuneError)
 
 
 def test_with_parameters_puts_each_object_in_rays_store_once() -> None:
