@@ -169,3 +169,21 @@ def test_a_callback_asks_for_a_checkpoint_with_should_checkpoint(tmp_path: Path)
     ).fit()
     saved = [metrics["training_iteration"] for _, metrics in results[0].best_checkpoints]
     assert len(saved) == 1 and 5 < saved[0] < 40  # after the step in flight at iteration 5
+
+
+def scores(config: dict[str, Any]) -> dict[str, Any]:
+    return {"score": config["b"]}
+
+
+def test_a_returned_dict_and_an_indexed_sample_from_reach_the_results(tmp_path: Path) -> None:
+    """The two gaps a first script hits (Tune's docs tune.py): a function's return is its
+    last result, and sample_from's spec indexes the config."""
+    results = tune.Tuner(
+        tune.with_resources(scores, CPU),
+        param_space={"a": tune.grid_search([1, 2]), "b": tune.sample_from(lambda s: s["a"] * 10)},
+        tune_config=tune.TuneConfig(metric="score", mode="max"),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="ret", verbose=0),
+    ).fit()
+    assert sorted(r.metrics["score"] for r in results) == [10, 20]
+    assert results.get_best_result().config == {"a": 2, "b": 20}
+    assert all(r.metrics["training_iteration"] == 1 for r in results)
