@@ -169,6 +169,21 @@ class ResultGrid:
                 "No metric is provided. Either pass in a `metric` arg to `get_best_result` "
                 "or specify a metric in the `TuneConfig` of your `Tuner`."
             )
+        best = self.best_index(metric, mode, scope, filter_nan_and_inf)
+        if best is None:
+            raise ConfigError(
+                f"No best trial found for the given metric: {metric}. This means that no "
+                "trial has reported this metric, or all values reported for this metric "
+                "are NaN. To not ignore NaN values, you can set the `filter_nan_and_inf` arg "
+                "to False."
+            )
+        return self._results[best]
+
+    def best_index(
+        self, metric: str, mode: str, scope: str = "last", filter_nan_and_inf: bool = True
+    ) -> int | None:
+        """The index of the best trial by ``metric`` in ``mode`` and ``scope`` (the first
+        of equals), or None when no trial reported a usable value."""
         if mode not in ("min", "max"):
             raise ConfigError(f"get_best_result: mode must be 'min' or 'max', got {mode!r}")
         if scope not in _SCOPES:
@@ -182,14 +197,7 @@ class ResultGrid:
             key = (sign * score, -index)
             if best is None or key > best:
                 best = key
-        if best is None:
-            raise ConfigError(
-                f"No best trial found for the given metric: {metric}. This means that no "
-                "trial has reported this metric, or all values reported for this metric "
-                "are NaN. To not ignore NaN values, you can set the `filter_nan_and_inf` arg "
-                "to False."
-            )
-        return self._results[-best[1]]
+        return None if best is None else -best[1]
 
     def get_pareto_front(
         self, metrics: Sequence[str] | None = None, modes: Sequence[str] | None = None

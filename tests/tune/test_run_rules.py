@@ -187,3 +187,36 @@ def test_a_returned_dict_and_an_indexed_sample_from_reach_the_results(tmp_path: 
     assert sorted(r.metrics["score"] for r in results) == [10, 20]
     assert results.get_best_result().config == {"a": 2, "b": 20}
     assert all(r.metrics["training_iteration"] == 1 for r in results)
+
+
+def twice(config: dict[str, Any]) -> None:
+    for step in range(2):
+        tune.report({"score": config["a"] * (step + 1)})
+
+
+def test_the_legacy_tune_run_returns_an_analysis(tmp_path: Path) -> None:
+    """tune.run with its common arguments (Tune's deprecated checkpoint ones and
+    local_dir included), and raise_on_failed_trial, as on Tune."""
+    found = tune.run(
+        twice,
+        config={"a": tune.grid_search([1, 2])},
+        metric="score",
+        mode="max",
+        resources_per_trial=CPU,
+        local_dir=str(tmp_path),
+        name="legacy",
+        verbose=0,
+        stop={"training_iteration": 2},
+        keep_checkpoints_num=1,
+        checkpoint_score_attr="min-score",
+    )
+    assert found.best_config == {"a": 2} and found.best_result["score"] == 4
+    assert found.get_best_trial("score", "min").config == {"a": 1}  # type: ignore[union-attr]
+    assert [t.status for t in found.trials] == ["TERMINATED", "TERMINATED"]
+    assert found.experiment_path == f"{tmp_path}/legacy" and len(found.dataframe()) == 2
+    with pytest.raises(tune.TuneError, match=r"Trials did not complete: \[fails_"):
+        tune.run(fails, config={"x": 1}, storage_path=str(tmp_path), verbose=0)
+    kept = tune.run(
+        fails, config={"x": 1}, storage_path=str(tmp_path), verbose=0, raise_on_failed_trial=False
+    )
+    assert [t.status for t in kept.trials] == ["ERROR"]

@@ -260,3 +260,43 @@ def test_right_configs_are_taken_as_tune_takes_them() -> None:
     assert tune.TuneConfig(max_concurrent_trials=0, time_budget_s=datetime.timedelta(seconds=3))
     assert tune.RunConfig(storage_path=pathlib.Path("/tmp/x")).storage_path == "/tmp/x"
     assert tune.RunConfig(verbose=2, callbacks=[]).verbose == 2
+
+
+# -- tune.run's analysis ---------------------------------------------------------------------
+
+
+def analysis(metric: str | None = "loss", mode: str | None = "min") -> tune.ExperimentAnalysis:
+    trials = [FakeTrial("a", [5.0, 1.0, 4.0]), FakeTrial("b", [3.0]), FakeTrial("c", [2.0])]
+    return tune.ExperimentAnalysis.of(ResultGrid(trials, "/tmp/exp", metric, mode), "train")
+
+
+def test_the_analysis_picks_the_best_as_the_result_grid_does() -> None:
+    found = analysis()
+    assert found.best_config == {"id": "c"} and found.best_trial is found.trials[2]
+    assert found.best_result["loss"] == 2.0 and found.best_result["config"] == {"id": "c"}
+    assert found.get_best_config("loss", "max") == {"id": "a"}
+    assert found.get_best_trial("loss", "min", scope="all") is found.trials[0]
+    assert found.get_best_trial("acc", "max") is None  # Tune: a warning, no error
+    assert str(found.trials[0]) == "train_a" and found.trials[1].status == "TERMINATED"
+    assert set(found.results) == {"a", "b", "c"}
+
+
+def test_the_analysis_says_what_is_missing_in_tunes_words() -> None:
+    found = analysis(None, None)
+    with pytest.raises(ValueError, match=r"To fetch the `best_config`, pass a `metric`"):
+        found.best_config  # noqa: B018
+    with pytest.raises(ValueError, match=r"No `metric` has been passed"):
+        found.get_best_trial()
+    with pytest.raises(ValueError, match=r"If set, `mode` has to be one of \[min, max\]"):
+        found.dataframe("loss", "up")
+    with pytest.raises(ValueError, match="you'll also have to pass a `metric`"):
+        found.dataframe(mode="min")
+
+
+def test_the_analysis_dataframes() -> None:
+    pytest.importorskip("pandas")
+    found = analysis()
+    assert sorted(found.dataframe("loss", "min")["loss"]) == [1.0, 2.0, 3.0]  # best ever
+    assert sorted(found.dataframe()["loss"]) == [2.0, 3.0, 4.0]  # last
+    assert found.results_df.index.name == "trial_id" and len(found.results_df) == 3
+    assert list(found.trial_dataframes["a"]["loss"]) == [5.0, 1.0, 4.0]
