@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.tune.checkpoint import Checkpoint
+from orchestrator.tune.errors import unsupported
 from orchestrator.tune.result_grid import ResultGrid, _flat, _pandas
 from orchestrator.tune.trial import TuneTrial
 
@@ -26,7 +27,13 @@ log = logging.getLogger("orchestrator.tune")
 class ExperimentAnalysis:
     """The outcome of ``tune.run(...)`` (see the module docstring)."""
 
-    def __init__(self, grid: ResultGrid, trials: list[TuneTrial]) -> None:
+    def __init__(self, grid: ResultGrid, trials: list[TuneTrial] | None = None) -> None:
+        if not isinstance(grid, ResultGrid) or trials is None:
+            raise unsupported(
+                "ExperimentAnalysis(path) (reading a run back)",
+                "use tune.Tuner.restore(path, trainable).get_results(), or `python -m "
+                "orchestrator show --storage DIR --name NAME`",
+            )
         self._grid = grid
         self.trials = trials
         self.default_metric: str | None = grid._metric
