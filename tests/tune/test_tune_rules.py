@@ -300,3 +300,11 @@ def test_the_analysis_dataframes() -> None:
     assert sorted(found.dataframe()["loss"]) == [2.0, 3.0, 4.0]  # last
     assert found.results_df.index.name == "trial_id" and len(found.results_df) == 3
     assert list(found.trial_dataframes["a"]["loss"]) == [5.0, 1.0, 4.0]
+
+
+def test_the_result_keys_are_tunes() -> None:
+    ray_result = pytest.importorskip("ray.tune.result")
+    from orchestrator.tune import result
+
+    for name in result.__all__:
+        assert getattr(result, name) == getattr(ray_result, name), name
