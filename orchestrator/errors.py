@@ -6,6 +6,7 @@ whole family or one precise kind. Messages name the trial and say what to do.
 
 from __future__ import annotations
 
+import types
 from typing import TypeVar
 
 
@@ -139,10 +140,34 @@ def like_cause(base: type[_E], message: str, cause: BaseException) -> _E:
             made = _like_class(base, kind).__new__(_like_class(base, kind), message)
             BaseException.__init__(made, message)
             made.__dict__.update(getattr(cause, "__dict__", {}))
+            _copy_builtin_fields(made, cause)
         except TypeError:
             made = base(message)
     made.__cause__ = cause
     return made  # type: ignore[return-value]
+
+
+#: BaseException's own fields: the made error's are its own, not the cause's.
+_OWN_FIELDS = frozenset(
+    {"args", "__traceback__", "__context__", "__cause__", "__suppress_context__"}
+)
+
+
+def _copy_builtin_fields(made: BaseException, cause: BaseException) -> None:
+    """The cause's fields that built-in exceptions keep in slots (``OSError.errno``,
+    ``SystemExit.code``, ``ImportError.name``...), which ``__dict__`` does not hold."""
+    for klass in type(cause).__mro__:
+        if klass.__module__ != "builtins":
+            continue
+        for name, field in vars(klass).items():
+            if name in _OWN_FIELDS or not isinstance(
+                field, (types.MemberDescriptorType, types.GetSetDescriptorType)
+            ):
+                continue
+            try:
+                setattr(made, name, getattr(cause, name))
+            except (AttributeError, TypeError, ValueError):
+                pass
 
 
 def _like_class(base: type[BaseException], kind: type[BaseException]) -> type[BaseException]:

@@ -135,7 +135,9 @@ def test_an_error_of_a_plain_kind_is_a_plain_tune_error() -> None:
     own = TuneError("already ours")
     assert type(like_cause(TuneError, "m", own)) is TuneError
     # Built-in kinds with their own layout work too.
-    assert isinstance(like_cause(TuneError, "m", FileNotFoundError(2, "gone")), OSError)
+    missing = like_cause(TuneError, "m", FileNotFoundError(2, "gone", "/data"))
+    assert isinstance(missing, OSError) and (missing.errno, missing.filename) == (2, "/data")
+    assert str(missing) == "m"
     assert isinstance(like_cause(TuneError, "m", KeyError("k")), KeyError)
 
 
