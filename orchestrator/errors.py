@@ -6,6 +6,9 @@ whole family or one precise kind. Messages name the trial and say what to do.
 
 from __future__ import annotations
 
+import types
+from typing import TypeVar
+
 
 class OrchestratorError(Exception):
     """Base of every error this package raises on purpose."""
@@ -111,3 +114,100 @@ class TrainableExited(OrchestratorError):
 class NotInTrial(OrchestratorError):
     """``report()`` or ``get_checkpoint()`` was called outside a function trainable's
     run (not from the function ``add_trial`` was given, nor from code it calls)."""
+
+
+# -- an error that is also its cause's kind ------------------------------------------------
+
+_E = TypeVar("_E", bound=BaseException)
+_LIKE: dict[tuple[type[BaseException], type[BaseException]], type[BaseException]] = {}
+
+
+def like_cause(base: type[_E], message: str, cause: BaseException) -> _E:
+    """An error of ``base`` saying ``message`` that is *also* an instance of ``cause``'s
+    class, so ``except ValueError`` (or ``isinstance``) still finds the user's error
+    once it is reported as a trial's failure; ``__cause__`` is ``cause``, and the
+    cause's attributes are readable on it. Ray's task errors behave this way. When no
+    such class can be made (a class that forbids subclassing), a plain ``base``.
+
+    The class made (named ``Base(Cause)``) is cached per pair; instances pickle as the
+    pair of classes (by reference) and the message."""
+    kind = type(cause)
+    made: BaseException
+    if isinstance(cause, base) or not issubclass(kind, Exception) or kind is Exception:
+        made = base(message)
+    else:
+        try:
+            made = _like_class(base, kind).__new__(_like_class(base, kind), message)
+            BaseException.__init__(made, message)
+            made.__dict__.update(getattr(cause, "__dict__", {}))
+            _copy_builtin_fields(made, cause)
+        except TypeError:
+            made = base(message)
+    made.__cause__ = cause
+    return made  # type: ignore[return-value]
+
+
+#: BaseException's own fields: the made error's are its own, not the cause's.
+_OWN_FIELDS = frozenset(
+    {"args", "__traceback__", "__context__", "__cause__", "__suppress_context__"}
+)
+
+
+def _copy_builtin_fields(made: BaseException, cause: BaseException) -> None:
+    """The cause's fields that built-in exceptions keep in slots (``OSError.errno``,
+    ``SystemExit.code``, ``ImportError.name``...), which ``__dict__`` does not hold."""
+    for klass in type(cause).__mro__:
+        if klass.__module__ != "builtins":
+            continue
+        for name, field in vars(klass).items():
+            if name in _OWN_FIELDS or not isinstance(
+                field, (types.MemberDescriptorType, types.GetSetDescriptorType)
+            ):
+                continue
+            try:
+                setattr(made, name, getattr(cause, name))
+            except (AttributeError, TypeError, ValueError):
+                pass
+
+
+def _like_class(base: type[BaseException], kind: type[BaseException]) -> type[BaseException]:
+    cls = _LIKE.get((base, kind))
+    if cls is None:
+        namespace = {
+            "__init__": _like_init,
+            "__str__": _like_str,
+            "__getattr__": _like_getattr,
+            "__reduce__": _like_reduce,
+            "__module__": base.__module__,
+        }
+        cls = type(f"{base.__name__}({kind.__name__})", (base, kind), namespace)
+        _LIKE[(base, kind)] = cls
+    return cls
+
+
+def _like_init(self: BaseException, message: str) -> None:
+    BaseException.__init__(self, message)
+
+
+def _like_str(self: BaseException) -> str:
+    return str(self.args[0]) if self.args else ""
+
+
+def _like_getattr(self: BaseException, name: str) -> object:
+    cause = BaseException.__getattribute__(self, "__cause__")
+    if cause is None or name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(cause, name)
+
+
+def _like_reduce(self: BaseException) -> tuple[object, ...]:
+    bases = type(self).__bases__
+    return (_rebuild_like, (bases[0], bases[1], _like_str(self), self.__cause__))
+
+
+def _rebuild_like(
+    base: type[BaseException], kind: type[BaseException], message: str, cause: BaseException | None
+) -> BaseException:
+    if cause is None or type(cause) is not kind:
+        return base(message)
+    return like_cause(base, message, cause)

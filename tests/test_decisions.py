@@ -170,6 +170,25 @@ def test_a_failure_after_a_stop_was_decided_ends_the_trial_terminated(who: str) 
     assert m.num_failures == 1 and m.errors[0].args == ("node lost",)
 
 
+def test_a_stop_at_once_drops_what_is_in_flight_and_saves_nothing() -> None:
+    """``Stop(at_once=True)`` (a sweep's fail_fast): TERMINATED now, the busy actor let
+    go ungracefully, no final save although the trial checkpoints, and the result of the
+    step that was in flight, arriving after, is not recorded."""
+    m = running(checkpoint_every=1)
+    gen = m.generation
+    actions = m.handle(Decided(Stop("t", at_once=True)))  # its first step is in flight
+    assert kinds(actions) == ["StopActor", "Notify"] and m.state is TrialState.TERMINATED
+    assert actions[0].graceful is False  # type: ignore[attr-defined]
+    assert m.handle(TrainResult(gen, ({"loss": 1.0},))) == [] and m.iteration == 0
+    # An idle (held) trial goes gracefully (its process may serve again), and without
+    # the final save a plain stop would make.
+    idle, plain = (running(checkpoint_every=5, judge=DecidesAt(1, Hold("t"))) for _ in "ab")
+    assert kinds(result(idle)) == kinds(result(plain)) == ["Report"]  # held: no next step
+    assert kinds(plain.handle(Decided(Stop("t"))))[0] == "Save"
+    actions = idle.handle(Decided(Stop("t", at_once=True)))
+    assert kinds(actions) == ["StopActor", "Notify"] and actions[0].graceful  # type: ignore[attr-defined]
+
+
 def test_a_stop_decided_while_a_new_config_is_refused_settles_the_trial() -> None:
     """The trainable refused a restore's new config in place while a stop was pending:
     the trial stops instead of starting a new actor that would forget the stop."""

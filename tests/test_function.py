@@ -320,6 +320,38 @@ def test_a_function_that_never_reports_is_done_with_a_warning(
     assert "trial t: its function never_reports returned without calling report()" in caplog.text
 
 
+def test_a_returned_dict_is_the_last_result_and_other_returns_are_not(
+    host: Callable[..., FunctionTrainable], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Ray Tune's rule, the engine's too: a function that returns a dict has reported it
+    (one more result, after its reports); None adds nothing; anything else is said."""
+
+    def scores(config: dict[str, Any]) -> dict[str, Any]:
+        report({"a": 1})
+        return {"score": config["a"] * 2}
+
+    async def scores_later(config: dict[str, Any]) -> dict[str, Any]:
+        return {"score": 3}
+
+    def returns_a_model(config: dict[str, Any]) -> object:
+        report({"a": 1})
+        return object()
+
+    t = host(scores, {"a": 4})
+    assert [t.step(), t.step(), t.step()] == [{"a": 1}, {"score": 8}, {FUNCTION_DONE: True}]
+    t = host(scores_later)
+    assert [t.step(), t.step()] == [{"score": 3}, {FUNCTION_DONE: True}]
+    with caplog.at_level(logging.WARNING, "orchestrator.actor.function"):
+        t = host(returns_a_model)
+        assert [t.step(), t.step()] == [{"a": 1}, {FUNCTION_DONE: True}]
+    assert "trial t: its function returned a object, not a dict of metrics: ignored" in caplog.text
+    # In a buffered call the returned dict is judged like any report.
+    seen: list[dict[str, Any]] = []
+    t = host(scores, {"a": 1})
+    last = t.step_batch(lambda result, took: seen.append(dict(result)) is None)
+    assert seen == [{"a": 1}, {"score": 2}] and last == {FUNCTION_DONE: True}
+
+
 # -- the machine -----------------------------------------------------------------------------
 
 

@@ -13,7 +13,11 @@ hand control back and forth, so exactly one of them runs at a time:
 - ``step()`` lets the function run (it starts the thread the first time) and waits for
   its next message: a report (returned as the step's metrics), its return (the
   :data:`~orchestrator.core.events.FUNCTION_DONE` pseudo-result, which finishes the trial),
-  or the exception it raised (raised again by ``step()``: a trial failure).
+  or the exception it raised (raised again by ``step()``: a trial failure). A function
+  that returns a dict has reported it: it is the trial's last result, one more
+  iteration, judged like any other, before ``FUNCTION_DONE`` (Ray Tune's rule, so a
+  ``def f(config): return {"score": ...}`` records its score); None is nothing, anything
+  else is logged and ignored.
 - ``report()`` sends the metrics and blocks until the next ``step()``. The function
   never runs ahead of the driver: a stop, pause or restore decided on a result finds
   the function waiting at that result's ``report()``.
@@ -442,7 +446,16 @@ class _Run:
         try:
             returned = function(config)
             if inspect.isawaitable(returned):
-                asyncio.run(_awaited(returned))
+                returned = asyncio.run(_awaited(returned))
+            if isinstance(returned, Mapping):
+                self.report(returned, None)  # the last result: judged like any other
+            elif returned is not None:
+                log.warning(
+                    "trial %s: its function returned a %s, not a dict of metrics: ignored "
+                    "(return a dict, or report() it, to record it as a result)",
+                    self.trial_id,
+                    type(returned).__name__,
+                )
         except _Unwind:
             return
         except BaseException as err:

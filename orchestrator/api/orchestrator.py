@@ -407,6 +407,7 @@ class Orchestrator:
         seed: int | None = None,
         name: str = "sweep",
         reuse_actors: bool = True,
+        fail_fast: bool = False,
     ) -> SweepResult:
         """Run a sweep: ``num_samples`` x the grid's points trials of ``trainable``, their
         configs drawn from ``space`` by ``searcher`` (default ``RandomSearch``), judged by
@@ -420,7 +421,10 @@ class Orchestrator:
         continues it (finished trials are kept, the others restart from their
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
         finished trial's worker process starts the next trial (a fresh trainable in it)
-        instead of a new process."""
+        instead of a new process. ``fail_fast``: the first trial to end in ERROR (past
+        its ``max_failures``) ends the sweep at once: no trial is started any more and
+        the others are stopped where they are (TERMINATED; a step in flight is dropped,
+        no final checkpoint), so none records a result after the failure."""
         from orchestrator.api.sweep_port import ExperimentPort
         from orchestrator.api.sweep_result import SweepResult
         from orchestrator.sweeps.plan import plan_sweep
@@ -444,6 +448,7 @@ class Orchestrator:
             seed=seed,
             name=name,
             reuse_actors=reuse_actors,
+            fail_fast=fail_fast,
             trial_options={
                 "stop": stop,
                 "checkpoint_every": checkpoint_every,

@@ -40,8 +40,8 @@ class ExperimentPort:
     def launch(self, rt: TrialRuntime) -> None:
         self._dispatcher.launch(rt)
 
-    def request(self, rt: TrialRuntime, event: Event) -> None:
-        self._dispatcher.request(rt, event)
+    def request(self, rt: TrialRuntime, event: Event, *, first: bool = False) -> None:
+        self._dispatcher.request(rt, event, first=first)
 
     def is_settled(self, rt: TrialRuntime) -> bool:
         return self._dispatcher.is_settled(rt)

@@ -49,7 +49,14 @@ class Stop(Decision):
     demand saves a final checkpoint first, unless its newest iteration is saved already
     or storage is down; a failure after the stop was decided ends it TERMINATED too (it
     is not restarted only to reach the same decision again).
+
+    ``at_once``: settle now, without waiting for what is in flight: a step, restore or
+    save under way is abandoned (its actor is killed), nothing more of it is recorded,
+    and no final checkpoint is saved. For ending a whole run on a failure (a sweep's
+    ``fail_fast``), where a result arriving after the decision must not count.
     """
+
+    at_once: bool = False
 
 
 @dataclass(frozen=True)

@@ -200,11 +200,15 @@ class Dispatcher:
         self._launch_queued.add(rt.id)
         self.request(rt, Launch())
 
-    def request(self, rt: TrialRuntime, event: Event) -> None:
-        """Queue ``event`` for the trial; the loop handles it in order with all others."""
+    def request(self, rt: TrialRuntime, event: Event, *, first: bool = False) -> None:
+        """Queue ``event`` for the trial; the loop handles it in order with all others
+        (``first``: before every event queued so far, results included)."""
         self._unsettled.add(rt.id)
         self._settled.clear()
-        self._inbox.append((rt, event))
+        if first:
+            self._inbox.appendleft((rt, event))
+        else:
+            self._inbox.append((rt, event))
         self._wake.set()
 
     def notify(self, rt: TrialRuntime, event: Event) -> None:

@@ -1,31 +1,44 @@
-"""Rebuild a damaged journal from what survives (``python -m orchestrator repair``).
+"""Rebuild a damaged journal from everything that survives (``python -m orchestrator repair``).
 
 A journal whose head cannot be read cannot be resumed, and the experiment's work (its
-checkpoints, its results) would be stranded. Repair takes, in this order:
+checkpoints, its results) would be stranded. Repair never drops a result that any
+object still holds, and names what it could not save:
 
-1. nothing, when the journal reads whole (it says so);
+1. a journal that reads whole is left alone (it says so);
 2. the head's backup (``experiment_state.backup.json``, written beside the head by
-   every journal write), when it and the segments it lists read whole: the journal as
-   of its last write, exactly;
-3. otherwise a rebuilt journal: the header (sweeps, start time) and every whole trial
-   entry still in the head or its backup (a truncated head keeps everything before
-   the cut), every trial's results replayed from the result segments that survive (in
-   the order they were written), and, for a trial found only in the segments or as
-   checkpoints in storage, an entry of what storage shows: its results, its committed
-   checkpoints on its timeline, its config from ``params.json``; its spec (trainable,
-   stop criterion, options) was only in the head, so it is ERROR until an
-   ``add_trial(..., trial_id=...)`` of a resumed experiment supplies one.
+   every journal write), when it and the segments it lists read whole, and no other
+   source holds a result it lacks, becomes the head again, byte for byte;
+3. otherwise the journal is rebuilt: the header (sweeps, start time) and every whole
+   trial entry still in the head or its backup (a truncated head keeps everything
+   before the cut); each trial's results from the result segments that survive
+   (replayed in the order they were written, a lost segment leaving a *hole* that
+   keeps the later rows in place), each hole and anything past the journal's end
+   filled from the per-trial ``result.json``, the checkpoints' metrics and
+   ``progress.csv`` (:mod:`orchestrator.journal.recovery`); and, for a trial found
+   only in the segments, logs or checkpoints, an entry of what storage shows: its
+   results, its committed checkpoints on its timeline, its config from
+   ``params.json``. Its spec (trainable, stop criterion, options) was only in the head,
+   so it is ERROR until an ``add_trial(..., trial_id=...)`` of a resumed experiment
+   supplies one.
 
-The damaged head is kept aside (``experiment_state.damaged-<time>.json``), never
-deleted, and so are the old segments (the next journal write's compaction removes the
-ones the new head does not list). Repair needs storage only: no Ray, no user code.
+The :class:`RepairReport` names each damaged object and what it held, which results
+came from where (``trial X: iterations 1-83 recovered from .../X/result.json``), and
+every result no object holds any more (:attr:`RepairReport.complete` is False then).
+The old head (damaged, or listing a damaged segment) is kept aside
+(``experiment_state.damaged-<time>.json``), never deleted, and so is a copy of each
+damaged segment (``experiment_state.damaged-<time>.results/``): the next journal
+write's compaction deletes the segments the new head does not list. Repair needs
+storage only: no Ray, no user code. The caller holds the experiment's lease
+(:mod:`orchestrator.api.repair`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.journal_format import (
@@ -33,14 +46,27 @@ from orchestrator.core.journal_format import (
     FORMAT_VERSION,
     JOURNAL_KEY,
     SEGMENTS_PREFIX,
+    replay_parts,
 )
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import ConfigError, JournalDamaged
-from orchestrator.journal.damage import parse_head, parse_segment, salvage_head, salvage_segment
+from orchestrator.journal.damage import parse_head, parse_segment, salvage_head
 from orchestrator.journal.reader import load_experiment
+from orchestrator.journal.recovery import Lost, Recovered, merge_trial
+from orchestrator.journal.repair_report import RepairReport
+from orchestrator.journal.sources import (
+    CSV_LOG,
+    JSON_LOG,
+    Damaged,
+    checkpoint_metrics,
+    log_dirname,
+    log_dirs,
+    log_sources,
+    segment_rows,
+)
 from orchestrator.journal.writer import segment_token
 
-__all__ = ["RepairReport", "repair_experiment"]
+__all__ = ["RepairReport", "check_repairable", "repair_experiment"]
 
 #: A checkpoint key's last part: ``checkpoint_<iteration>`` and, for an iteration a
 #: rolled-back run saved again, ``.<n>``.
@@ -53,72 +79,162 @@ SPEC_LOST_ERROR = (
 )
 
 
-@dataclass(frozen=True)
-class RepairReport:
-    """What a repair found and did. ``action``: ``"intact"`` (nothing done),
-    ``"backup"`` (the backup became the head) or ``"rebuilt"``."""
+@dataclass
+class _Found:
+    """What storage holds, read once."""
 
-    uri: str
-    action: str
-    problem: str | None = None  # what was damaged, in words
-    trials: int = 0
-    whole: int = 0  # trials whose journaled entry survived
-    spec_lost: list[str] = field(default_factory=list)
-    results: int = 0
-    segments: int = 0  # segments read
-    kept_aside: str | None = None  # where the damaged head was kept
+    keys: list[str]
+    head: bytes | None
+    backup: bytes | None
+
+
+@dataclass
+class _Exact:
+    """A head (or backup) that reads whole with every segment it lists."""
+
+    header: dict[str, Any]
+    entries: list[dict[str, Any]]
+    positional: dict[str, list[Any]]  # every trial's results, as the journal has them
+    segments: int
+    is_backup: bool
+    data: bytes
+
+
+async def check_repairable(store: Any) -> list[str]:
+    """Every key ``store`` (opened) holds, if it is the root of one experiment (a
+    journal, its backup, result segments, checkpoints or trial logs); else
+    :class:`ConfigError`, having written nothing (a storage root that holds
+    experiments is not one)."""
+    keys: list[str] = await store.list("")
+    # No trial's folder holds a journal: journals one level down are experiments (even
+    # beside a journal of the root's own, as an earlier repair of the root left).
+    others = sorted({k.split("/")[0] for k in keys if k.count("/") == 1 and _is_head(k)})
+    if others:
+        shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+        raise ConfigError(
+            f"{store.uri} is not an experiment: it holds {len(others)} experiment(s) "
+            f"({shown}); repair one with --storage {store.uri} --name <one of them>"
+        )
+    if _own_pieces(keys):
+        return keys
+    raise ConfigError(
+        f"no experiment at {store.uri}: no journal, result segments, checkpoints or trial "
+        "logs; check --storage and --name"
+    )
+
+
+def _is_head(key: str) -> bool:
+    return key.rpartition("/")[2] in (JOURNAL_KEY, BACKUP_KEY)
+
+
+def _own_pieces(keys: list[str]) -> bool:
+    for key in keys:
+        top, _, rest = key.partition("/")
+        if not rest and top in (JOURNAL_KEY, BACKUP_KEY):
+            return True
+        if top == SEGMENTS_PREFIX and rest:
+            return True
+        if rest in (JSON_LOG, CSV_LOG) or CHECKPOINT_NAME.match(rest.partition("/")[0]):
+            return True
+    return False
 
 
 async def repair_experiment(store: Any) -> RepairReport:
     """Repair the journal of the experiment whose root ``store`` (opened) is; see the
-    module docstring. Raises :class:`ConfigError` when nothing of an experiment is
-    there."""
-    uri = store.uri
+    module docstring. Raises :class:`ConfigError`, writing nothing, when no experiment
+    is there (or several are)."""
+    keys = await check_repairable(store)
     try:
         contents = await load_experiment(store)
     except JournalDamaged as err:
         problem = f"{err.where} {err.what}"
     else:
-        if contents is None and not await _any_pieces(store):
-            raise ConfigError(
-                f"no experiment at {uri}: no journal, result segments or checkpoints; "
-                "check --storage and --name"
-            )
         if contents is not None:
-            return RepairReport(uri, "intact", trials=len(contents.trials))
+            return await _intact(store, len(contents.trials))
         problem = f"{store.uri_for(JOURNAL_KEY)} is missing"
-    head = await _read(store, JOURNAL_KEY)
+    found = _Found(keys, await _read(store, JOURNAL_KEY), await _read(store, BACKUP_KEY))
+    return await _rebuild(store, problem, found)
+
+
+async def _intact(store: Any, trials: int) -> RepairReport:
+    """A journal that reads whole; a backup that does not is rewritten from the head."""
+    head = await store.read_bytes(JOURNAL_KEY)
     backup = await _read(store, BACKUP_KEY)
-    if backup is not None and await _whole(store, backup):
-        kept = await _keep_aside(store, head)
-        await store.write_bytes(JOURNAL_KEY, backup)
-        doc = parse_head(backup, store.uri_for(BACKUP_KEY), uri)
-        trials = len(doc["trials"])
-        return RepairReport(uri, "backup", problem, trials, trials, kept_aside=kept)
-    return await _rebuild(store, problem, head, backup)
+    found = _Found([], head, backup)
+    damaged = _head_damage(store, found)
+    if damaged:
+        await store.write_bytes(BACKUP_KEY, head)
+    return RepairReport(store.uri, "intact", trials=trials, damaged=damaged)
 
 
-async def _rebuild(
-    store: Any, problem: str, head: bytes | None, backup: bytes | None
-) -> RepairReport:
-    header, entries = _salvaged(head, backup)
-    results, segments = await _results(store, header, entries)
+async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
+    damaged = _head_damage(store, found)
+    exact = await _exact(store, found)
+    if exact is not None:
+        header, entries = exact.header, exact.entries
+        positional, segments = exact.positional, exact.segments
+    else:
+        header, entries = _salvaged(found.head, found.backup)
+        positional, segments = await segment_rows(store, header, found.keys, damaged)
+    for entry in entries:
+        inline = entry.pop("results", None)  # a format-1 head's
+        rows = positional.setdefault(entry["id"], [])
+        if isinstance(inline, list) and not rows:
+            rows.extend(inline)
+        count = entry.get("results_count")
+        if isinstance(count, int) and count >= 0:
+            del rows[count:]
+            rows.extend([None] * (count - len(rows)))
     by_trial = await _committed_checkpoints(store)
     ids = [e["id"] for e in entries]
-    found = sorted((set(results) | set(by_trial)) - set(ids))
-    lost = [
-        await _spec_lost_entry(store, t, results.get(t, []), by_trial.get(t, [])) for t in found
+    logs = log_dirs(found.keys)
+    known = set(ids) | set(positional) | set(by_trial)
+    extra = {d for d in logs if d not in {log_dirname(t) for t in known}}
+    results: dict[str, list[Any]] = {}
+    recovered: list[Recovered] = []
+    lost: list[Lost] = []
+    metrics = checkpoint_metrics(entries)
+    for trial in [*ids, *sorted((known | extra) - set(ids))]:
+        sources = await log_sources(store, trial, logs, damaged)
+        sources.insert(1, ("its checkpoints' records in the journal", metrics.get(trial, {})))
+        rows, got, missing = merge_trial(trial, positional.get(trial, []), sources)
+        results[trial] = rows
+        recovered += got
+        lost += missing
+        if trial not in ids:  # no count of its own: its newest checkpoint says how far it got
+            last = max((_iteration(r) for r in rows), default=0)
+            reached = max((_checkpoint_iteration(k) for k in by_trial.get(trial, [])), default=0)
+            if reached > last:
+                lost.append(Lost(trial, reached - last, last or None, reached + 1))
+    found_only = [t for t in results if t not in ids and (results[t] or t in by_trial)]
+    if exact is not None and exact.is_backup and not recovered and not lost:
+        # The backup and its segments are whole and nothing else holds more: restore it.
+        kept = await _keep_aside(store, found.head)
+        await store.write_bytes(JOURNAL_KEY, exact.data)
+        return RepairReport(
+            store.uri,
+            "backup",
+            problem,
+            len(ids),
+            len(ids),
+            results=_count(results),
+            segments=segments,
+            kept_aside=kept,
+            damaged=damaged,
+        )
+    spec_lost = [
+        await _spec_lost_entry(store, t, results[t], by_trial.get(t, [])) for t in found_only
     ]
-    every = entries + lost
+    every = entries + spec_lost
     for entry in every:
-        rows = results.setdefault(entry["id"], [])
+        rows = results.get(entry["id"], [])
         entry["results_count"] = len(rows)
         entry["last_result"] = rows[-1] if rows else None
     key = f"{SEGMENTS_PREFIX}/{segment_token()}-000000.jsonl"
     base = "".join(
         dumps({"trial": e["id"], "from": 0, "rows": results[e["id"]]}) + "\n"
         for e in every
-        if results[e["id"]]
+        if results.get(e["id"])
     )
     doc: dict[str, Any] = {
         "format": FORMAT_VERSION,
@@ -131,7 +247,12 @@ async def _rebuild(
         doc["sweeps"] = header["sweeps"]
     doc["segments"] = [key]
     doc["trials"] = every
-    kept = await _keep_aside(store, head)
+    bad = {d.where for d in damaged}
+    kept = await _keep_aside(
+        store,
+        found.head,
+        [k for k in found.keys if k.startswith(SEGMENTS_PREFIX + "/") and store.uri_for(k) in bad],
+    )
     await store.write_bytes(key, base.encode())
     data = dumps(doc).encode()
     await store.write_bytes(JOURNAL_KEY, data)
@@ -142,11 +263,56 @@ async def _rebuild(
         problem,
         trials=len(every),
         whole=len(entries),
-        spec_lost=[e["id"] for e in lost],
-        results=sum(len(r) for r in results.values()),
+        spec_lost=[e["id"] for e in spec_lost],
+        results=_count(results),
         segments=segments,
         kept_aside=kept,
+        damaged=damaged,
+        recovered=recovered,
+        lost=lost,
     )
+
+
+def _count(results: Mapping[str, list[Any]]) -> int:
+    return sum(len(rows) for rows in results.values())
+
+
+def _head_damage(store: Any, found: _Found) -> list[Damaged]:
+    """The head and the backup, each if damaged, with the trial entries it still held."""
+    damaged = []
+    for key, data in ((JOURNAL_KEY, found.head), (BACKUP_KEY, found.backup)):
+        where = store.uri_for(key)
+        if data is None:
+            damaged.append(Damaged(where, "is missing"))
+            continue
+        try:
+            parse_head(data, where, store.uri)
+        except JournalDamaged as err:
+            _, entries = salvage_head(data)
+            held = f"{len(entries)} whole trial entr{'y' if len(entries) == 1 else 'ies'} read"
+            if entries:
+                held += f" ({', '.join(e['id'] for e in entries)})"
+            damaged.append(Damaged(where, err.what, held))
+    return damaged
+
+
+async def _exact(store: Any, found: _Found) -> _Exact | None:
+    """The journal as the head or, failing that, the backup wrote it, when one of them
+    and every segment it lists read whole."""
+    for key, data in ((JOURNAL_KEY, found.head), (BACKUP_KEY, found.backup)):
+        if data is None:
+            continue
+        try:
+            doc = parse_head(data, "", store.uri)
+            parts = []
+            for segment in doc.get("segments") or []:
+                parts.append(parse_segment(await store.read_bytes(segment), segment, store.uri))
+        except Exception:  # damaged, or a listed segment is: not exact
+            continue
+        results: dict[str, list[Any]] = dict(replay_parts(doc, parts))
+        header = {k: v for k, v in doc.items() if k != "trials"}
+        return _Exact(header, list(doc["trials"]), results, len(parts), key == BACKUP_KEY, data)
+    return None
 
 
 def uri_name(uri: str) -> str:
@@ -170,46 +336,6 @@ def _salvaged(
                 seen.add(entry["id"])
                 entries.append(entry)
     return header, entries
-
-
-async def _results(
-    store: Any, header: dict[str, Any], entries: list[dict[str, Any]]
-) -> tuple[dict[str, list[Any]], int]:
-    """Every trial's results, and how many segments were read. When the salvaged
-    header's segment list reads whole, exactly those (cut to the counts the entries
-    record); otherwise every surviving segment, oldest first (whole lines only)."""
-    listed = header.get("segments")
-    if isinstance(listed, list) and listed:
-        try:
-            parts = []
-            for key in listed:
-                parts += parse_segment(await store.read_bytes(key), key, store.uri)
-        except Exception:  # damaged or missing: fall back on all that survives
-            pass
-        else:
-            results = _replay(parts)
-            for entry in entries:
-                count = entry.get("results_count")
-                if isinstance(count, int):
-                    del results.setdefault(entry["id"], [])[count:]
-            return results, len(listed)
-    keys = sorted(await store.list(SEGMENTS_PREFIX))
-    parts = []
-    for key in keys:
-        try:
-            parts += salvage_segment(await store.read_bytes(key))
-        except Exception:  # unreadable: what the others hold still counts
-            continue
-    return _replay(parts), len(keys)
-
-
-def _replay(parts: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    results: dict[str, list[Any]] = {}
-    for part in parts:
-        rows = results.setdefault(part["trial"], [])
-        del rows[part["from"] :]
-        rows.extend(part["rows"])
-    return results
 
 
 async def _committed_checkpoints(store: Any) -> dict[str, list[str]]:
@@ -274,6 +400,11 @@ async def _spec_lost_entry(
     }
 
 
+def _checkpoint_iteration(key: str) -> int:
+    match = CHECKPOINT_NAME.match(key.partition("/")[2])
+    return int(match[1]) if match else 0
+
+
 def _iteration(result: Any) -> int:
     value = result.get("training_iteration") if isinstance(result, dict) else None
     return value if isinstance(value, int) else 0
@@ -290,21 +421,6 @@ async def _params(store: Any, trial_id: str) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
-async def _whole(store: Any, data: bytes) -> bool:
-    """``data`` is a whole head whose listed segments read whole."""
-    try:
-        doc = parse_head(data, "", store.uri)
-        for key in doc.get("segments") or []:
-            parse_segment(await store.read_bytes(key), key, store.uri)
-    except Exception:
-        return False
-    return True
-
-
-async def _any_pieces(store: Any) -> bool:
-    return bool(await store.list(SEGMENTS_PREFIX)) or bool(await store.list_checkpoints(""))
-
-
 async def _read(store: Any, key: str) -> bytes | None:
     if not await store.exists(key):
         return None
@@ -312,11 +428,17 @@ async def _read(store: Any, key: str) -> bytes | None:
     return data
 
 
-async def _keep_aside(store: Any, head: bytes | None) -> str | None:
-    """Keep the damaged head beside the journal (it is evidence, and may hold more than
-    repair could use); its key."""
+async def _keep_aside(store: Any, head: bytes | None, segments: Sequence[str] = ()) -> str | None:
+    """Keep the old head beside the journal, and a copy of each damaged segment (the
+    next compaction deletes every segment the new head does not list): evidence, which
+    may hold more than repair could read. The head's key, if it was there."""
+    stamp = f"experiment_state.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+    for key in segments:
+        with contextlib.suppress(Exception):  # gone meanwhile, or unreadable: nothing to keep
+            await store.write_bytes(
+                f"{stamp}.results/{key.rpartition('/')[2]}", await store.read_bytes(key)
+            )
     if head is None:
         return None
-    key = f"experiment_state.damaged-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    await store.write_bytes(key, head)
-    return key
+    await store.write_bytes(f"{stamp}.json", head)
+    return f"{stamp}.json"

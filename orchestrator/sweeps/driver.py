@@ -74,6 +74,7 @@ class Sweep:
         seed: int | None,
         reuse_actors: bool,
         call: str,
+        fail_fast: bool = False,
         journaled: Mapping[str, Any] | None,
     ) -> None:
         self._port = port
@@ -87,6 +88,7 @@ class Sweep:
         self._capacity = Capacity(port, max_concurrent, self._options)
         self._seed = seed
         self._reuse = reuse_actors
+        self._fail_fast = fail_fast
         self._call = call
         self._journaled = journaled
         self.total = num_samples * space.num_grid_points
@@ -111,11 +113,15 @@ class Sweep:
         """The sweep ran to its end (it may be run again only then)."""
         return self._finished
 
-    def end(self) -> None:
+    def end(self, *, at_once: bool = False) -> None:
         """End the sweep now (on the loop): no trial is asked for or resumed any more, and
         every trial that has not ended is stopped (TERMINATED, keeping its results and
         checkpoints); ``run()`` returns once they are settled. For experiment-wide stop
-        rules and time budgets. A resumed experiment does not continue an ended sweep."""
+        rules and time budgets. A resumed experiment does not continue an ended sweep.
+
+        ``at_once`` (``fail_fast``): the stops come before any event already queued and
+        abandon what is in flight (:class:`~orchestrator.core.decisions.Stop`'s
+        ``at_once``), so no trial records anything after this call."""
         if self._finished or self._ending:
             return
         self._ending = True
@@ -125,7 +131,7 @@ class Sweep:
         self._queued.clear()
         for rt in self._trials.values():
             if not rt.machine.state.is_terminal:
-                self._port.request(rt, Decided(Stop(rt.id)))
+                self._port.request(rt, Decided(Stop(rt.id, at_once=at_once)), first=at_once)
         self._changed.set()
 
     async def run(self) -> list[Any]:
@@ -394,6 +400,14 @@ class Sweep:
             self._decide(decisions)
         if state.is_terminal and rt.id not in self._told:
             self._tell_complete(rt)
+        if state is TrialState.ERROR and self._fail_fast and not self._ending:
+            log.warning(
+                "sweep %r: trial %s failed and fail_fast is set: the sweep ends now, its "
+                "other trials stopped where they are",
+                self.name,
+                rt.id,
+            )
+            self.end(at_once=True)
         self._changed.set()
 
     def _tell_complete(self, rt: TrialRuntime) -> None:

@@ -101,6 +101,7 @@ def plan_sweep(
     journaled: Mapping[str, Any] | None,
     reuse_actors: Any,
     trial_options: Mapping[str, Any],
+    fail_fast: Any = False,
     **call: Any,
 ) -> Sweep:
     """``Orchestrator.sweep``'s arguments, checked (``call``: :func:`check_sweep`'s), as a
@@ -111,6 +112,8 @@ def plan_sweep(
 
     plan = check_sweep(port, trial_options=trial_options, **call)
     name = call["name"]
+    if not isinstance(fail_fast, bool):
+        raise ConfigError(f"sweep {name!r}: fail_fast must be True or False, got {fail_fast!r}")
     if journaled is not None:
         check_continues(journaled, name, call["trainable"])
     recorded = {**call, "space": dict(call["space"]), "searcher": plan.searcher}
@@ -128,7 +131,10 @@ def plan_sweep(
         trial_options=plan.trial_options,
         seed=call["seed"],
         reuse_actors=bool(reuse_actors),
-        call=pickle_b64({**recorded, "reuse_actors": reuse_actors, **plan.trial_options}),
+        fail_fast=fail_fast,
+        call=pickle_b64(
+            {**recorded, "reuse_actors": reuse_actors, "fail_fast": fail_fast, **plan.trial_options}
+        ),
         journaled=journaled,
     )
 

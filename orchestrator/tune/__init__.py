@@ -21,12 +21,14 @@ from orchestrator.tune.unsupported import getattr_for, install_finder
 
 if TYPE_CHECKING:
     from orchestrator.tune.adapters import with_parameters, with_resources
+    from orchestrator.tune.analysis import ExperimentAnalysis
     from orchestrator.tune.callback import Callback
     from orchestrator.tune.checkpoint import Checkpoint
     from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
     from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
     from orchestrator.tune.errors import TuneError, TuneUnsupported
     from orchestrator.tune.result_grid import Result, ResultGrid
+    from orchestrator.tune.run import run
     from orchestrator.tune.sample import grid_search
     from orchestrator.tune.search.sample import (
         choice,
@@ -50,6 +52,7 @@ _WHERE = {
     "Callback": ".callback",
     "Checkpoint": ".checkpoint",
     "CheckpointConfig": ".config",
+    "ExperimentAnalysis": ".analysis",
     "FailureConfig": ".config",
     "Result": ".result_grid",
     "ResultGrid": ".result_grid",
@@ -64,6 +67,7 @@ _WHERE = {
     "get_checkpoint": ".context",
     "get_context": ".context",
     "report": ".context",
+    "run": ".run",
     "with_parameters": ".adapters",
     "with_resources": ".adapters",
     "grid_search": ".sample",
@@ -90,6 +94,7 @@ __all__ = [
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
+    "ExperimentAnalysis",
     "FailureConfig",
     "Result",
     "ResultGrid",
@@ -115,6 +120,7 @@ __all__ = [
     "randint",
     "randn",
     "report",
+    "run",
     "sample_from",
     "uniform",
     "with_parameters",

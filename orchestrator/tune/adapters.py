@@ -11,6 +11,8 @@ object store, where they were put once for the whole run.
 
 from __future__ import annotations
 
+import inspect
+import numbers
 import os
 import pickle
 from collections.abc import Callable, Mapping
@@ -20,7 +22,7 @@ from orchestrator.actor.trainable import Trainable as EngineTrainable
 from orchestrator.core.wire import REPORTED_CHECKPOINT
 from orchestrator.tune import context as ctx
 from orchestrator.tune.errors import unsupported
-from orchestrator.tune.result import SHOULD_CHECKPOINT
+from orchestrator.tune.result import DEFAULT_METRIC, SHOULD_CHECKPOINT
 from orchestrator.tune.trainable import Trainable, building
 
 __all__ = [
@@ -68,8 +70,32 @@ class FunctionAdapter:
     def __call__(self, config: dict[str, Any]) -> Any:
         from orchestrator.actor.function import current_trial_id
 
-        ctx.enter(ctx.TrialContext(current_trial_id(), config, self.info))
-        return self.function(config, **_fetch(self.params))
+        context = ctx.TrialContext(current_trial_id(), config, self.info)
+        ctx.enter(context)
+        output = self.function(config, **_fetch(self.params))
+        if inspect.isgenerator(output):  # Tune's legacy API: each value yielded is reported
+            for value in output:
+                result = tune_output(value)
+                if result is not None:
+                    ctx.report(result)
+            return None
+        result = tune_output(output)
+        return None if result is None else context.add_keys(result)
+
+
+def tune_output(value: Any) -> dict[str, Any] | None:
+    """What Ray Tune makes of a function's return (or yield): a dict is a result, a
+    number is ``{"_metric": number}``, a false value (None, 0, {}) is nothing."""
+    if not value:
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, numbers.Number):
+        return {DEFAULT_METRIC: value}
+    raise ValueError(
+        "Invalid return or yield value. Either return/yield a single number or a "
+        "dictionary object in your trainable function."
+    )
 
 
 class ClassAdapter(EngineTrainable):

@@ -2,16 +2,23 @@
 and ``FailureConfig``, with Tune's field names and defaults.
 
 They hold what the user wrote; :mod:`orchestrator.tune.plan` translates them into one
-``Orchestrator(...)`` and one ``sweep(...)`` call. A field this facade cannot honour is
-refused when the object is built, naming it and what to use instead.
+``Orchestrator(...)`` and one ``sweep(...)`` call. Every field is checked when the
+object is built, before Ray starts: a wrong value is a ``ConfigError`` (a
+``ValueError``, as Tune raises) naming the argument as written (``TuneConfig(mode=...)``)
+in Tune's words where Tune has some; a field this facade cannot honour is refused,
+naming it and what to use instead.
 """
 
 from __future__ import annotations
 
+import datetime
+import numbers
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
+from orchestrator.errors import ConfigError
 from orchestrator.tune.errors import unsupported
 
 __all__ = ["CheckpointConfig", "FailureConfig", "RunConfig", "TuneConfig"]
@@ -33,6 +40,42 @@ class CheckpointConfig:
     checkpoint_frequency: int = 0
     checkpoint_at_end: bool | None = None
 
+    def __post_init__(self) -> None:
+        keep = self.num_to_keep
+        if keep is not None and (not _is_int(keep) or keep < 1):
+            _bad(
+                "CheckpointConfig",
+                "num_to_keep",
+                f"Received invalid num_to_keep: {keep!r}. Must be None or an integer >= 1.",
+            )
+        if self.checkpoint_score_order not in ("max", "min"):
+            _bad(
+                "CheckpointConfig",
+                "checkpoint_score_order",
+                f'checkpoint_score_order must be either "max" or "min", got '
+                f"{self.checkpoint_score_order!r}.",
+            )
+        attribute = self.checkpoint_score_attribute
+        if attribute is not None and not isinstance(attribute, str):
+            _bad(
+                "CheckpointConfig",
+                "checkpoint_score_attribute",
+                _want("a metric's name", attribute),
+            )
+        every = self.checkpoint_frequency
+        if not _is_int(every) or every < 0:
+            _bad(
+                "CheckpointConfig",
+                "checkpoint_frequency",
+                f"checkpoint_frequency must be >=0, got {every!r}",
+            )
+        if self.checkpoint_at_end not in (None, True, False):
+            _bad(
+                "CheckpointConfig",
+                "checkpoint_at_end",
+                _want("True, False or None", self.checkpoint_at_end),
+            )
+
 
 @dataclass
 class FailureConfig:
@@ -41,6 +84,31 @@ class FailureConfig:
 
     max_failures: int = 0
     fail_fast: bool | str = False
+
+    def __post_init__(self) -> None:
+        fast = self.fail_fast
+        if isinstance(fast, str) and fast.upper() == "RAISE":
+            self.fail_fast = "raise"
+        elif not isinstance(fast, bool):
+            _bad(
+                "FailureConfig",
+                "fail_fast",
+                f"fail_fast must be one of {{bool, 'raise'}}. Got {fast!r}.",
+            )
+        if not _is_int(self.max_failures) or self.max_failures < -1:
+            _bad(
+                "FailureConfig",
+                "max_failures",
+                _want(
+                    "an int >= 0 (restarts a trial may use), or -1 for no limit", self.max_failures
+                ),
+            )
+        if self.fail_fast and self.max_failures != 0:
+            _bad(
+                "FailureConfig",
+                "max_failures",
+                f"max_failures must be 0 if fail_fast={self.fail_fast!r}.",
+            )
 
 
 @dataclass
@@ -71,6 +139,38 @@ class TuneConfig:
                 "a trial runs in its worker's directory; write files under "
                 "tune.get_context().get_trial_dir()",
             )
+        if self.mode is not None and self.mode not in ("min", "max"):
+            _bad("TuneConfig", "mode", f"must be one of ['min', 'max'], got {self.mode!r}")
+        if self.metric is not None and not isinstance(self.metric, str):
+            _bad("TuneConfig", "metric", _want("a reported metric's name", self.metric))
+        samples = self.num_samples
+        if samples == -1 and _is_int(samples):
+            raise unsupported(
+                "TuneConfig(num_samples=-1) (sample until stopped)",
+                "give a number of samples; time_budget_s or a stopper still ends the run sooner",
+            )
+        if not _is_int(samples) or samples < 1:
+            _bad("TuneConfig", "num_samples", _want("an int >= 1", samples))
+        limit = self.max_concurrent_trials
+        if limit is not None and (not _is_int(limit) or limit < 0):
+            _bad(
+                "TuneConfig",
+                "max_concurrent_trials",
+                f"`max_concurrent_trials` must be greater or equal than 1, got {limit!r}.",
+            )
+        budget = self.time_budget_s
+        if isinstance(budget, datetime.timedelta):
+            budget = budget.total_seconds()
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, numbers.Real) or budget <= 0
+        ):
+            _bad("TuneConfig", "time_budget_s", _want("seconds > 0, or None", self.time_budget_s))
+        if self.reuse_actors not in (None, True, False):
+            _bad("TuneConfig", "reuse_actors", _want("True, False or None", self.reuse_actors))
+        for name in ("trial_name_creator", "trial_dirname_creator"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                _bad("TuneConfig", name, _want("a function of the trial returning a str", value))
 
 
 @dataclass
@@ -115,3 +215,29 @@ class RunConfig:
         for name, (value, instead) in refused.items():
             if value is not None:
                 raise unsupported(f"RunConfig({name}=...)", instead)
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            _bad("RunConfig", "name", _want("a non-empty str", self.name))
+        path = self.storage_path
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            _bad("RunConfig", "storage_path", _want("a path, s3://... or gs://...", path))
+        if path is not None:
+            self.storage_path = os.fspath(path)
+        if self.verbose is not None and (not _is_int(self.verbose) or self.verbose < 0):
+            _bad("RunConfig", "verbose", _want("an int from 0 (silent) to 3", self.verbose))
+        if self.callbacks is not None and (
+            isinstance(self.callbacks, (str, bytes)) or not isinstance(self.callbacks, Sequence)
+        ):
+            _bad("RunConfig", "callbacks", _want("a list of tune.Callback", self.callbacks))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _want(what: str, got: Any) -> str:
+    return f"must be {what}, got {got!r}"
+
+
+def _bad(config: str, argument: str, words: str) -> NoReturn:
+    """A wrong value: one line naming the argument as the user wrote it."""
+    raise ConfigError(f"{config}({argument}=...): {words}")

@@ -11,10 +11,10 @@ is retried and ``on_trial_error`` when it is not.
 
 A callback that sets ``SHOULD_CHECKPOINT`` in a result asks for a checkpoint: the trial
 saves right after its next result (the step in flight, since callbacks run beside the
-trials; on Tune, before any further step). The same hook carries out two run-wide
-rules: ``FailureConfig(fail_fast=...)`` (the first trial in ERROR ends the sweep) and
+trials; on Tune, before any further step). The same hook carries out
 ``trial_dirname_creator`` (the trial's directory is also reachable by that name: a
-symbolic link, with local storage).
+symbolic link, with local storage). ``FailureConfig(fail_fast=...)`` is the sweep's own
+``fail_fast``: it must act on the loop, before any other result is recorded.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ log = logging.getLogger("orchestrator.tune")
 
 
 class TuneHooks:
-    """See the module docstring. ``end_run`` ends the sweep (set once it runs)."""
+    """See the module docstring."""
 
     def __init__(
         self,
@@ -46,7 +46,6 @@ class TuneHooks:
         trainable_name: str,
         name_creator: Callable[[Any], str] | None,
         dirname_creator: Callable[[Any], str] | None,
-        fail_fast: bool | str,
         prefix: str = "",
     ) -> None:
         self.callbacks = list(callbacks)
@@ -55,13 +54,10 @@ class TuneHooks:
         self._trainable = trainable_name
         self._name_creator = name_creator
         self._dirname_creator = dirname_creator
-        self._fail_fast = fail_fast
         self._views: dict[str, TuneTrial] = {}
         self._lock = threading.Lock()
         self._iteration = 0
         self.loop: asyncio.AbstractEventLoop | None = None  # the run's (set by the Tuner)
-        self.end_run: Callable[[], None] | None = None
-        self.first_error: BaseException | None = None
         self._prefix = prefix  # the run's trials' ids start with it (the sweep's name)
         if not self.callbacks:  # no per-result hook call for nothing
             for name in ("on_trial_result", "on_checkpoint", "on_trial_restore"):
@@ -134,11 +130,6 @@ class TuneHooks:
             return
         final = getattr(trial.state, "value", "") == "ERROR"
         self._trial_call("on_trial_error" if final else "on_trial_recover", trial)
-        if final and self._fail_fast and self.first_error is None:
-            self.first_error = error
-            log.warning("trial %s failed and fail_fast is set: ending the run", trial.id)
-            if self.end_run is not None:
-                self.end_run()
 
     def on_trial_complete(self, trial: Any) -> None:
         self._trial_call("on_trial_complete", trial)

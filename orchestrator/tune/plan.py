@@ -105,7 +105,7 @@ def _searcher(tune_config: TuneConfig, space: Mapping[str, Any]) -> tuple[Any, i
         inner = inner.searcher
     if isinstance(inner, BasicVariantGenerator) and inner.max_concurrent > 0:
         bound = inner.max_concurrent if bound is None else min(bound, inner.max_concurrent)
-    asked = tune_config.max_concurrent_trials
+    asked = tune_config.max_concurrent_trials or None  # 0: no bound, as on Tune
     if asked is not None and isinstance(search_alg, ConcurrencyLimiter):
         if search_alg.max_concurrent != asked:
             raise ConfigError(
@@ -152,10 +152,7 @@ def _checkpoints(config: CheckpointConfig, is_class: bool) -> tuple[int, Any, An
         every = AT_END_ONLY
     score = None
     if config.checkpoint_score_attribute is not None:
-        order = config.checkpoint_score_order
-        if order not in ("max", "min"):
-            raise ConfigError(f"checkpoint_score_order must be 'max' or 'min', got {order!r}")
-        score = (config.checkpoint_score_attribute, order)
+        score = (config.checkpoint_score_attribute, config.checkpoint_score_order)
     return every, config.num_to_keep, score
 
 
@@ -173,6 +170,11 @@ def plan_run(
         raise unsupported(f"tune_config={type(tune_config).__name__}", "use tune.TuneConfig(...)")
     if not isinstance(run_config, RunConfig):
         raise unsupported(f"run_config={type(run_config).__name__}", "use tune.RunConfig(...)")
+    if param_space is not None and not isinstance(param_space, Mapping):
+        raise ConfigError(
+            "The `param_space` passed to the `Tuner` must be a dict. Got "
+            f"'{type(param_space).__name__}' instead."
+        )
     user, _, resources = unwrap(trainable, put=False)
     check_trainable(user)
     is_class = _is_class(user)
@@ -204,11 +206,7 @@ def plan_run(
                 f"a stateful stopper with the scheduler {type(scheduler).__name__}",
                 "use the scheduler's class from orchestrator.tune.schedulers",
             )
-    failure = run_config.failure_config or FailureConfig()
-    if failure.fail_fast and failure.max_failures != 0:
-        raise ConfigError("max_failures must be 0 if fail_fast=True.")
-    if failure.fail_fast not in (True, False, "raise"):
-        raise ConfigError(f"fail_fast must be True, False or 'raise', got {failure.fail_fast!r}")
+    failure = run_config.failure_config or FailureConfig()  # checked when it was built
     every, keep, score = _checkpoints(run_config.checkpoint_config or CheckpointConfig(), is_class)
     if is_class and user.default_resource_request(dict(space)) is not None:
         raise unsupported(

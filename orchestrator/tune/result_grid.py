@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from orchestrator.core.best import finite_metric as metric_value
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, like_cause
 from orchestrator.tune.checkpoint import Checkpoint
 from orchestrator.tune.errors import TuneError
 from orchestrator.tune.trial import tune_checkpoint
@@ -43,7 +43,9 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 class Result:
     """One trial's outcome: ``metrics`` (its last result, with ``config``), ``config``,
     ``checkpoint`` (its newest persisted one), ``path`` (its directory), ``error``,
-    ``metrics_dataframe`` (every result) and ``best_checkpoints``."""
+    ``metrics_dataframe`` (every result) and ``best_checkpoints``. ``error`` is a
+    ``TuneError`` naming the trial that is also an instance of the exception the
+    trainable raised (``except ValueError`` catches it, as on Tune)."""
 
     def __init__(self, trial: Any, experiment_path: str) -> None:
         self._trial = trial
@@ -54,11 +56,12 @@ class Result:
         self.path: str = f"{experiment_path.rstrip('/')}/{trial.id}"
         state = getattr(trial.state, "value", str(trial.state))
         error = trial.error if state == "ERROR" else None
-        self.error: BaseException | None = (
-            None if error is None else TuneError(f"trial {trial.id} failed: {error}")
-        )
-        if self.error is not None:
-            self.error.__cause__ = error
+        self.error: BaseException | None = None
+        if error is not None:
+            # An instance of the user's exception class too, as Tune's task errors are.
+            cause = getattr(error, "cause", None) or error
+            said = str(error).removeprefix(f"trial {trial.id}: ")
+            self.error = like_cause(TuneError, f"trial {trial.id} failed: {said}", cause)
 
     @property
     def filesystem(self) -> str:
@@ -156,13 +159,31 @@ class ResultGrid:
     ) -> Result:
         """The result of the best trial by ``metric`` in ``mode`` (default: the run's),
         each trial scored by ``scope``: its last value, its mean (``avg``), the mean of
-        its last 5 or 10 (``last-5-avg``, ``last-10-avg``) or its best (``all``)."""
+        its last 5 or 10 (``last-5-avg``, ``last-10-avg``) or its best (``all``). A run
+        of one trial has it as its best, whatever it reported (as on Tune)."""
+        if len(self._results) == 1:
+            return self._results[0]
         metric, mode = metric or self._metric, mode or self._mode
         if not metric or not mode:
             raise ConfigError(
                 "No metric is provided. Either pass in a `metric` arg to `get_best_result` "
                 "or specify a metric in the `TuneConfig` of your `Tuner`."
             )
+        best = self.best_index(metric, mode, scope, filter_nan_and_inf)
+        if best is None:
+            raise ConfigError(
+                f"No best trial found for the given metric: {metric}. This means that no "
+                "trial has reported this metric, or all values reported for this metric "
+                "are NaN. To not ignore NaN values, you can set the `filter_nan_and_inf` arg "
+                "to False."
+            )
+        return self._results[best]
+
+    def best_index(
+        self, metric: str, mode: str, scope: str = "last", filter_nan_and_inf: bool = True
+    ) -> int | None:
+        """The index of the best trial by ``metric`` in ``mode`` and ``scope`` (the first
+        of equals), or None when no trial reported a usable value."""
         if mode not in ("min", "max"):
             raise ConfigError(f"get_best_result: mode must be 'min' or 'max', got {mode!r}")
         if scope not in _SCOPES:
@@ -176,14 +197,7 @@ class ResultGrid:
             key = (sign * score, -index)
             if best is None or key > best:
                 best = key
-        if best is None:
-            raise ConfigError(
-                f"No best trial found for the given metric: {metric}. This means that no "
-                "trial has reported this metric, or all values reported for this metric "
-                "are NaN. To not ignore NaN values, you can set the `filter_nan_and_inf` arg "
-                "to False."
-            )
-        return self._results[-best[1]]
+        return None if best is None else -best[1]
 
     def get_pareto_front(
         self, metrics: Sequence[str] | None = None, modes: Sequence[str] | None = None

@@ -4,7 +4,8 @@ Each returns a domain of :mod:`orchestrator.search`, with Tune's arguments and
 semantics (bounds, quantization, ``randint``'s excluded upper bound). ``grid_search``
 returns a ``grid``; a literal ``{"grid_search": [...]}`` in a space is read as one too
 (:func:`translate_space`). ``sample_from`` takes Tune's function of ``spec``
-(``spec.config.x`` or ``spec["config"]["x"]``) or of nothing.
+(``spec.config.x``, ``spec["config"]["x"]``, or the config itself: ``spec["x"]``,
+``spec.x``) or of nothing.
 """
 
 from __future__ import annotations
@@ -93,18 +94,6 @@ def grid_search(values: Sequence[Any]) -> search.Grid:
     return search.grid(list(values))
 
 
-class _Spec(dict):  # type: ignore[type-arg]
-    """What a Tune ``sample_from`` function gets: ``spec.config.x`` and
-    ``spec["config"]["x"]`` both read the config sampled so far."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            value = self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-        return _Spec(value) if isinstance(value, Mapping) else value
-
-
 class _TuneFunction:
     """A Tune ``sample_from`` function as trialflow's: it reads the config through a spec.
     Picklable when the function is."""
@@ -120,18 +109,27 @@ class _TuneFunction:
     def __call__(self, config: Mapping[str, Any]) -> Any:
         if not self.takes_spec:
             return self.func()
-        return self.func(_Spec({"config": _Lazy(config)}))
+        return self.func(_Lazy(config, root=True))
 
 
 class _Lazy(Mapping[str, Any]):
     """A config view read on demand (so trialflow resolves only what the function reads),
-    with attribute access."""
+    with attribute access. The ``root`` view is Tune's ``spec`` as both of Tune's
+    signatures read it: the config itself (``spec["a"]``, ``spec.a``) and, for a key
+    ``config`` the config lacks, the config again (``spec.config.a``,
+    ``spec["config"]["a"]``); a key ``config`` of the user's wins, as on Tune."""
 
-    def __init__(self, view: Mapping[str, Any]) -> None:
+    def __init__(self, view: Mapping[str, Any], *, root: bool = False) -> None:
         self._view = view
+        self._root = root
 
     def __getitem__(self, key: str) -> Any:
-        value = self._view[key]
+        try:
+            value = self._view[key]
+        except KeyError:
+            if not (self._root and key == "config"):
+                raise
+            return _Lazy(self._view)
         return _Lazy(value) if isinstance(value, Mapping) else value
 
     def __getattr__(self, name: str) -> Any:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
+from orchestrator.errors import like_cause
 from orchestrator.tune import saved
 from orchestrator.tune.adapters import engine_trainable, trainable_name, unwrap
 from orchestrator.tune.config import RunConfig, TuneConfig
@@ -157,7 +158,6 @@ class Tuner:
             trainable_name=trainable_name(plan.trainable),
             name_creator=plan.name_creator,
             dirname_creator=plan.dirname_creator,
-            fail_fast=plan.fail_fast,
             prefix=plan.sweep_name + "_",
         )
         orch = Orchestrator(
@@ -182,7 +182,6 @@ class Tuner:
             def end() -> None:
                 orch.end_sweep(plan.sweep_name)
 
-            hooks.end_run = end
             hooks.loop = asyncio.get_running_loop()
             if plan.stop.driver is not None and isinstance(plan.scheduler, TuneScheduler):
                 plan.scheduler.attach_stopper(plan.stop.driver, end)
@@ -204,14 +203,16 @@ class Tuner:
                     resources=plan.resources,
                     reuse_actors=plan.reuse_actors,
                     name=plan.sweep_name,
+                    fail_fast=bool(plan.fail_fast),
                 )
             finally:
                 if timer is not None:
                     timer.cancel()
-        if plan.fail_fast == "raise" and hooks.first_error is not None:
-            raise TuneError(f"a trial failed (fail_fast='raise'): {hooks.first_error}") from (
-                hooks.first_error
-            )
+        failed = [t.error for t in result.trials if t.state.value == "ERROR" and t.error]
+        if plan.fail_fast == "raise" and failed:
+            first = failed[0]
+            cause = getattr(first, "cause", None) or first
+            raise like_cause(TuneError, f"a trial failed (fail_fast='raise'): {first}", cause)
         return ResultGrid(result.trials, uri, plan.metric, plan.mode, plan.objectives)
 
     def _document(self, plan: RunPlan) -> dict[str, Any]:

@@ -24,13 +24,8 @@ _REPORT = "call tune.report(metrics, checkpoint=...) from your framework's own c
 #: Names of Ray Tune's modules (relative to ``ray.tune``) -> what to use instead.
 NAMES: dict[str, dict[str, str]] = {
     "": {
-        "run": "use tune.Tuner(trainable, param_space=..., tune_config=..., run_config=...).fit()",
         "run_experiments": "use tune.Tuner(...).fit() once per experiment",
         "Experiment": "use tune.Tuner(...) with tune.RunConfig(name=...)",
-        "ExperimentAnalysis": (
-            "use tune.Tuner.restore(path, trainable).get_results(), or "
-            "`python -m orchestrator show --storage DIR --name NAME`"
-        ),
         "register_env": "RLlib environments are not covered; pass your trainable to tune.Tuner",
         "register_trainable": "pass the trainable itself to tune.Tuner (no registry)",
         "CLIReporter": "the live progress table is on by default; RunConfig(verbose=0) hides it",
@@ -87,7 +82,6 @@ MODULES: dict[str, str] = {
     "integration.lightgbm": f"LightGBM callbacks are not covered: {_REPORT}",
     "examples": "Ray Tune's examples: import them from ray.tune.examples",
     "execution": "Ray Tune's controller internals have no counterpart here",
-    "analysis": "use tune.Tuner.restore(path, trainable).get_results()",
     "progress_reporter": "the live progress table is on by default (verbose=0: off)",
 }
 

@@ -6,6 +6,7 @@ concurrency, actor reuse, results, and every bad input before any trial (moved f
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter as Tally
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,53 @@ async def test_without_reuse_a_sweep_starts_no_workers_ahead(
             reuse_actors=False,
         )
     assert searcher.actors_at_setup == 0
+
+
+def fails_or_waits_for_the_failure(config: dict[str, Any]) -> None:
+    """Trial x=0 fails once the others run; they report only once the driver has handled
+    that failure (its hook wrote the mark): any result of theirs comes after it."""
+    from orchestrator import report
+
+    marks = Path(config["marks"])
+
+    def wait_for(*names: str) -> None:
+        for _ in range(1200):
+            if all((marks / name).exists() for name in names):
+                return
+            time.sleep(0.05)
+
+    if config["x"] == 0:
+        wait_for("running-1", "running-2")
+        raise ValueError("the first trial fails")
+    (marks / f"running-{config['x']}").touch()
+    wait_for("failed")
+    for step in range(1000):
+        report({"step": step})
+        time.sleep(0.01)
+
+
+class MarksErrors:
+    def __init__(self, marks: Path) -> None:
+        self.marks = marks
+
+    def on_trial_error(self, trial: Trial, error: BaseException) -> None:
+        (self.marks / "failed").touch()
+
+
+async def test_fail_fast_stops_the_others_before_they_record_anything(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    """fail_fast: the first trial in ERROR ends the sweep on the loop, and the other
+    trials' steps in flight are dropped: none of them records a result after it (a plain
+    end would let each finish its step, and record it)."""
+    async with orchestrator(storage=tmp_path, name="ff", hooks=[MarksErrors(tmp_path)]) as orch:
+        result = await orch.sweep(
+            fails_or_waits_for_the_failure,
+            {"x": grid([0, 1, 2]), "marks": str(tmp_path)},
+            resources=CPU,
+            max_concurrent_trials=3,
+            fail_fast=True,
+        )
+    states = Tally(t.state for t in result.trials)
+    assert states[TrialState.ERROR] == 1 and states[TrialState.TERMINATED] == len(result.trials) - 1
+    assert [t.results for t in result.trials] == [[]] * len(result.trials)

@@ -41,7 +41,8 @@ class Stepper(tune.Trainable):
         (lambda: tune.Tuner("my_trainable"), "trainable by name"),
         (lambda: tune.Tuner(train, _tuner_kwargs={}), "Tuner"),
         (lambda: tune.Tuner.restore("/x", train, restart_errored=True), "resume_errored=True"),
-        (lambda: tune.run(train), r"tune.Tuner\(.*\).fit\(\)"),
+        (lambda: tune.run(train, resume="AUTO"), r"tune.run\(resume=...\).*Tuner.restore"),
+        (lambda: tune.ExperimentAnalysis("/x"), r"ExperimentAnalysis\(path\).*Tuner.restore"),
         (lambda: tune.PlacementGroupFactory, "with_resources"),
     ],
 )
@@ -62,9 +63,8 @@ def test_unknown_scheduler_and_searcher_classes_fail_at_import() -> None:
 
 
 def test_tune_checks_are_kept_with_tunes_words() -> None:
-    failing = tune.RunConfig(failure_config=tune.FailureConfig(max_failures=2, fail_fast=True))
     with pytest.raises(ConfigError, match="max_failures must be 0 if fail_fast=True"):
-        tune.Tuner(train, run_config=failing)
+        tune.FailureConfig(max_failures=2, fail_fast=True)
     every = tune.RunConfig(checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=2))
     with pytest.raises(ConfigError, match="'checkpoint_frequency' cannot be set for a function"):
         tune.Tuner(train, run_config=every)

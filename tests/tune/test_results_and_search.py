@@ -37,7 +37,8 @@ class FakeTrial:
     @property
     def results(self) -> list[dict[str, Any]]:
         return [
-            {"loss": v, "gain": -v, "training_iteration": i + 1} for i, v in enumerate(self.values)
+            {"loss": v, "gain": -v, "training_iteration": i + 1, "trial_id": self.id}
+            for i, v in enumerate(self.values)
         ]
 
     @property

@@ -33,6 +33,8 @@ __all__ = [
 
 
 def stop_when_idle(m: TrialSteps, decision: Stop) -> list[Action]:
+    if decision.at_once:
+        return m._stop_at_once()
     return _end_when_idle(m, Intent.STOP)
 
 

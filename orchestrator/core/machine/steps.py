@@ -69,6 +69,16 @@ class TrialSteps(TrialRecord):
             actions.append(Notify("on_trial_complete"))
         return actions
 
+    def _stop_at_once(self) -> list[Action]:
+        """TERMINATED now, dropping what is in flight (``Stop(at_once=True)``): an actor
+        busy with a call is let go ungracefully (killed when it hosts only this trial),
+        whatever that call returns is stale; an idle one is let go without a final save."""
+        busy = (
+            self.train_in_flight or self.saves_in_flight > 0 or (self.state is TrialState.RESTORING)
+        )
+        actions: list[Action] = [StopActor(self.generation, graceful=not busy)]
+        return actions + self._release(TrialState.TERMINATED, actor_stopped=True)
+
     def _fail_at_once(self, error: TrialError) -> list[Action]:
         """ERROR now, without a retry: retrying cannot fix this one."""
         self.num_failures += 1
