@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from orchestrator.errors import like_cause
-from orchestrator.tune import saved
+from orchestrator.tune import restoring, saved
 from orchestrator.tune.adapters import engine_trainable, trainable_name, unwrap
 from orchestrator.tune.config import RunConfig, TuneConfig
 from orchestrator.tune.context import RunInfo
@@ -74,16 +75,23 @@ class Tuner:
         return _recorded_results(self._plan, self._restored_sweep)
 
     @classmethod
-    def can_restore(cls, path: str, storage_filesystem: Any = None) -> bool:
-        """Whether ``path`` holds a run of this facade that ``restore`` can continue."""
+    def can_restore(cls, path: str | os.PathLike[str], storage_filesystem: Any = None) -> bool:
+        """Whether ``path`` holds a run of this facade that ``restore`` can continue (a
+        run Ray Tune wrote cannot be: False, and a warning that says so)."""
         if storage_filesystem is not None:
             raise unsupported("can_restore(storage_filesystem=...)", "give a path or URI")
-        return saved.is_experiment(saved.experiment_uri(*saved.split(path)))
+        path = restoring.path_text(path)
+        uri = saved.experiment_uri(*saved.split(path))
+        if saved.is_experiment(uri):
+            return True
+        if restoring.written_by_ray_tune(uri):
+            restoring.warn_ray_tune(path)
+        return False
 
     @classmethod
     def restore(
         cls,
-        path: str,
+        path: str | os.PathLike[str],
         trainable: Any,
         resume_unfinished: bool = True,
         resume_errored: bool = False,
@@ -108,9 +116,12 @@ class Tuner:
             )
         if storage_filesystem is not None or _resume_config is not None:
             raise unsupported("Tuner.restore(storage_filesystem/_resume_config)", "give a path")
+        path = restoring.path_text(path)
         storage_path, name = saved.split(path)
         uri = saved.experiment_uri(storage_path, name)
         if not saved.is_experiment(uri, tuner=False):
+            if restoring.written_by_ray_tune(uri):
+                raise restoring.ray_tune_refusal(path)
             raise TuneError(
                 f"Tuner.restore: {path} is not an experiment (no experiment_state.json there); "
                 "give the directory fit() wrote: <storage_path>/<name>"
@@ -122,6 +133,7 @@ class Tuner:
                 "Orchestrator(resume=True)"
             )
         document = saved.load(uri)
+        restoring.check_same_run(path, document, trainable, param_space)
         run_config = document["run_config"]
         from dataclasses import replace
 
