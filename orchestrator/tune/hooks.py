@@ -7,7 +7,9 @@ trials and calls each Tune callback's matching method with Tune's arguments
 trialflow runs sync hooks in a thread, per trial in order; a lock here makes the calls
 into callbacks one at a time, as Tune's controller makes them. trialflow's hook for a
 failure fires for every failure: it becomes Tune's ``on_trial_recover`` when the trial
-is retried and ``on_trial_error`` when it is not.
+is retried and ``on_trial_error`` when it is not. Each of these events is one of Tune's
+controller steps: ``on_step_begin`` comes before its callbacks and ``on_step_end`` after
+(Tune's controller also steps while nothing happens; an idle run here calls neither).
 
 A callback that sets ``SHOULD_CHECKPOINT`` in a result asks for a checkpoint: the trial
 saves right after its next result (the step in flight, since callbacks run beside the
@@ -87,7 +89,13 @@ class TuneHooks:
         view = self.view(trial)
         with self._lock:
             trials = list(self._views.values())
-            self._call(name, iteration=self._iteration, trials=trials, trial=view, **kwargs)
+            self._step(name, trials, trial=view, **kwargs)
+
+    def _step(self, name: str, trials: list[TuneTrial], **kwargs: Any) -> None:
+        """One of Tune's controller steps: the event's callbacks between the step's own."""
+        self._call("on_step_begin", iteration=self._iteration, trials=trials)
+        self._call(name, iteration=self._iteration, trials=trials, **kwargs)
+        self._call("on_step_end", iteration=self._iteration, trials=trials)
 
     # -- trialflow's hooks -----------------------------------------------------------------
 
@@ -104,13 +112,7 @@ class TuneHooks:
             self._iteration += 1
             trials = list(self._views.values())
             view = self.view(trial)
-            self._call(
-                "on_trial_result",
-                iteration=self._iteration,
-                trials=trials,
-                trial=view,
-                result=shown,
-            )
+            self._step("on_trial_result", trials, trial=view, result=shown)
         if shown.get(SHOULD_CHECKPOINT) and self.loop is not None:
             # A callback asked for a checkpoint: the trial saves after its next result
             # (callbacks run beside the trials, so the step in flight comes first).

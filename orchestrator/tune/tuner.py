@@ -26,6 +26,7 @@ from orchestrator.tune.hooks import TuneHooks
 from orchestrator.tune.plan import RunPlan, plan_run
 from orchestrator.tune.result_grid import ResultGrid
 from orchestrator.tune.schedulers.base import TuneScheduler
+from orchestrator.tune.serializable import check_serializable
 
 __all__ = ["Tuner"]
 
@@ -48,6 +49,7 @@ class Tuner:
             raise unsupported(f"Tuner({', '.join(kwargs)}=...)", "see tune.Tuner's arguments")
         if trainable is None:
             raise unsupported("Tuner() without a trainable", "pass a function or tune.Trainable")
+        check_serializable(trainable)
         self._trainable = trainable
         self._param_space = param_space
         self._tune_config = tune_config or TuneConfig()
@@ -134,6 +136,7 @@ class Tuner:
             )
         document = saved.load(uri)
         restoring.check_same_run(path, document, trainable, param_space)
+        check_serializable(trainable)
         run_config = document["run_config"]
         from dataclasses import replace
 
