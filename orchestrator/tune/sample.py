@@ -153,7 +153,11 @@ def sample_from(func: Callable[..., Any]) -> search.SampleFrom:
 
 def translate_space(space: Any) -> Any:
     """A Tune param_space with Tune's literal forms (``{"grid_search": [...]}``, and
-    ``{"eval": "..."}``, refused) as a trialflow space."""
+    ``{"eval": "..."}``, refused) as a trialflow space; a domain built by hand without
+    a sampler (``Float(0, 1)``) takes Tune's default one (uniform)."""
+    default = getattr(space, "with_default_sampler", None)
+    if default is not None:
+        return default()
     if isinstance(space, Mapping):
         if set(space) == {"grid_search"}:
             return search.grid(list(space["grid_search"]))

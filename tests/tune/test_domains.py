@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator import search, tune
 from orchestrator.errors import ConfigError
+from orchestrator.tune.sample import translate_space
 from orchestrator.tune.search.sample import Categorical, Domain, Float, Function, Integer
 
 
@@ -91,7 +92,9 @@ def test_a_domain_built_by_hand_chooses_one_sampler() -> None:
         Float(0, 1).loguniform()
 
 
-def test_a_space_refuses_a_domain_without_sampler_by_its_key() -> None:
+def test_a_domain_without_sampler_is_uniform_in_a_tune_space_refused_in_ours() -> None:
+    translated = translate_space({"lr": Float(0, 1), "n": Integer(1, 4), "c": Categorical("ab")})
+    assert translated == {"lr": tune.uniform(0, 1), "n": tune.randint(1, 4), "c": tune.choice("ab")}
     with pytest.raises(ConfigError, match="'lr'.*no sampler"):
         search.SearchSpace({"lr": Float(0, 1)})
 

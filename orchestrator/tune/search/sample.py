@@ -9,8 +9,9 @@ mixin; the mixins define only Tune's names, never the engine's (``_draw``, ``kin
 so what a domain means to the engine does not change.
 
 ``Float(0, 1)`` built by hand has no sampler yet, as on Tune: ``.uniform()``,
-``.loguniform()`` or ``.normal()`` picks one, ``.sample()`` uses Tune's default
-(uniform), and a space refuses it by its key. A domain that has a sampler refuses a
+``.loguniform()`` or ``.normal()`` picks one; ``.sample()`` and a Tuner's
+``param_space`` use Tune's default (uniform); trialflow's own ``SearchSpace`` refuses
+it by its key. A domain that has a sampler refuses a
 second one with Tune's ``ValueError``; ``.quantized(q)`` may follow any.
 """
 
@@ -149,8 +150,13 @@ class _Bare:
     def _args(self) -> tuple[Any, ...]:
         return ()
 
+    def with_default_sampler(self) -> Domain:
+        """This domain with Tune's default sampler (uniform): what a Tuner's space
+        makes of it, as Tune samples it."""
+        return self.uniform()  # type: ignore[attr-defined, no-any-return]
+
     def _tune_draw(self, config: Any, rng: random.Random) -> Any:
-        return self.uniform()._tune_draw(config, rng)  # type: ignore[attr-defined]
+        return self.with_default_sampler()._tune_draw(config, rng)
 
     def __repr__(self) -> str:
         return f"{type(self).__mro__[2].__name__}{self.domain_str}"  # type: ignore[attr-defined]
