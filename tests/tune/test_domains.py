@@ -4,8 +4,10 @@ hand (``Float(0, 1).uniform().quantized(0.1)``), over trialflow's domains."""
 
 from __future__ import annotations
 
+import functools
 import pickle
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,6 +92,10 @@ def test_a_domain_built_by_hand_chooses_one_sampler() -> None:
         Float(0.05, 1).uniform().quantized(0.1)
     with pytest.raises(ValueError, match="greater than 0"):
         Float(0, 1).loguniform()
+    with pytest.raises(ValueError, match="upper variable bound 32(.0)? is not divisible by"):
+        Float(0, 32).quantized(3)
+    thirds = Float(0, 33).quantized(3).sample(size=300, random_state=1)
+    assert set(thirds) <= {3.0 * k for k in range(12)} and 33.0 in thirds
 
 
 def test_a_domain_without_sampler_is_uniform_in_a_tune_space_refused_in_ours() -> None:
@@ -110,6 +116,17 @@ def test_categorical_and_function_read_as_on_tune() -> None:
     assert Function(lambda: 5).sample() == 5 and not Function(lambda: 5).pass_config
     with pytest.raises(ValueError, match="either 0 or 1 parameters"):
         Function(lambda a, b: a)
+
+    def with_default(spec: Any, b: str = "ok") -> str:
+        return b
+
+    def two_needed(spec: Any, b: str) -> str:
+        return b
+
+    assert tune.sample_from(with_default).sample(None) == "ok"
+    assert tune.sample_from(functools.partial(two_needed, b="set")).sample(None) == "set"
+    with pytest.raises(ValueError, match="either 0 or 1 parameters"):
+        tune.sample_from(two_needed)  # refused when built, as on Tune
 
 
 def test_the_searchers_still_read_tunes_domains() -> None:

@@ -94,3 +94,27 @@ def test_save_and_restore_go_on_with_the_same_study(tmp_path: Path) -> None:
     restored.on_trial_complete("t3", {"score": 9.0})
     assert restored.study.best_value == 9.0
     assert restored.suggest("t4") == searcher.suggest("t4")  # same sampler state
+
+
+def test_a_converted_space_searches_as_the_same_space_written_for_optuna() -> None:
+    from optuna.samplers import RandomSampler
+
+    from orchestrator.tune.search.sample import Categorical, Float, Integer
+
+    space = {
+        "a": Categorical([2, 3, 4]).uniform(),
+        "b": {"x": Integer(0, 5).quantized(2), "y": 4, "z": Float(1e-4, 1e-2).loguniform()},
+    }
+    by_hand = {
+        "a": CategoricalDistribution([2, 3, 4]),
+        "b/x": IntDistribution(0, 4, step=2),
+        "b/z": FloatDistribution(1e-4, 1e-2, log=True),
+    }
+    converted = OptunaSearch.convert_search_space(space)
+    assert converted == by_hand
+    first = OptunaSearch(converted, metric="a", mode="max", sampler=RandomSampler(seed=1234))
+    second = OptunaSearch(by_hand, metric="a", mode="max", sampler=RandomSampler(seed=1234))
+    config = first.suggest("0")
+    assert config == second.suggest("0")
+    assert config is not None and config["a"] in (2, 3, 4) and config["b"]["x"] in (0, 2, 4)
+    assert 1e-4 <= config["b"]["z"] <= 1e-2

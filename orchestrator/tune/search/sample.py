@@ -356,31 +356,30 @@ class _BareCategorical(_Bare, Categorical):
         self.values = list(categories)
 
 
-def _function(func: Callable[..., Any]) -> Function:
-    """``Function(func)``: Tune's check of the signature, then ``sample_from``."""
+def _checked_signature(func: Callable[..., Any]) -> None:
+    """Tune's rule for a ``sample_from``/``Function`` function: callable with the spec
+    or with nothing (``ValueError`` at once, not a ``TypeError`` at the first draw)."""
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):
-        signature = None
-    if signature is not None:
+        return
+    try:
+        signature.bind({})
+    except TypeError:
         try:
-            signature.bind({})
+            signature.bind()
         except TypeError:
-            try:
-                signature.bind()
-            except TypeError:
-                raise ValueError(
-                    "The function passed to a `Function` parameter must be callable with "
-                    "either 0 or 1 parameters."
-                ) from None
-    return sample_from(func)
+            raise ValueError(
+                "The function passed to a `Function` parameter must be callable with "
+                "either 0 or 1 parameters."
+            ) from None
 
 
 _BY_HAND: dict[type, Callable[..., Any]] = {
     Float: _BareFloat,
     Integer: _BareInteger,
     Categorical: _BareCategorical,
-    Function: _function,
+    Function: lambda func: sample_from(func),
 }
 
 
@@ -464,4 +463,5 @@ def choice(categories: Sequence[Any]) -> Categorical:
 
 
 def sample_from(func: Callable[..., Any]) -> Function:
+    _checked_signature(func)
     return _tune(tune_sample.sample_from(func))
