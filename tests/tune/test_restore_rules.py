@@ -44,6 +44,9 @@ def test_restore_refuses_another_trainable_or_other_param_space_keys(
         tune.Tuner.restore(path, other)
     with pytest.raises(ValueError, match=r"added: \['y'\], missing: \['opt/lr'\]"):
         tune.Tuner.restore(path, small, param_space={"x": 1, "y": 2})
+    for other_keys in ({}, {"x": 1, "opt": {}}, {"x": 1, "opt": {"lr": 0.1, "e": 3}}):
+        with pytest.raises(ValueError, match="keys differ from the run's"):
+            tune.Tuner.restore(path, small, param_space=other_keys)
     same_keys = {"x": 5, "opt": {"lr": tune.uniform(0, 0.5)}}  # values may be refreshed
     restored = tune.Tuner.restore(
         path, tune.with_resources(small, {"cpu": 0.25}), param_space=same_keys
