@@ -118,3 +118,51 @@ def test_a_converted_space_searches_as_the_same_space_written_for_optuna() -> No
     assert config == second.suggest("0")
     assert config is not None and config["a"] in (2, 3, 4) and config["b"]["x"] in (0, 2, 4)
     assert 1e-4 <= config["b"]["z"] <= 1e-2
+
+
+def test_results_after_completion_are_ignored_and_points_given_at_construction_count() -> None:
+    from optuna.samplers import RandomSampler
+
+    space = {"report": tune.uniform(0.0, 5.0), "list": [1, 2, 3], "num": 4}
+    searcher = OptunaSearch(
+        OptunaSearch.convert_search_space(space),
+        metric="metric",
+        mode="max",
+        sampler=RandomSampler(seed=1234),
+    )
+    searcher.suggest("trial_1")
+    searcher.on_trial_result("trial_1", {"training_iteration": 1, "metric": 1})
+    searcher.on_trial_complete("trial_1", {"training_iteration": 2, "metric": 1})
+    searcher.on_trial_result("trial_1", {"training_iteration": 3, "metric": 1})  # too late
+    searcher.on_trial_complete("trial_1", {"training_iteration": 4, "metric": 1})  # again
+    assert len(searcher.study.trials) == 1
+    warm = OptunaSearch(
+        {"report": tune.uniform(0.0, 5.0)},
+        metric="metric",
+        mode="max",
+        points_to_evaluate=[{"report": 1.0}],
+        evaluated_rewards=[1.0],
+    )
+    assert len(warm.study.trials) == 1  # the study exists before any suggest
+
+
+class _Ran:
+    def __init__(self, report: float, last: dict[str, object], status: str) -> None:
+        self.config = {"report": report, "num": 4}
+        self.last_result = last
+        self.status = status
+
+
+def test_trials_run_elsewhere_are_told_to_the_study() -> None:
+    searcher = OptunaSearch({"report": tune.uniform(0.0, 5.0)}, metric="metric", mode="max")
+    ran = [
+        _Ran(1.0, {"metric": 1.0, "done": True}, "TERMINATED"),
+        _Ran(2.0, {"metric": 0.5}, "TERMINATED"),  # stopped early: pruned
+        _Ran(3.0, {"metric": 0.1}, "ERROR"),
+        _Ran(4.0, {"other": 1}, "TERMINATED"),  # no metric: left out
+    ]
+    searcher.add_evaluated_trials(ran, "metric")
+    searcher.add_evaluated_trials(ran[0], "metric")
+    states = [trial.state.name for trial in searcher.study.trials]
+    assert states == ["COMPLETE", "PRUNED", "FAIL", "COMPLETE"]
+    assert searcher.suggest("next") is not None

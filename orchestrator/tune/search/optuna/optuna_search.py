@@ -196,6 +196,40 @@ class OptunaSearch(EngineOptunaSearch):
             )
         )
 
+    def add_evaluated_trials(self, trials_or_analysis: Any, metric: str) -> None:
+        """Tell the study of trials run elsewhere: an ``ExperimentAnalysis``, a list of
+        trials, or one (each with ``config``, ``last_result`` and ``status``); a trial
+        without ``metric`` is left out, as on Tune."""
+        if hasattr(trials_or_analysis, "trials"):
+            trials = list(trials_or_analysis.trials)
+        elif isinstance(trials_or_analysis, (list, tuple)):
+            trials = list(trials_or_analysis)
+        else:
+            trials = [trials_or_analysis]
+        if self._space is None:
+            self._set_up_alone(self.tune_space)
+        for trial in trials:
+            last = dict(getattr(trial, "last_result", None) or {})
+            if metric not in last:
+                continue
+            searched = {
+                name: value
+                for name, value in flat(dict(trial.config)).items()
+                if name in self._distributions
+            }
+            status = str(getattr(trial, "status", ""))
+            self.add_evaluated_point(
+                searched,
+                last[metric],
+                error=status == "ERROR",
+                pruned=status == "TERMINATED" and not last.get("done", False),
+            )
+
+    def _set_up(self) -> Any:
+        if self._space is None and self._given_space is not None:
+            self._set_up_alone(self.tune_space)  # its study, before any suggest, as on Tune
+        return super()._set_up()
+
     def save(self, checkpoint_path: str) -> None:
         """Write this searcher (its study, its trials in flight, its space) to a file."""
         import cloudpickle
