@@ -28,6 +28,7 @@ from orchestrator.tune.errors import TuneError
 
 __all__ = [
     "check_same_run",
+    "local_filesystem",
     "path_text",
     "ray_tune_refusal",
     "written_by_ray_tune",
@@ -42,6 +43,15 @@ _TUNE_TUNER = "tuner.pkl"
 def path_text(path: Any) -> str:
     """A path given as ``str`` or ``os.PathLike`` (``pathlib.Path``), as text."""
     return str(os.fspath(path))
+
+
+def local_filesystem(filesystem: Any) -> bool:
+    """No filesystem, or pyarrow's local one (a path then means what it says); any
+    other is refused by the caller (``storage_path`` takes ``s3://``/``gs://`` URIs)."""
+    if filesystem is None:
+        return True
+    kind = type(filesystem)
+    return kind.__name__ == "LocalFileSystem" and kind.__module__.startswith("pyarrow")
 
 
 def written_by_ray_tune(uri: str) -> bool:

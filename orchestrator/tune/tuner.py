@@ -80,7 +80,7 @@ class Tuner:
     def can_restore(cls, path: str | os.PathLike[str], storage_filesystem: Any = None) -> bool:
         """Whether ``path`` holds a run of this facade that ``restore`` can continue (a
         run Ray Tune wrote cannot be: False, and a warning that says so)."""
-        if storage_filesystem is not None:
+        if not restoring.local_filesystem(storage_filesystem):
             raise unsupported("can_restore(storage_filesystem=...)", "give a path or URI")
         path = restoring.path_text(path)
         uri = saved.experiment_uri(*saved.split(path))
@@ -116,7 +116,7 @@ class Tuner:
                 "Tuner.restore(restart_errored=True)",
                 "use resume_errored=True (errored trials continue from their newest checkpoint)",
             )
-        if storage_filesystem is not None or _resume_config is not None:
+        if not restoring.local_filesystem(storage_filesystem) or _resume_config is not None:
             raise unsupported("Tuner.restore(storage_filesystem/_resume_config)", "give a path")
         path = restoring.path_text(path)
         storage_path, name = saved.split(path)

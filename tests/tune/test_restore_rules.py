@@ -40,6 +40,9 @@ def test_restore_refuses_another_trainable_or_other_param_space_keys(
     path = tmp_path / "run"
     assert tune.Tuner.can_restore(path)  # a pathlib.Path, as on Tune
     assert not tune.Tuner.can_restore(tmp_path / "missing")
+    assert not tune.Tuner.can_restore(tmp_path) and not tune.Tuner.can_restore(path / "other")
+    pyarrow_fs = pytest.importorskip("pyarrow.fs")
+    assert tune.Tuner.can_restore(path, storage_filesystem=pyarrow_fs.LocalFileSystem())
     with pytest.raises(ConfigError, match="identifier 'other' but the run's is 'small'"):
         tune.Tuner.restore(path, other)
     with pytest.raises(ValueError, match=r"added: \['y'\], missing: \['opt/lr'\]"):
