@@ -16,7 +16,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.api.trial import Trial
+from orchestrator.api.trial import Trial, handle_of
 from orchestrator.core.hook_progress import HookProgress
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError, OrchestratorError
@@ -155,6 +155,12 @@ class Experiment:
             rt.machine = rt.machine.rebuilt(self.policy(rt.spec, judge, required_metrics))
         return rt
 
+    def add_call(self, spec: TrialSpec) -> Trial:
+        """What an ``add_trial`` call of ``spec`` returns: the handle of the journaled
+        trial it adopts in a resumed experiment, else of a new trial."""
+        adopted = self.claim(spec)
+        return handle_of(adopted if adopted is not None else self.add(spec))
+
     def claim(self, spec: TrialSpec) -> TrialRuntime | None:
         """The journaled trial an ``add_trial`` call of a resumed experiment adopts, or
         None when the call adds a new trial (or the experiment was not resumed)."""
@@ -181,7 +187,7 @@ class Experiment:
         return self.dispatcher
 
     def handles(self) -> list[Trial]:
-        return [rt.handle for rt in self.trials.values()]
+        return [handle_of(rt) for rt in self.trials.values()]
 
     def _taken_ids(self) -> Container[str]:
         """The ids a new trial may not take. In a resumed experiment a call naming a

@@ -327,10 +327,7 @@ class Orchestrator:
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-        adopted = self._exp.claim(spec)
-        if adopted is not None:
-            return adopted.handle
-        return self._exp.add(spec).handle
+        return self._exp.add_call(spec)
 
     def trial_spec(
         self,
