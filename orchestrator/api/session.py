@@ -56,6 +56,7 @@ class Session:
     builtins: list[Any] = field(default_factory=list)  # the logger, the progress display
     owns_ray: bool = False
     loop_handler: Any = None  # the event loop's exception handler before ours
+    abandoned: list[str] = field(default_factory=list)  # hooks still running at close
 
     async def aclose(self) -> None:
         exp = self.experiment
@@ -72,7 +73,7 @@ class Session:
                     await builtin.aclose()
                 except Exception:  # their files are best effort; the run is done
                     log.exception("closing %s failed", type(builtin).__name__)
-            await self.hooks.aclose()
+            self.abandoned = await self.hooks.aclose()
             await self.storage.aclose()
             asyncio.get_running_loop().set_exception_handler(self.loop_handler)
         finally:
@@ -110,7 +111,9 @@ class Opened:
             if interrupts is not None:
                 interrupts.release()
         if interrupts is not None:
-            ending = interrupts.ending(self.experiment.storage_uri, self.experiment.name)
+            ending = interrupts.ending(
+                self.experiment.storage_uri, self.experiment.name, self.session.abandoned
+            )
             if ending is not None:
                 raise ending from None
         if lease.lost is not None and exc is None:
