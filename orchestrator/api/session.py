@@ -78,7 +78,7 @@ class Session:
             asyncio.get_running_loop().set_exception_handler(self.loop_handler)
         finally:
             exp.hook_progress.bind(None)
-            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = None
+            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = exp.preview = None
             exp.logger = exp.progress = None
             release_ray(self.owns_ray)
 
@@ -230,6 +230,7 @@ async def open_session(exp: Experiment) -> Session:
     dispatcher.start()
     exp.hook_progress.bind(hooks)  # the trials' policies read their hooks' progress there
     exp.dispatcher, exp.hooks, exp.journal, exp.resumption = dispatcher, hooks, journal, resumption
+    exp.preview = None  # the journal just read is the one that counts
     for rt in exp.trials.values():
         dispatcher.attach(rt)
     _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)
