@@ -106,6 +106,67 @@ async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
     assert_failure_free_history(trial, 40)
 
 
+BLOCKING_HOOK = """
+import sys, time
+from orchestrator import Orchestrator
+from tests.trainables import Counter
+
+class Blocks:
+    def on_trial_result(self, trial, result):
+        if result["training_iteration"] == 3:
+            open(sys.argv[2], "w").close()
+            time.sleep(600)  # a plain hook that blocks: a thread that cannot be stopped
+
+orch = Orchestrator(
+    storage=sys.argv[1], name="blocked", progress=False, loggers=[], hooks=[Blocks()]
+)
+orch.add_trial(
+    Counter, {"delay": 0.05}, stop={"training_iteration": 400}, resources={"cpu": 0.25}
+)
+orch.run_sync()
+print("run_sync() returned")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
+async def test_ctrl_c_while_a_plain_hook_blocks_abandons_it_and_says_so(tmp_path: Path) -> None:
+    """The hook's thread once held the process until the hook returned (90 s in the
+    issue), after a line saying "stopped cleanly": now it is abandoned after a short
+    grace, named, and the process ends at once; "cleanly" is not said."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(BLOCKING_HOOK))
+    store, mark = tmp_path / "results", tmp_path / "blocking"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(store), str(mark)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await asyncio.to_thread(_wait_for_file, mark, proc, 150)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = await asyncio.to_thread(proc.communicate, timeout=45)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGINT, err[-4000:]
+    assert took < 45  # the hook sleeps 600 s
+    assert "hook Blocks.on_trial_result for Counter_" in err
+    assert "is still running; abandoned" in err
+    assert "trialflow: SIGINT: experiment 'blocked' stopped (actors stopped, journal saved) " in err
+    assert "but not cleanly: hook Blocks.on_trial_result for Counter_" in err
+    assert "stopped cleanly" not in err
+    assert "Traceback" not in err, err[-4000:]
+    assert "run_sync() returned" not in out
+
+
 async def test_signals_are_given_back_and_never_taken_from_a_host_with_its_own() -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     catcher = Interrupts.catch()  # pytest-asyncio's loop runs under asyncio.Runner

@@ -33,6 +33,7 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["EXIT_STATUS", "Interrupts", "resume_command", "said"]
@@ -119,17 +120,28 @@ class Interrupts:
             uncancel()
         return True
 
-    def ending(self, storage_uri: str, name: str) -> BaseException | None:
+    def ending(
+        self, storage_uri: str, name: str, abandoned: Sequence[str] = ()
+    ) -> BaseException | None:
         """After the close: None when no signal came; else, having said how to resume,
         what to raise: ``KeyboardInterrupt`` after SIGINT, ``SystemExit(143)`` after
-        SIGTERM."""
+        SIGTERM. "Cleanly" is said only when it is true: not after a second signal cut
+        the close short, nor when a hook still running was ``abandoned``."""
         if self.signum is None:
             return None
-        how = (
-            "stopped without waiting for a clean shutdown (the journal may miss its last second)"
-            if self.forced
-            else "stopped cleanly (actors stopped, journal saved)"
-        )
+        if self.forced:
+            how = (
+                "stopped without waiting for a clean shutdown (the journal may miss its "
+                "last second)"
+            )
+        elif abandoned:
+            how = (
+                f"stopped (actors stopped, journal saved) but not cleanly: {abandoned[0]}"
+                + (f" and {len(abandoned) - 1} more" if len(abandoned) > 1 else "")
+                + " was still running and is abandoned"
+            )
+        else:
+            how = "stopped cleanly (actors stopped, journal saved)"
         print(
             f"trialflow: {signal.Signals(self.signum).name}: experiment {name!r} {how}; "
             f"continue it with: {resume_command(storage_uri)}, or "

@@ -58,6 +58,7 @@ class Session:
     builtins: list[Any] = field(default_factory=list)  # the logger, the progress display
     owns_ray: bool = False
     loop_handler: Any = None  # the event loop's exception handler before ours
+    abandoned: list[str] = field(default_factory=list)  # hooks still running at close
 
     async def aclose(self) -> None:
         exp = self.experiment
@@ -74,12 +75,12 @@ class Session:
                     await builtin.aclose()
                 except Exception:  # their files are best effort; the run is done
                     log.exception("closing %s failed", type(builtin).__name__)
-            await self.hooks.aclose()
+            self.abandoned = await self.hooks.aclose()
             await self.storage.aclose()
             asyncio.get_running_loop().set_exception_handler(self.loop_handler)
         finally:
             exp.hook_progress.bind(None)
-            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = None
+            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = exp.preview = None
             exp.logger = exp.progress = None
             release_ray(self.owns_ray)
 
@@ -112,7 +113,9 @@ class Opened:
             if interrupts is not None:
                 interrupts.release()
         if interrupts is not None:
-            ending = interrupts.ending(self.experiment.storage_uri, self.experiment.name)
+            ending = interrupts.ending(
+                self.experiment.storage_uri, self.experiment.name, self.session.abandoned
+            )
             if ending is not None:
                 raise ending from None
         if lease.lost is not None and exc is None:
@@ -247,6 +250,7 @@ async def open_session(exp: Experiment) -> Session:
     dispatcher.start()
     exp.hook_progress.bind(hooks)  # the trials' policies read their hooks' progress there
     exp.dispatcher, exp.hooks, exp.journal, exp.resumption = dispatcher, hooks, journal, resumption
+    exp.preview = None  # the journal just read is the one that counts
     for rt in exp.trials.values():
         dispatcher.attach(rt)
     _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)
