@@ -100,6 +100,15 @@ class Interrupts:
             catcher._previous[signum] = previous
         return catcher if catcher._previous else None
 
+    def retake(self) -> None:
+        """Take the signals again once Ray is up: Ray's core worker installs its own
+        SIGTERM handler when it connects (a stack dump on every SIGTERM), over ours."""
+        for signum in self._previous:
+            try:
+                self._loop.add_signal_handler(signum, self._received, signum)
+            except (RuntimeError, ValueError):  # the loop is closing: nothing to take
+                pass
+
     def release(self) -> None:
         """Put the handlers back as they were before :meth:`catch`."""
         previous, self._previous = self._previous, {}
@@ -149,6 +158,25 @@ class Interrupts:
             file=sys.stderr,
             flush=True,
         )
+        return self._raised()
+
+    def ending_at_start(self, exc: BaseException, name: str) -> BaseException | None:
+        """After a signal cut the start short (``exc`` ended it): having said so, what to
+        raise, as :meth:`ending`; None when ``exc`` is not the signal's doing. Nothing
+        ran, so there is nothing to continue: the script is simply run again."""
+        if not self.ours(exc):
+            return None
+        assert self.signum is not None
+        print(
+            f"trialflow: {signal.Signals(self.signum).name}: experiment {name!r} stopped "
+            "while it was starting (Ray shut down, nothing ran); run it again to start it",
+            file=sys.stderr,
+            flush=True,
+        )
+        return self._raised()
+
+    def _raised(self) -> BaseException:
+        assert self.signum is not None
         if self.signum == signal.SIGINT:
             interrupt = KeyboardInterrupt()
             interrupt._trialflow_said = True  # type: ignore[attr-defined]

@@ -125,9 +125,9 @@ class Opened:
 async def enter(exp: Experiment) -> Opened:
     """Check that a local storage path can hold the experiment, take the experiment's
     lease (before Ray: a second driver is refused at once),
-    open the session, let nothing write to the experiment without the lease, and take
-    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler when it
-    starts on the main thread)."""
+    take SIGINT/SIGTERM (before Ray's start, so a signal while Ray starts still ends the
+    driver cleanly: Ray shut down, the lease given back), open the session, and let
+    nothing write to the experiment without the lease."""
     import storage as storage_pkg
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import acquire_lease
@@ -138,17 +138,25 @@ async def enter(exp: Experiment) -> Opened:
         await asyncio.to_thread(check_local_path, path, exp.name)
     await asyncio.to_thread(_import_the_engine)  # before the lease: see there
     lease = await acquire_lease(exp)
+    interrupts = Interrupts.catch()  # before Ray's start: it runs in a thread and takes none
     try:
         session = await open_session(exp)
-    except BaseException:
+    except BaseException as exc:
         await lease.release()
+        if interrupts is not None:
+            interrupts.release()
+            ending = interrupts.ending_at_start(exc, exp.name)
+            if ending is not None:
+                raise ending from None
         raise
+    if interrupts is not None:
+        interrupts.retake()
     session.journal.write_only_while(lease.may_write)
     session.dispatcher.drive_only_while(lease.may_write)
     if exp.logger is not None:
         exp.logger.write_only_while(lease.may_write)
     lease.on_lost(session.dispatcher.abort)
-    return Opened(exp, session, lease, Interrupts.catch())
+    return Opened(exp, session, lease, interrupts)
 
 
 def release_ray(owned: bool) -> None:
