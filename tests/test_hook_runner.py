@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any
 
@@ -101,3 +102,106 @@ async def test_plain_hooks_run_in_batches_in_order_with_failures_and_slow_calls(
     assert caplog.text.count("hook Plain.on_trial_result for t has run for more than") == 2
     assert runner.results_seen("t") == 600
     await runner.aclose()
+
+
+@pytest.mark.parametrize("kind", ["plain", "async"])
+async def test_a_hook_failing_every_time_shows_one_traceback_then_a_line_each(
+    caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """The rule: the first failure of one hook with one exception type in full, each
+    repeat one line with the count so far (across trials); another type is news."""
+
+    class Plain:
+        def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            if result["i"] == 30:
+                raise KeyError("another bug")
+            raise ValueError(f"bad value {result['i']}\nsecond line")
+
+    class Async:
+        async def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            Plain.on_trial_result(self, trial, result)  # type: ignore[arg-type]
+
+    caplog.set_level(logging.ERROR, logger="orchestrator.engine.hooks")
+    runner = HookRunner([Plain() if kind == "plain" else Async()])
+    for i in range(60):
+        runner.emit(f"t{i % 2}", "on_trial_result", None, {"i": i})
+    await asyncio.wait_for(runner.wait_idle(), 60)
+    await runner.aclose()
+    label = f"{'Plain' if kind == 'plain' else 'Async'}.on_trial_result"
+    records = [r for r in caplog.records if r.name == "orchestrator.engine.hooks"]
+    assert runner.statistics().failures == 60 and len(records) == 60
+    full = [r for r in records if r.exc_info]
+    assert [r.exc_info[0] for r in full if r.exc_info] == [ValueError, KeyError]
+    assert caplog.text.count("Traceback") == 2
+    again = [r.getMessage() for r in records if not r.exc_info]
+    assert len(again) == 58
+    line = (
+        rf"hook {label} failed again for (t[01]) \((\d+) times so far\): ValueError: bad value \d+"
+    )
+    matched = [re.fullmatch(line, m) for m in again]  # one line: the message's first
+    assert all(matched), again
+    counts = sorted(int(m.group(2)) for m in matched if m)
+    assert counts == list(range(2, 60))  # ValueError's repeats, counted across trials
+    assert {m.group(1) for m in matched if m} == {"t0", "t1"}
+
+
+async def test_closing_abandons_a_blocked_plain_hook_after_its_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A plain hook that blocks is given the grace, then named and abandoned: close
+    returns, the rest of its batch never runs, and its thread does not hold the
+    process at exit (a daemon)."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+    threads: list[threading.Thread] = []
+
+    class Blocks:
+        def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            calls.append(result["i"])
+            if result["i"] == 1:
+                threads.append(threading.current_thread())
+                entered.set()
+                release.wait(120)
+
+    caplog.set_level(logging.WARNING, logger="orchestrator.engine.hooks")
+    runner = HookRunner([Blocks()])
+    for i in range(5):
+        runner.emit("t", "on_trial_result", None, {"i": i})
+    try:
+        assert await asyncio.to_thread(entered.wait, 60)
+        started = time.monotonic()
+        abandoned = await asyncio.wait_for(runner.aclose(grace=0.5), 60)
+        took = time.monotonic() - started
+        assert abandoned == ["hook Blocks.on_trial_result for t"]
+        assert took < 30  # the grace, not the hook
+        assert "hook Blocks.on_trial_result for t is still running; abandoned" in caplog.text
+        assert threads[0].daemon
+    finally:
+        release.set()
+    await asyncio.to_thread(threads[0].join, 60)
+    assert calls == [0, 1]  # closed: the batch stopped after the abandoned call
+
+
+async def test_a_plain_hook_that_ends_within_the_grace_is_not_abandoned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+            entered.set()
+            release.wait(120)
+
+    caplog.set_level(logging.WARNING, logger="orchestrator.engine.hooks")
+    runner = HookRunner([Slow()])
+    runner.emit("t", "on_trial_result", None, {})
+    assert await asyncio.to_thread(entered.wait, 60)
+    closing = asyncio.ensure_future(runner.aclose(grace=120))
+    await asyncio.sleep(0.2)
+    release.set()
+    assert await asyncio.wait_for(closing, 60) == []
+    assert "abandoned" not in caplog.text

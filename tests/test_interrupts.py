@@ -106,6 +106,125 @@ async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
     assert_failure_free_history(trial, 40)
 
 
+BLOCKING_HOOK = """
+import sys, time
+from orchestrator import Orchestrator
+from tests.trainables import Counter
+
+class Blocks:
+    def on_trial_result(self, trial, result):
+        if result["training_iteration"] == 3:
+            open(sys.argv[2], "w").close()
+            time.sleep(600)  # a plain hook that blocks: a thread that cannot be stopped
+
+orch = Orchestrator(
+    storage=sys.argv[1], name="blocked", progress=False, loggers=[], hooks=[Blocks()]
+)
+orch.add_trial(
+    Counter, {"delay": 0.05}, stop={"training_iteration": 400}, resources={"cpu": 0.25}
+)
+orch.run_sync()
+print("run_sync() returned")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
+async def test_ctrl_c_while_a_plain_hook_blocks_abandons_it_and_says_so(tmp_path: Path) -> None:
+    """The hook's thread once held the process until the hook returned (90 s in the
+    issue), after a line saying "stopped cleanly": now it is abandoned after a short
+    grace, named, and the process ends at once; "cleanly" is not said."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(BLOCKING_HOOK))
+    store, mark = tmp_path / "results", tmp_path / "blocking"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(store), str(mark)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        await asyncio.to_thread(_wait_for_file, mark, proc, 150)
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = await asyncio.to_thread(proc.communicate, timeout=45)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGINT, err[-4000:]
+    assert took < 45  # the hook sleeps 600 s
+    assert "hook Blocks.on_trial_result for Counter_" in err
+    assert "is still running; abandoned" in err
+    assert "trialflow: SIGINT: experiment 'blocked' stopped (actors stopped, journal saved) " in err
+    assert "but not cleanly: hook Blocks.on_trial_result for Counter_" in err
+    assert "stopped cleanly" not in err
+    assert "Traceback" not in err, err[-4000:]
+    assert "run_sync() returned" not in out
+
+
+WHILE_RAY_STARTS = """
+import os, sys, time
+from orchestrator import Orchestrator
+from orchestrator.engine import raystart
+from tests.trainables import Counter
+
+def slow_start(address, **options):  # Ray's start, held until the test has signalled
+    open(sys.argv[2], "w").close()
+    while not os.path.exists(sys.argv[3]):
+        time.sleep(0.05)
+    return False  # started nothing (a cancelled real start is tests/test_raystart.py's)
+
+raystart.ensure_ray = slow_start
+orch = Orchestrator(storage=sys.argv[1], name="early", progress=False, loggers=[])
+orch.add_trial(Counter, {}, stop={"training_iteration": 3}, resources={"cpu": 0.25})
+orch.run_sync()
+print("run_sync() returned")
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 143)]
+)
+def test_a_signal_while_ray_starts_ends_the_driver_and_gives_the_lease_back(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    """Ray starts in a thread (the loop renews the lease meanwhile), where Ray takes no
+    SIGTERM of its own: the signal is ours from before the start, so it ends the driver
+    once the start is over, with the lease given back and one line, no traceback."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(WHILE_RAY_STARTS))
+    store, starting, go = tmp_path / "results", tmp_path / "starting", tmp_path / "go"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(store), str(starting), str(go)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_file(starting, proc, 150)
+        proc.send_signal(signum)
+        time.sleep(0.5)  # not needed for the outcome: the signal is taken whenever it lands
+        go.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.communicate()
+    name = signal.Signals(signum).name
+    assert proc.returncode == status, err[-4000:]
+    assert f"trialflow: {name}: experiment 'early' stopped while it was starting" in err
+    assert "Traceback" not in err, err[-4000:]
+    assert "run_sync() returned" not in out
+    assert not (store / "early" / "experiment_lease.json").exists()
+
+
 async def test_signals_are_given_back_and_never_taken_from_a_host_with_its_own() -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     catcher = Interrupts.catch()  # pytest-asyncio's loop runs under asyncio.Runner

@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable, Container, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.api.trial import Trial
+from orchestrator.api.trial import Trial, handle_of
 from orchestrator.core.hook_progress import HookProgress
 from orchestrator.core.machine import TrialState
 from orchestrator.errors import ConfigError, OrchestratorError
 
 if TYPE_CHECKING:
     from orchestrator.api.resumption import Resumption
+    from orchestrator.core.identity import TrialMatcher
     from orchestrator.core.judge import Judge
     from orchestrator.core.machine import TrialPolicy
     from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.ray_calls import RayBackend
     from orchestrator.engine.record import TrialRuntime
+    from orchestrator.journal.reader import JournalContents
     from orchestrator.journal.writer import Journal
     from orchestrator.sweeps.driver import Sweep
 
@@ -72,6 +75,9 @@ class Experiment:
         self.hooks: HookRunner | None = None
         self.journal: Journal | None = None
         self.resumption: Resumption | None = None
+        # Before entering a resumed experiment: the journal's trials as the calls so far
+        # matched them (read at the first add_trial; entering reads the journal again).
+        self.preview: TrialMatcher | None = None
         self.logger: Any = None  # the built-in ExperimentLogger
         self.progress: Any = None  # the ProgressReporter
         self.runs_in_progress = 0
@@ -155,6 +161,37 @@ class Experiment:
             rt.machine = rt.machine.rebuilt(self.policy(rt.spec, judge, required_metrics))
         return rt
 
+    def add_call(self, spec: TrialSpec) -> Trial:
+        """What an ``add_trial`` call of ``spec`` returns: the handle of the journaled
+        trial it adopts in a resumed experiment, else of a new trial. Before entering a
+        resumed experiment, the journal is read at the first call (the preview), so the
+        handle has its final id at once: the adopted trial's."""
+        adopted = self.claim(spec)
+        if adopted is None and self.settings.resume and self.dispatcher is None:
+            from orchestrator.api.resumption import preview, previewed_spec
+
+            if self.preview is None:
+                self.preview = preview(self, self._read_journal_now())
+            spec = previewed_spec(self.preview, spec)
+        return handle_of(adopted if adopted is not None else self.add(spec))
+
+    def _read_journal_now(self) -> JournalContents:
+        """The journal, read from sync code before entering (before Ray starts); raises
+        as entering would: no such experiment, a damaged journal."""
+        from orchestrator.journal.existing import check_existing
+
+        async def read() -> JournalContents | None:
+            where = self.opening
+            return await check_existing(
+                where.storage_uri, where.storage_options, self.settings, self.storage_mode
+            )
+
+        # In a thread of its own: the caller may be sync code or inside a running loop.
+        with ThreadPoolExecutor(1, thread_name_prefix="journal-preview") as pool:
+            contents = pool.submit(asyncio.run, read()).result()
+        assert contents is not None  # resume=True: the journal, or an error raised
+        return contents
+
     def claim(self, spec: TrialSpec) -> TrialRuntime | None:
         """The journaled trial an ``add_trial`` call of a resumed experiment adopts, or
         None when the call adds a new trial (or the experiment was not resumed)."""
@@ -181,7 +218,7 @@ class Experiment:
         return self.dispatcher
 
     def handles(self) -> list[Trial]:
-        return [rt.handle for rt in self.trials.values()]
+        return [handle_of(rt) for rt in self.trials.values()]
 
     def _taken_ids(self) -> Container[str]:
         """The ids a new trial may not take. In a resumed experiment a call naming a

@@ -33,6 +33,7 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["EXIT_STATUS", "Interrupts", "resume_command", "said"]
@@ -99,6 +100,15 @@ class Interrupts:
             catcher._previous[signum] = previous
         return catcher if catcher._previous else None
 
+    def retake(self) -> None:
+        """Take the signals again once Ray is up: Ray's core worker installs its own
+        SIGTERM handler when it connects (a stack dump on every SIGTERM), over ours."""
+        for signum in self._previous:
+            try:
+                self._loop.add_signal_handler(signum, self._received, signum)
+            except (RuntimeError, ValueError):  # the loop is closing: nothing to take
+                pass
+
     def release(self) -> None:
         """Put the handlers back as they were before :meth:`catch`."""
         previous, self._previous = self._previous, {}
@@ -119,17 +129,28 @@ class Interrupts:
             uncancel()
         return True
 
-    def ending(self, storage_uri: str, name: str) -> BaseException | None:
+    def ending(
+        self, storage_uri: str, name: str, abandoned: Sequence[str] = ()
+    ) -> BaseException | None:
         """After the close: None when no signal came; else, having said how to resume,
         what to raise: ``KeyboardInterrupt`` after SIGINT, ``SystemExit(143)`` after
-        SIGTERM."""
+        SIGTERM. "Cleanly" is said only when it is true: not after a second signal cut
+        the close short, nor when a hook still running was ``abandoned``."""
         if self.signum is None:
             return None
-        how = (
-            "stopped without waiting for a clean shutdown (the journal may miss its last second)"
-            if self.forced
-            else "stopped cleanly (actors stopped, journal saved)"
-        )
+        if self.forced:
+            how = (
+                "stopped without waiting for a clean shutdown (the journal may miss its "
+                "last second)"
+            )
+        elif abandoned:
+            how = (
+                f"stopped (actors stopped, journal saved) but not cleanly: {abandoned[0]}"
+                + (f" and {len(abandoned) - 1} more" if len(abandoned) > 1 else "")
+                + " was still running and is abandoned"
+            )
+        else:
+            how = "stopped cleanly (actors stopped, journal saved)"
         print(
             f"trialflow: {signal.Signals(self.signum).name}: experiment {name!r} {how}; "
             f"continue it with: {resume_command(storage_uri)}, or "
@@ -137,6 +158,25 @@ class Interrupts:
             file=sys.stderr,
             flush=True,
         )
+        return self._raised()
+
+    def ending_at_start(self, exc: BaseException, name: str) -> BaseException | None:
+        """After a signal cut the start short (``exc`` ended it): having said so, what to
+        raise, as :meth:`ending`; None when ``exc`` is not the signal's doing. Nothing
+        ran, so there is nothing to continue: the script is simply run again."""
+        if not self.ours(exc):
+            return None
+        assert self.signum is not None
+        print(
+            f"trialflow: {signal.Signals(self.signum).name}: experiment {name!r} stopped "
+            "while it was starting (Ray shut down, nothing ran); run it again to start it",
+            file=sys.stderr,
+            flush=True,
+        )
+        return self._raised()
+
+    def _raised(self) -> BaseException:
+        assert self.signum is not None
         if self.signum == signal.SIGINT:
             interrupt = KeyboardInterrupt()
             interrupt._trialflow_said = True  # type: ignore[attr-defined]

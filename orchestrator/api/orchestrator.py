@@ -314,7 +314,9 @@ class Orchestrator:
         With ``resume=True`` a call that matches a journaled trial adopts it instead
         (the returned handle is the resumed trial): see :mod:`orchestrator.core.identity`
         for the rule (an explicit ``trial_id``, else the trainable, the config and the
-        order of the calls)."""
+        order of the calls). Before entering, the first call reads the journal (so a
+        missing experiment or a damaged journal is said then), and the handle has the
+        adopted trial's id at once: it never changes."""
         spec = self.trial_spec(
             trainable,
             config,
@@ -327,10 +329,7 @@ class Orchestrator:
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-        adopted = self._exp.claim(spec)
-        if adopted is not None:
-            return adopted.handle
-        return self._exp.add(spec).handle
+        return self._exp.add_call(spec)
 
     def trial_spec(
         self,

@@ -1,12 +1,18 @@
 """A resumed experiment's trials meet the script's calls: which journaled trial each
 ``add_trial`` call adopts (the rule is :mod:`orchestrator.core.identity`), rebuilt by
-:func:`orchestrator.engine.adoption.adopt` in the journal's order."""
+:func:`orchestrator.engine.adoption.adopt` in the journal's order.
+
+A call made before entering learns at once which journaled trial it is: the journal is
+read then (once, before Ray starts: :func:`preview`), so the handle it returns has its
+final id from the start; entering reads the journal again (under the lease) and adopts
+each such trial by that id.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.api.trial import Trial
@@ -28,7 +34,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.journal.reader import JournalContents
 
-__all__ = ["Resumption", "adopt_experiment", "claim"]
+__all__ = ["Resumption", "adopt_experiment", "claim", "preview", "previewed_spec"]
 
 log = logging.getLogger("orchestrator")
 
@@ -55,30 +61,53 @@ class Resumption:
     spec_lost: dict[str, JournaledTrial] = field(default_factory=dict)
 
 
-def adopt_experiment(exp: TrialHolder, contents: JournalContents) -> Resumption:
-    """Put the journaled trials into ``exp``, in the journal's order, each rebuilt to
-    continue; a trial added before entering adopts its journaled trial (its handle
-    then shows the resumed trial), and the others are new trials, after them."""
+def _matcher(contents: JournalContents) -> TrialMatcher:
     swept = {
         trial_id
         for doc in contents.extras.get("sweeps") or []
         if isinstance(doc, Mapping)
         for trial_id in doc.get("created") or []
     }
-    matcher = TrialMatcher(
+    return TrialMatcher(
         journaled_identity(e.id, e.spec, swept=e.id in swept) for e in contents.trials
     )
-    journaled = {e.id for e in contents.trials}
+
+
+def preview(exp: TrialHolder, contents: JournalContents) -> TrialMatcher:
+    """Before entering a resumed experiment, its journal read now: a matcher that has
+    seen the trials ``exp`` holds (a previous session's) by their ids, as entering
+    will, for the calls made before entering (:func:`previewed_spec`)."""
+    matcher = _matcher(contents)
+    for rt in exp.trials.values():
+        matcher.match(spec_identity(rt.spec), rt.id)
+    return matcher
+
+
+def previewed_spec(matcher: TrialMatcher, spec: TrialSpec) -> TrialSpec:
+    """``spec`` of a call made before entering, with the id of the journaled trial it
+    adopts (the rule of :mod:`orchestrator.core.identity`); a call that adopts none
+    keeps its id, and is said to add a new trial."""
+    identity = spec_identity(spec)
+    found = matcher.match(identity, spec.trial_id if spec.named else None)
+    if found is None:
+        warn_new_trial(matcher, spec.trial_id, identity)
+        return spec
+    return spec if found == spec.trial_id else replace(spec, trial_id=found)
+
+
+def adopt_experiment(exp: TrialHolder, contents: JournalContents) -> Resumption:
+    """Put the journaled trials into ``exp``, in the journal's order, each rebuilt to
+    continue; a trial added before entering adopts its journaled trial by its id (the
+    one :func:`previewed_spec` gave it, or its own in a previous session; its handle
+    then shows the resumed trial), and the others are new trials, after them."""
+    matcher = _matcher(contents)
     _say_paused(contents.trials)
     calls: dict[str, TrialRuntime] = {}
     new: list[TrialRuntime] = []
     for rt in exp.trials.values():  # added before entering, in the order of the calls
-        identity = spec_identity(rt.spec)
-        # A trial of this object's previous session has its journaled id: itself.
-        by_id = rt.spec.named or rt.id in journaled
-        found = matcher.match(identity, rt.id if by_id else None)
+        # Its id was decided when it was added (said then, if it adopts nothing).
+        found = matcher.match(spec_identity(rt.spec), rt.id)
         if found is None:
-            warn_new_trial(matcher, rt.id, identity)
             new.append(rt)
         else:
             calls[found] = rt

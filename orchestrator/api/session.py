@@ -58,6 +58,7 @@ class Session:
     builtins: list[Any] = field(default_factory=list)  # the logger, the progress display
     owns_ray: bool = False
     loop_handler: Any = None  # the event loop's exception handler before ours
+    abandoned: list[str] = field(default_factory=list)  # hooks still running at close
 
     async def aclose(self) -> None:
         exp = self.experiment
@@ -74,12 +75,12 @@ class Session:
                     await builtin.aclose()
                 except Exception:  # their files are best effort; the run is done
                     log.exception("closing %s failed", type(builtin).__name__)
-            await self.hooks.aclose()
+            self.abandoned = await self.hooks.aclose()
             await self.storage.aclose()
             asyncio.get_running_loop().set_exception_handler(self.loop_handler)
         finally:
             exp.hook_progress.bind(None)
-            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = None
+            exp.dispatcher = exp.hooks = exp.journal = exp.resumption = exp.preview = None
             exp.logger = exp.progress = None
             release_ray(self.owns_ray)
 
@@ -112,7 +113,9 @@ class Opened:
             if interrupts is not None:
                 interrupts.release()
         if interrupts is not None:
-            ending = interrupts.ending(self.experiment.storage_uri, self.experiment.name)
+            ending = interrupts.ending(
+                self.experiment.storage_uri, self.experiment.name, self.session.abandoned
+            )
             if ending is not None:
                 raise ending from None
         if lease.lost is not None and exc is None:
@@ -122,9 +125,9 @@ class Opened:
 async def enter(exp: Experiment) -> Opened:
     """Check that a local storage path can hold the experiment, take the experiment's
     lease (before Ray: a second driver is refused at once),
-    open the session, let nothing write to the experiment without the lease, and take
-    SIGINT/SIGTERM (after Ray's start, which installs its own SIGTERM handler when it
-    starts on the main thread)."""
+    take SIGINT/SIGTERM (before Ray's start, so a signal while Ray starts still ends the
+    driver cleanly: Ray shut down, the lease given back), open the session, and let
+    nothing write to the experiment without the lease."""
     import storage as storage_pkg
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import acquire_lease
@@ -135,17 +138,25 @@ async def enter(exp: Experiment) -> Opened:
         await asyncio.to_thread(check_local_path, path, exp.name)
     await asyncio.to_thread(_import_the_engine)  # before the lease: see there
     lease = await acquire_lease(exp)
+    interrupts = Interrupts.catch()  # before Ray's start: it runs in a thread and takes none
     try:
         session = await open_session(exp)
-    except BaseException:
+    except BaseException as exc:
         await lease.release()
+        if interrupts is not None:
+            interrupts.release()
+            ending = interrupts.ending_at_start(exc, exp.name)
+            if ending is not None:
+                raise ending from None
         raise
+    if interrupts is not None:
+        interrupts.retake()
     session.journal.write_only_while(lease.may_write)
     session.dispatcher.drive_only_while(lease.may_write)
     if exp.logger is not None:
         exp.logger.write_only_while(lease.may_write)
     lease.on_lost(session.dispatcher.abort)
-    return Opened(exp, session, lease, Interrupts.catch())
+    return Opened(exp, session, lease, interrupts)
 
 
 def release_ray(owned: bool) -> None:
@@ -247,6 +258,7 @@ async def open_session(exp: Experiment) -> Session:
     dispatcher.start()
     exp.hook_progress.bind(hooks)  # the trials' policies read their hooks' progress there
     exp.dispatcher, exp.hooks, exp.journal, exp.resumption = dispatcher, hooks, journal, resumption
+    exp.preview = None  # the journal just read is the one that counts
     for rt in exp.trials.values():
         dispatcher.attach(rt)
     _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)

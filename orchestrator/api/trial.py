@@ -28,6 +28,14 @@ if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
 
 
+def handle_of(runtime: TrialRuntime) -> Trial:
+    """The handle of ``runtime``: the loop's record holds it untyped, since the engine
+    does not know this layer; every record the API builds gets one."""
+    handle = runtime.handle
+    assert isinstance(handle, Trial), f"trial {runtime.id} has no handle"
+    return handle
+
+
 class Trial:
     """One configuration being trained. Created by ``Orchestrator.add_trial``."""
 

@@ -11,7 +11,10 @@ ordered queue, drained by a short-lived task, so
 * the runner counts each trial's results its queued ``on_trial_result`` hooks have
   processed and tells a watcher (:meth:`HookRunner.watch_results`): that is how a trial
   is kept from training far past what its hooks have seen (``WaitForHooks``);
-* a hook that raises is logged with the trial id, and the experiment goes on;
+* a hook that raises is logged with the trial id, and the experiment goes on (the
+  first failure of a kind in full, its repeats one line each: :mod:`.hook_failures`);
+* closing waits a short grace for a plain hook still running, then abandons it with a
+  line naming it (its thread cannot be stopped: :mod:`.hook_threads`);
 * a hook may ``await trial.restore(...)`` or ``trial.pause()``: it waits on the loop,
   which keeps running, and the hook events those produce queue up behind it.
 """
@@ -26,9 +29,12 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
+
+from orchestrator.engine.hook_failures import FailureLog, hook_label
+from orchestrator.engine.hook_threads import HookThreads
 
 log = logging.getLogger("orchestrator.engine.hooks")
 
@@ -58,6 +64,8 @@ _SYNC_HOOK_THREADS = 8
 #: to a worker thread, at most this many: a trip per call cost a trivial sync result
 #: hook ~135 us of the driver's CPU per result.
 _SYNC_BATCH = 256
+#: Seconds closing waits for a plain hook that is still running before it abandons it.
+ABANDON_AFTER_S = 5.0
 
 
 def check_hooks(hooks: Iterable[Any]) -> None:
@@ -81,7 +89,7 @@ def check_hooks(hooks: Iterable[Any]) -> None:
                 signature.bind(*params)
             except TypeError:
                 raise ConfigError(
-                    f"hook {_label(method)} takes {signature}, but it is called as "
+                    f"hook {hook_label(method)} takes {signature}, but it is called as "
                     f"{expected}; define it as `def {expected}:` (or async def)"
                 ) from None
 
@@ -126,7 +134,12 @@ class HookRunner:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: HookThreads | None = None
+        # Plain hook calls sent to a thread: the watch of their queue, and the callback
+        # when the call is one hook (a batch marks its calls on the watch).
+        self._in_threads: dict[Future[Any], tuple[_Watchdog, Any]] = {}
+        self._closing = False
+        self._failure_log = FailureLog(log)
         self._calls = self._failures = self._slow = 0
         self._results_seen: dict[str, int] = {}
         self._on_results_seen: Callable[[str, int], None] | None = None
@@ -197,15 +210,20 @@ class HookRunner:
                     return
                 result.close()
                 raise RuntimeError("an inline hook awaited something; it must not suspend")
-        except Exception:
+        except Exception as err:
             self._failures += 1
-            log.exception("hook %s failed for %s; the experiment goes on", _label(callback), key)
+            self._failure_log.failed(callback, key, err)
 
     def statistics(self) -> HookStatistics:
         backlog = sum(len(q) for q in self._queues.values())
         return HookStatistics(self._calls, self._failures, self._slow, backlog)
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace: float = ABANDON_AFTER_S) -> list[str]:
+        """Drop the queued hooks, cancel the running ``async def`` ones, give a plain
+        one still running ``grace`` seconds, then abandon it with a line naming it (a
+        thread cannot be stopped; it ends with the process, which it no longer holds).
+        Returns what was abandoned (``"hook X for <trial>"``)."""
+        self._closing = True  # a batch in a thread stops after its current call
         workers = list(self._workers.values())
         for task in workers:
             task.cancel()
@@ -215,9 +233,28 @@ class HookRunner:
         self._workers.clear()
         self._queues.clear()
         self._idle.set()
+        running = [asyncio.wrap_future(f) for f in self._in_threads if not f.done()]
+        if running:
+            await asyncio.wait(running, timeout=grace)
+            for waited in running:  # its thread's answer, if it ever comes, is dropped
+                waited.cancel()
+        abandoned = []
+        for future, (watch, callback) in self._in_threads.items():
+            hook = callback if callback is not None else watch.callback
+            if future.done() or hook is None:
+                continue
+            what = f"hook {hook_label(hook)} for {watch.key}"
+            log.warning(
+                "%s is still running; abandoned (a running thread cannot be stopped: it "
+                "ends with the process, which does not wait for it)",
+                what,
+            )
+            abandoned.append(what)
+        self._in_threads.clear()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        return abandoned
 
     async def _drain(self, key: str) -> None:
         queue = self._queues[key]
@@ -254,11 +291,20 @@ class HookRunner:
         """Run plain hooks of consecutive events in order, in one worker-thread trip."""
         loop = asyncio.get_running_loop()
         watch.arm()
-        calls, failures = await loop.run_in_executor(
-            self._thread_pool(), self._call_sync_batch, batch, watch, loop
-        )
+        future = self._thread_pool().submit(self._call_sync_batch, batch, watch, loop)
+        calls, failures = await self._in_thread(future, watch, None)
         self._calls += calls
         self._failures += failures
+
+    async def _in_thread(self, future: Future[Any], watch: _Watchdog, callback: Any) -> Any:
+        """Await a call sent to a hook thread; one cancelled here (the runner closing)
+        stays known until :meth:`aclose` has waited for it or abandoned it."""
+        self._in_threads[future] = (watch, callback)
+        try:
+            return await asyncio.wrap_future(future)
+        finally:
+            if future.done():
+                del self._in_threads[future]
 
     def _call_sync_batch(
         self,
@@ -268,6 +314,8 @@ class HookRunner:
     ) -> tuple[int, int]:
         calls = failures = 0
         for name, subject, args in batch:
+            if self._closing:
+                break
             for callback, _ in self._callbacks[name]:
                 calls += 1
                 watch.mark(callback)
@@ -275,11 +323,9 @@ class HookRunner:
                     result = callback(subject, *args)
                     if inspect.isawaitable(result):  # a plain method that returned one
                         asyncio.run_coroutine_threadsafe(_awaited(result), loop).result()
-                except Exception:
+                except Exception as err:
                     failures += 1
-                    log.exception(
-                        "hook %s failed for %s; the experiment goes on", _label(callback), watch.key
-                    )
+                    self._failure_log.failed(callback, watch.key, err)
                 finally:
                     watch.end()
         return calls, failures
@@ -293,18 +339,15 @@ class HookRunner:
             if is_async:
                 await callback(subject, *args)
             else:
-                result = await asyncio.get_running_loop().run_in_executor(
-                    self._thread_pool(), functools.partial(callback, subject, *args)
-                )
+                future = self._thread_pool().submit(functools.partial(callback, subject, *args))
+                result = await self._in_thread(future, watch, callback)
                 if inspect.isawaitable(result):
                     await result
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as err:
             self._failures += 1
-            log.exception(
-                "hook %s failed for %s; the experiment goes on", _label(callback), watch.key
-            )
+            self._failure_log.failed(callback, watch.key, err)
         finally:
             watch.end()
 
@@ -314,15 +357,15 @@ class HookRunner:
             "hook %s for %s has run for more than %.1f s; later hooks of %s wait for it, "
             "and so does its training once it is two calls ahead of its result hooks "
             "(the loop and other trials do not)",
-            _label(callback),
+            hook_label(callback),
             key,
             self._slow_after,
             key,
         )
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
+    def _thread_pool(self) -> HookThreads:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(_SYNC_HOOK_THREADS, thread_name_prefix="hook")
+            self._executor = HookThreads(_SYNC_HOOK_THREADS, "hook")
         return self._executor
 
 
@@ -366,7 +409,8 @@ class _Watchdog:
         self.callback = None
 
     def close(self) -> None:
-        self.callback = None
+        """Stop watching. ``callback`` stays as the calls set it: a plain hook still
+        running in its thread once the runner closes is named from it."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -388,9 +432,3 @@ class _Watchdog:
 
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
-
-
-def _label(callback: Any) -> str:
-    owner = getattr(callback, "__self__", None)
-    prefix = type(owner).__name__ + "." if owner is not None else ""
-    return prefix + getattr(callback, "__name__", repr(callback))

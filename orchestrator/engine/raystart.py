@@ -104,12 +104,26 @@ async def start_ray(
             owned = False
         if owned:
             await asyncio.to_thread(_shutdown_ray)
+        _no_exit_hook_without_ray()
         raise
 
 
 def _ensure_ray_quietly(address: str | None, **options: Any) -> bool:
     with _not_main_thread_warning():
         return ensure_ray(address, **options)
+
+
+def _no_exit_hook_without_ray() -> None:
+    """Drop Ray's exit hook when Ray is not up: it has nothing to shut down then, and run
+    in a process that imported Ray but never started it, it makes an interrupted Python
+    exit with status 1 instead of as interrupted (by SIGINT). A later ``ray.init`` in the
+    process is still shut down by Ray's own node reaper."""
+    import atexit
+
+    import ray
+
+    if not ray.is_initialized():
+        atexit.unregister(ray.shutdown)
 
 
 def _shutdown_ray() -> None:

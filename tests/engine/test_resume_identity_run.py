@@ -109,6 +109,36 @@ async def test_rerunning_the_script_with_resume_adopts_its_trials(
     assert len(warned) == 1 and f"trial {new.id} " in warned[0]
 
 
+async def test_a_call_before_entering_has_its_final_id_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, orchestrator: MakeOrchestrator
+) -> None:
+    """The handle a call before entering returns never changes its id: the journal is
+    read at the first such call, so an adopting call has the journaled trial's id at
+    once and a new trial keeps its own (said once, at the call, not again on entering)."""
+    storage, marks = tmp_path / "runs", tmp_path / "marks"
+    marks.mkdir()
+    before = await first_run(storage, marks, orchestrator)
+    orch = orchestrator(storage=storage, name="script", resume=True, progress=False)
+    with caplog.at_level(logging.WARNING, logger="orchestrator"):
+        first = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
+        twin = orch.add_trial(Recorder, {"rate": 1, "marks": str(marks)}, **SHORT)
+        new = orch.add_trial(Recorder, {"rate": 9, "marks": str(marks)}, **SHORT)
+        ids = (first.id, twin.id, new.id)
+        assert ids[:2] == (before["first"].id, before["twin"].id)  # before entering
+        assert new.id not in journaled_ids(storage, "script")
+        assert [t.id for t in orch.trials] == list(ids)
+        said = caplog.text.count("matches no journaled trial")
+        assert said == 1 and f"trial {new.id} " in caplog.text
+        async with orch:
+            assert (first.id, twin.id, new.id) == ids
+            assert first.state is TrialState.TERMINATED and first.iteration == 3
+            await orch.run()
+    assert (first.id, twin.id, new.id) == ids
+    assert new.state is TrialState.TERMINATED and twin.state is TrialState.TERMINATED
+    assert caplog.text.count("matches no journaled trial") == 1
+    assert journaled_ids(storage, "script") == [*(t.id for t in before.values()), new.id]
+
+
 async def test_a_sweep_resumed_with_the_same_call_adds_no_trial(
     tmp_path: Path, orchestrator: MakeOrchestrator
 ) -> None:
