@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("views",),
     ("sweeps",),
     ("api",),
+    ("integrations",),  # thin adapters to frameworks and trackers, at the edge
     ("tune",),
     ("cli", "__main__"),
     # The package's face and the names old journals' pickles hold: re-exports only.

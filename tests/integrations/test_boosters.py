@@ -1,0 +1,135 @@
+"""XGBoost's and LightGBM's report callbacks with the real libraries, in whole
+experiments on the fake Ray (one real-Ray run through the facade each): a boosting
+round is a result, ``frequency``/``checkpoint_at_end`` decide which results carry the
+booster (Ray Tune's rules), and a trial that fails resumes training from its
+persisted booster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("xgboost")
+pytest.importorskip("lightgbm")
+pytest.importorskip("sklearn")
+
+from orchestrator import Orchestrator, TrialState  # noqa: E402
+from orchestrator.integrations import lightgbm as native_lgb  # noqa: E402
+from orchestrator.integrations import xgboost as native_xgb  # noqa: E402
+
+from .boosters import _data, lightgbm_train, xgboost_train  # noqa: E402
+
+CPU = {"cpu": 0.5}
+TRAIN = {"xgboost": xgboost_train, "lightgbm": lightgbm_train}
+
+
+def rounds(model: Any) -> int:
+    if hasattr(model, "num_boosted_rounds"):
+        return int(model.num_boosted_rounds())
+    return int(model.current_iteration())
+
+
+def load(framework: str, path: str) -> Any:
+    native = native_xgb if framework == "xgboost" else native_lgb
+    return native.ReportCallback.get_model(path)
+
+
+async def run_one(tmp_path: Path, fake_ray: Any, framework: str, **config: Any) -> Any:
+    async with Orchestrator(
+        storage=tmp_path, name=framework, _ray_backend=fake_ray, progress=False
+    ) as orch:
+        trial = orch.add_trial(TRAIN[framework], config, resources=CPU, max_failures=1)
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    return trial
+
+
+#: (framework, rounds, frequency, checkpoint_at_end) -> (results, checkpointed iterations)
+#: XGBoost reports once more after the last round for checkpoint_at_end unless that round
+#: already carried the booster; LightGBM checkpoints the last round's own result.
+CASES = [
+    ("xgboost", 7, 3, True, 8, [3, 6, 8]),
+    ("xgboost", 6, 2, True, 6, [2, 4, 6]),
+    ("xgboost", 5, 0, True, 6, [6]),
+    ("xgboost", 5, 2, False, 5, [2, 4]),
+    ("xgboost", 4, 0, False, 4, []),
+    ("lightgbm", 7, 3, True, 7, [3, 6, 7]),
+    ("lightgbm", 6, 2, True, 6, [2, 4, 6]),
+    ("lightgbm", 5, 0, True, 5, [5]),
+    ("lightgbm", 5, 2, False, 5, [2, 4]),
+    ("lightgbm", 4, 0, False, 4, []),
+]
+
+
+@pytest.mark.parametrize(("framework", "total", "frequency", "at_end", "results", "ckpts"), CASES)
+async def test_each_round_is_a_result_and_frequency_picks_the_checkpoints(
+    tmp_path: Path,
+    fake_ray: Any,
+    framework: str,
+    total: int,
+    frequency: int,
+    at_end: bool,
+    results: int,
+    ckpts: list[int],
+) -> None:
+    trial = await run_one(
+        tmp_path, fake_ray, framework, rounds=total, frequency=frequency, at_end=at_end
+    )
+    assert [r["training_iteration"] for r in trial.results] == list(range(1, results + 1))
+    assert all({"loss", "error"} <= set(r) for r in trial.results)
+    losses = [r["loss"] for r in trial.results[:total]]
+    assert losses[-1] < losses[0]  # it learns
+    assert [c.iteration for c in trial.checkpoints] == ckpts
+    for checkpoint in trial.checkpoints:  # each holds the booster of its round
+        assert checkpoint.path is not None
+        model = load(framework, checkpoint.path)
+        assert rounds(model) == min(checkpoint.iteration, total)
+    if ckpts:  # the last booster predicts as well as its round said
+        _, _, test_x, test_y = _data()
+        last = trial.checkpoints[-1]
+        assert last.path is not None
+        model = load(framework, last.path)
+        if framework == "xgboost":
+            import xgboost as xgb
+
+            predicted = model.predict(xgb.DMatrix(test_x))
+        else:
+            predicted = model.predict(test_x)
+        error = float(((predicted > 0.5) != test_y).mean())
+        assert error == pytest.approx(trial.results[last.iteration - 1]["error"], abs=1e-6)
+
+
+@pytest.mark.parametrize("framework", sorted(TRAIN))
+async def test_a_failed_trial_continues_training_from_its_booster(
+    tmp_path: Path, fake_ray: Any, framework: str
+) -> None:
+    trial = await run_one(
+        tmp_path,
+        fake_ray,
+        framework,
+        rounds=8,
+        frequency=2,
+        at_end=False,
+        fail_at=5,
+        marks=str(tmp_path),
+    )
+    assert (tmp_path / "failed").exists()
+    # Rounds 1-4 ran, then 5 failed after its report; the retry resumed from round 4's
+    # booster and trained rounds 5-8: one result per round on the trial's timeline.
+    assert [r["training_iteration"] for r in trial.results] == list(range(1, 9))
+    assert [r["resumed_from"] for r in trial.results] == [0] * 4 + [4] * 4
+    assert [c.iteration for c in trial.checkpoints] == [2, 4, 6, 8]
+    assert trial.checkpoints[-1].path is not None
+    assert rounds(load(framework, trial.checkpoints[-1].path)) == 8
+
+
+def test_metrics_it_was_not_given_are_named_with_those_it_has() -> None:
+    from orchestrator.errors import ConfigError
+    from orchestrator.integrations._report import pick
+
+    with pytest.raises(ConfigError, match=r"\['eval-auc'\].*\['eval-error', 'eval-logloss'\]"):
+        pick({"eval-logloss": 0.5, "eval-error": 0.1}, {"auc": "eval-auc"}, "XGBoost")
+    assert pick({"a-b": 1, "c": 2}, None, "X") == {"a-b": 1, "c": 2}
+    assert pick({"a-b": 1, "c": 2}, ["c"], "X") == {"c": 2}
