@@ -76,7 +76,6 @@ MODULES: dict[str, str] = {
     "schedulers.hb_bohb": "HyperBandForBOHB pairs with TuneBOHB: use HyperBandScheduler",
     "schedulers.resource_changing_scheduler": "a trial's resources are fixed",
     "integration.keras": f"TuneReportCallback for Keras is not covered: {_REPORT}",
-    "integration.pytorch_lightning": f"Lightning callbacks are not covered: {_REPORT}",
     "examples": "Ray Tune's examples: import them from ray.tune.examples",
     "execution": "Ray Tune's controller internals have no counterpart here",
     "progress_reporter": "the live progress table is on by default (verbose=0: off)",
