@@ -72,8 +72,7 @@ def pick(
     if missing:
         raise ConfigError(
             f"the {framework} callback was asked to report {missing}, which {framework} "
-            f"did not log this iteration; it logged {sorted(available)}: name those "
-            "(the evaluation set's name, a dash, the metric's)"
+            f"did not log this iteration; it logged {sorted(available)}: name one of those"
         )
     return {ours: available[theirs] for ours, theirs in wanted.items()}
 

@@ -1,0 +1,110 @@
+"""Keras' report callback with the real library (Keras 3 on its PyTorch backend), in
+whole experiments on the fake Ray (one real-Ray run through the facade): each epoch is a
+result, ``checkpoint_on``/``report_metrics_on`` decide which carry the saved model, and a
+trial that fails resumes ``fit`` from it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+pytest.importorskip("torch")
+pytest.importorskip("keras")
+
+from orchestrator import Orchestrator, TrialState  # noqa: E402
+
+from .keras_model import keras_train  # noqa: E402
+
+CPU = {"cpu": 0.5}
+
+
+async def run_one(tmp_path: Path, fake_ray: Any, **config: Any) -> Any:
+    async with Orchestrator(
+        storage=tmp_path, name="keras", _ray_backend=fake_ray, progress=False
+    ) as orch:
+        trial = orch.add_trial(keras_train, config, resources=CPU, max_failures=1)
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    return trial
+
+
+async def test_each_epoch_is_a_result_with_the_model(tmp_path: Path, fake_ray: Any) -> None:
+    from orchestrator.integrations.keras import ReportCallback
+
+    trial = await run_one(tmp_path, fake_ray, epochs=3)
+    assert [r["epoch_1"] for r in trial.results] == [1, 2, 3]
+    assert {"loss", "accuracy", "val_loss", "val_accuracy"} <= set(trial.results[0])
+    assert trial.results[-1]["loss"] < trial.results[0]["loss"]
+    assert [c.iteration for c in trial.checkpoints] == [1, 2, 3]
+    last = trial.checkpoints[-1]
+    assert last.path is not None
+    model = ReportCallback.get_model(last.path)
+    assert int(model.optimizer.iterations.numpy()) == 3 * 4  # three epochs of 4 steps
+
+
+async def test_metrics_and_hooks_choose_what_is_reported(tmp_path: Path, fake_ray: Any) -> None:
+    trial = await run_one(
+        tmp_path,
+        fake_ray,
+        epochs=2,
+        checkpoint_on=["train_end"],
+        report_on="epoch_end",
+        metrics={"loss": "val_loss"},
+    )
+    # Two epochs reported without a model, then the end of training with it.
+    assert [[k for k in r if "loss" in k] for r in trial.results] == [["loss"]] * 3
+    assert trial.results[2]["loss"] == trial.results[1]["loss"]  # the last epoch's logs
+    assert [c.iteration for c in trial.checkpoints] == [3]
+
+
+async def test_a_failed_trial_resumes_fit_from_its_model(tmp_path: Path, fake_ray: Any) -> None:
+    trial = await run_one(tmp_path, fake_ray, epochs=4, fail_at=2, marks=str(tmp_path))
+    assert (tmp_path / "failed").exists()
+    # Epoch 2 failed right after its report was taken with its model: the retry
+    # resumed fit from it and ran epochs 3-4, none twice.
+    assert [r["epoch_1"] for r in trial.results] == [1, 2, 3, 4]
+    assert [r["resumed_from"] for r in trial.results] == [0, 0, 2, 2]
+
+
+def test_an_unknown_hook_is_refused_with_the_known_ones() -> None:
+    from orchestrator.integrations.keras import ReportCallback
+
+    with pytest.raises(ValueError, match=r"checkpoint_on=\['epochs_end'\].*'epoch_end'"):
+        ReportCallback(checkpoint_on="epochs_end")
+
+
+def test_the_facades_callback_reports_and_resumes_on_ray(tmp_path: Path, ray_local: Any) -> None:
+    from orchestrator import tune
+    from orchestrator.tune.integration.keras import (
+        TuneReportCallback,
+        TuneReportCheckpointCallback,
+    )
+
+    config = {"facade": True, "epochs": 3, "fail_at": 2, "marks": str(tmp_path)}
+    grid = tune.Tuner(
+        tune.with_resources(keras_train, {"cpu": 0.5}),
+        param_space=config,
+        tune_config=tune.TuneConfig(metric="val_loss", mode="min"),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="keras",
+            failure_config=tune.FailureConfig(max_failures=1),
+            verbose=0,
+        ),
+    ).fit()
+    assert not grid.errors
+    result = grid[0]
+    assert (tmp_path / "failed").exists()
+    history = result.metrics_dataframe
+    assert list(history["epoch_1"]) == [1, 2, 3]
+    assert list(history["resumed_from"]) == [0, 0, 2]
+    assert {"val_loss", "accuracy", "time_since_restore", "done"} <= set(result.metrics)
+    assert result.checkpoint is not None
+    model = TuneReportCheckpointCallback.get_model(result.checkpoint)
+    assert int(model.optimizer.iterations.numpy()) == 3 * 4
+    with pytest.raises(tune.TuneUnsupported, match="TuneReportCheckpointCallback"):
+        TuneReportCallback()
