@@ -25,6 +25,35 @@ IN_PROCESS = {
 }
 
 
+#: Examples that train with a framework's report callback (``orchestrator.tune.integration``),
+#: with what they print; they take no --smoke-test and run whole (10 and 4 trials).
+WITH_FRAMEWORK = {
+    "xgboost_example": ("xgboost", "Best model total accuracy: 0."),
+    "lightgbm_example": ("lightgbm", "Best hyperparameters found were:  {'objective': 'binary'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WITH_FRAMEWORK))
+def test_a_framework_example_runs_after_only_the_import_rewrite(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    framework, expected = WITH_FRAMEWORK[name]
+    pytest.importorskip(framework)
+    pytest.importorskip("sklearn")
+    source = (examples_dir() / f"{name}.py").read_text()
+    assert f"from ray.tune.integration.{framework} import TuneReportCheckpointCallback" in source
+    script = tmp_path / f"{name}.py"
+    script.write_text(rewrite(source))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", [str(script), "--smoke-test"])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(script), run_name="__main__")
+    assert expected in out.getvalue(), out.getvalue()[-2000:]
+    checkpoints = list((tmp_path / "ray_results").glob("*/*/checkpoint_*"))
+    assert checkpoints and all(any(p.iterdir()) for p in checkpoints)  # the boosters
+
+
 @pytest.mark.parametrize("name", sorted(IN_PROCESS))
 def test_a_tune_example_runs_after_only_the_import_rewrite(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
