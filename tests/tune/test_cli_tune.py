@@ -73,3 +73,41 @@ def test_a_failing_script_shows_its_own_traceback_as_python_would(tmp_path: Path
         assert python.returncode == ours.returncode == 1, name
         assert ours.stderr == python.stderr, name  # the script's frames only, as python
         assert str(script) in ours.stderr and "orchestrator" not in ours.stderr, name
+
+
+#: Ray Tune's framework callbacks resolve to the facade's, under their Ray module paths.
+INTEGRATIONS = """\
+import importlib, sys
+for framework in sys.argv[1:]:
+    theirs = importlib.import_module(f"ray.tune.integration.{framework}")
+    assert theirs.__name__ == f"orchestrator.tune.integration.{framework}", theirs
+    assert theirs.TuneReportCheckpointCallback.__module__ == theirs.__name__
+print("ok", sys.argv[1:])
+"""
+
+
+def test_the_framework_callbacks_import_lines_resolve_to_the_facade(tmp_path: Path) -> None:
+    import importlib.util
+
+    present = [
+        framework
+        for framework, package in (
+            ("xgboost", "xgboost"),
+            ("lightgbm", "lightgbm"),
+            ("pytorch_lightning", "lightning"),
+            ("keras", "keras"),
+        )
+        if importlib.util.find_spec(package) is not None
+    ]
+    script = tmp_path / "script.py"
+    script.write_text(INTEGRATIONS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "tune", str(script), *present],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"ok {present}" in done.stdout
