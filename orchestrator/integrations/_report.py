@@ -77,7 +77,7 @@ def pick(
     return {ours: available[theirs] for ours, theirs in wanted.items()}
 
 
-def report_saved(report: Reporter, metrics: dict[str, Any], save: Callable[[str], None]) -> None:
+def report_saved(report: Reporter, metrics: dict[str, Any], save: Callable[[str], object]) -> None:
     """Save the model into a fresh directory and report it with ``metrics``; ``report``
     takes the files, and the directory goes afterwards."""
     directory = tempfile.mkdtemp(prefix="trialflow_model_")

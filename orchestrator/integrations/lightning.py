@@ -28,7 +28,7 @@ try:
     from lightning.pytorch import Callback, Trainer
 except ImportError:  # the older package name
     try:
-        from pytorch_lightning import Callback, Trainer
+        from pytorch_lightning import Callback, Trainer  # type: ignore[assignment]
     except ImportError as err:  # pragma: no cover - the extra installs it
         from orchestrator.integrations._report import missing_library
 
@@ -46,7 +46,7 @@ HOOKS = frozenset(
 )
 
 
-class ReportCallback(Callback):  # type: ignore[misc]
+class ReportCallback(Callback):
     """Reports ``metrics`` from ``trainer.callback_metrics`` at each hook of ``on``, with
     the trainer's checkpoint (file ``filename``) when ``save_checkpoints``."""
 

@@ -43,7 +43,7 @@ __all__ = ["ReportCallback"]
 Postprocess = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-class ReportCallback(TrainingCallback):  # type: ignore[misc]
+class ReportCallback(TrainingCallback):
     """Reports every boosting round, with the booster every ``frequency`` rounds (0:
     never) and at the end (``checkpoint_at_end``)."""
 
