@@ -115,3 +115,38 @@ def lightgbm_train(config: dict[str, Any]) -> None:
             fail_once,
         ],
     )
+
+
+def cross_validate(config: dict[str, Any]) -> None:
+    """``xgboost.cv`` or ``lightgbm.cv`` (``config["framework"]``) with the callback's
+    defaults: each round reports the folds' mean, and nothing is saved."""
+    from sklearn.datasets import load_breast_cancer
+
+    x, y = load_breast_cancer(return_X_y=True)
+    if config["framework"] == "xgboost":
+        import xgboost as xgb
+
+        from orchestrator.integrations.xgboost import ReportCallback as XGBCallback
+
+        def mean(results: dict[str, Any]) -> dict[str, Any]:
+            return {name: float(pair[0]) for name, pair in results.items()}  # (mean, std)
+
+        xgb.cv(
+            {"objective": "binary:logistic", "max_depth": 2},
+            xgb.DMatrix(x, label=y),
+            num_boost_round=3,
+            nfold=2,
+            callbacks=[XGBCallback(results_postprocessing_fn=mean)],
+        )
+    else:
+        import lightgbm as lgb
+
+        from orchestrator.integrations.lightgbm import ReportCallback as LGBCallback
+
+        lgb.cv(
+            {"objective": "binary", "num_leaves": 4, "verbose": -1, "num_threads": 1},
+            lgb.Dataset(x, label=y),
+            num_boost_round=3,
+            nfold=2,
+            callbacks=[LGBCallback({"loss": "valid-binary_logloss-mean"})],
+        )

@@ -133,3 +133,21 @@ def test_metrics_it_was_not_given_are_named_with_those_it_has() -> None:
         pick({"eval-logloss": 0.5, "eval-error": 0.1}, {"auc": "eval-auc"}, "XGBoost")
     assert pick({"a-b": 1, "c": 2}, None, "X") == {"a-b": 1, "c": 2}
     assert pick({"a-b": 1, "c": 2}, ["c"], "X") == {"c": 2}
+
+
+@pytest.mark.parametrize("framework", sorted(TRAIN))
+async def test_cross_validation_reports_each_round_and_saves_nothing(
+    tmp_path: Path, fake_ray: Any, framework: str
+) -> None:
+    from .boosters import cross_validate
+
+    async with Orchestrator(
+        storage=tmp_path, name="cv", _ray_backend=fake_ray, progress=False
+    ) as orch:
+        trial = orch.add_trial(cross_validate, {"framework": framework}, resources=CPU)
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    key = "test-logloss" if framework == "xgboost" else "loss"
+    assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]  # no extra at end
+    assert all(isinstance(r[key], float) for r in trial.results)
+    assert trial.checkpoints == []
