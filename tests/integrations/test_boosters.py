@@ -151,3 +151,18 @@ async def test_cross_validation_reports_each_round_and_saves_nothing(
     assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]  # no extra at end
     assert all(isinstance(r[key], float) for r in trial.results)
     assert trial.checkpoints == []
+
+
+@pytest.mark.parametrize("framework", sorted(TRAIN))
+async def test_a_stop_ends_training_at_the_report(
+    tmp_path: Path, fake_ray: Any, framework: str
+) -> None:
+    async with Orchestrator(
+        storage=tmp_path, name="stop", _ray_backend=fake_ray, progress=False
+    ) as orch:
+        trial = orch.add_trial(
+            TRAIN[framework], {"rounds": 500}, stop={"training_iteration": 3}, resources=CPU
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]

@@ -108,3 +108,15 @@ def test_the_facades_callback_reports_and_resumes_on_ray(tmp_path: Path, ray_loc
     assert int(model.optimizer.iterations.numpy()) == 3 * 4
     with pytest.raises(tune.TuneUnsupported, match="TuneReportCheckpointCallback"):
         TuneReportCallback()
+
+
+async def test_a_stop_ends_fit_at_the_report(tmp_path: Path, fake_ray: Any) -> None:
+    async with Orchestrator(
+        storage=tmp_path, name="stop", _ray_backend=fake_ray, progress=False
+    ) as orch:
+        trial = orch.add_trial(
+            keras_train, {"epochs": 50}, stop={"training_iteration": 2}, resources=CPU
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert [r["epoch_1"] for r in trial.results] == [1, 2]

@@ -106,3 +106,15 @@ def test_the_facades_callbacks_report_and_resume_on_ray(tmp_path: Path, ray_loca
     assert result.checkpoint is not None
     assert (Path(result.checkpoint.path) / "checkpoint").is_file()
     assert TuneReportCallback(metrics="val_loss")._save_checkpoints is False
+
+
+async def test_a_stop_ends_fit_at_the_report(tmp_path: Path, fake_ray: Any) -> None:
+    async with Orchestrator(
+        storage=tmp_path, name="stop", _ray_backend=fake_ray, progress=False
+    ) as orch:
+        trial = orch.add_trial(
+            lightning_train, {"epochs": 50}, stop={"training_iteration": 2}, resources=CPU
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert [r["epoch_1"] for r in trial.results] == [1.0, 2.0]
