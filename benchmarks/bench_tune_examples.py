@@ -1,6 +1,7 @@
 """Ray Tune's examples on Ray Tune and on trialflow's facade, side by side.
 
-Each of the framework-free examples in the installed ``ray.tune.examples`` runs with
+Each of the framework-free examples in the installed ``ray.tune.examples`` (and
+``xgboost_example``, ``lightgbm_example`` where their framework is installed) runs with
 ``--smoke-test`` in a fresh process, once on Ray Tune and once rewritten for
 ``orchestrator.tune`` (only its import lines: :mod:`benchmarks.tune_examples`), the
 two systems interleaved (the order alternates between repeats), each run with its own
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._shared import write_figures
-from benchmarks.tune_examples import EXAMPLES, Run, run_example
+from benchmarks.tune_examples import EXAMPLES, WITH_FRAMEWORK, Run, run_example
 
 #: Examples whose configs both systems must sample identically for a seed.
 DETERMINISTIC = (
@@ -88,6 +89,13 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.1f}-{max(values):.1f}" if values else "-"
 
 
+def installed(examples: dict[str, str]) -> list[str]:
+    """The examples whose framework can be imported here."""
+    import importlib.util
+
+    return [name for name, module in examples.items() if importlib.util.find_spec(module)]
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -98,7 +106,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/tune_examples.json"))
     args = parser.parse_args()
-    names = list(args.only or [*EXAMPLES, "optuna_seeded"])
+    names = list(args.only or [*EXAMPLES, "optuna_seeded", *installed(WITH_FRAMEWORK)])
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
     mismatches: list[str] = []

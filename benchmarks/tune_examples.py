@@ -46,6 +46,10 @@ EXAMPLES = (
     "tune_basic_example",
 )
 
+#: Examples of NEEDS_FRAMEWORK that run here once their framework is installed (the
+#: ``frameworks`` extra): the framework's module, to check for it.
+WITH_FRAMEWORK = {"xgboost_example": "xgboost", "lightgbm_example": "lightgbm"}
+
 #: The other examples shipped with ray.tune.examples, and what each needs.
 NEEDS_FRAMEWORK = {
     "ax_example": "Ax",
