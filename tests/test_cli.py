@@ -33,6 +33,8 @@ from orchestrator.cli.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_
 from orchestrator.engine.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensure_ray
 from orchestrator.errors import ConfigError
 
+from .processes import kill_tree
+
 REPO = Path(__file__).resolve().parents[1]
 
 TINY_TRAINABLE = """
@@ -70,16 +72,22 @@ def _run_cli(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProce
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
     )
     env.pop("RAY_ADDRESS", None)  # a private local Ray, whatever else runs here
-    return subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=cwd,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         encoding="utf-8",
-        timeout=timeout,
-        check=False,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:  # timed out: its Ray goes with it
+            kill_tree(proc.pid)
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _table(stdout: str, title: str) -> list[dict[str, str]]:
@@ -293,11 +301,13 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path, inherited: str
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGUSR1)  # the CLI dumps its threads' stacks
             time.sleep(2)
-            proc.kill()
+            kill_tree(proc.pid)
             _, err = proc.communicate(timeout=30)
             pytest.fail(f"the run went on after SIGINT; its stacks:\n{err[-6000:]}")
     finally:
-        proc.kill()
+        if proc.poll() is None:
+            kill_tree(proc.pid)  # with the Ray it started
+        proc.wait()
     assert proc.returncode == 130, err
     assert f"continue it with: python -m orchestrator resume --storage {store} --name slow" in err
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
+
+from .processes import end_tree, kill_tree, ray_started_by
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,23 +74,9 @@ SECOND = COMMON + textwrap.dedent(
 
 def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
-    driver = psutil.Process(proc.pid)
-    victims = [driver, *driver.children(recursive=True)]
-    assert any("raylet" in _command(p) for p in victims[1:]), "the driver started no Ray"
-    for victim in victims:
-        try:
-            victim.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
+    descendants = kill_tree(proc.pid)
     proc.wait()
-    psutil.wait_procs(victims, timeout=30)
-
-
-def _command(process: psutil.Process) -> str:
-    try:
-        return " ".join(process.cmdline())
-    except psutil.Error:  # gone, or a zombie
-        return ""
+    assert ray_started_by(descendants), "the driver started no Ray"
 
 
 def read_journal(path: Path) -> dict[str, Any] | None:
@@ -143,7 +129,10 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
 
     script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     trials = json.loads(report.read_text())
     assert set(trials) == {"short", "long0", "long1", "long2", "fn"}
     assert trials["short"]["before"] == "TERMINATED"

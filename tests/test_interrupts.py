@@ -22,6 +22,7 @@ import pytest
 from orchestrator import Orchestrator, TrialState
 from orchestrator.api.interrupts import Interrupts
 
+from .processes import end_tree
 from .trainables import assert_failure_free_history
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +55,6 @@ def _wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float) -> N
             out, err = proc.communicate()
             pytest.fail(f"the script ended before its trial ran:\n{out}\n{err[-4000:]}")
         if time.monotonic() > deadline:
-            proc.kill()
             pytest.fail("the script's trial never reached its announcing step")
         time.sleep(0.1)
 
@@ -87,7 +87,7 @@ async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
         proc.send_signal(signum)
         out, err = await asyncio.to_thread(proc.communicate, timeout=120)
     finally:
-        proc.kill()
+        await end_tree(proc)  # its own Ray too, if it did not end
     name = signal.Signals(signum).name
     assert proc.returncode == status, err[-4000:]
     assert f"trialflow: {name}: experiment 'sig' stopped cleanly (actors stopped, journal" in err

@@ -18,6 +18,8 @@ import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
+from .processes import end_tree
+
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +91,10 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -
     second = await asyncio.create_subprocess_exec(
         sys.executable, "-c", DRIVER.format(resume=True, **args), env=env, cwd=ROOT
     )
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     final = json.loads(report.read_text())
     assert all(state == "TERMINATED" and it == 40 for state, it in final["trials"].values()), final
     assert final["lineage"][: len(lineage_before)] == lineage_before  # its history kept

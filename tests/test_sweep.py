@@ -17,6 +17,8 @@ import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
+from .processes import end_tree
+
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +80,10 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> No
     second = await asyncio.create_subprocess_exec(
         sys.executable, "-c", DRIVER.format(resume=True, **args), env=env, cwd=ROOT
     )
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     trials = json.loads(report.read_text())
     assert len(trials) == 10  # num_samples, no more
     for trial_id, (state, _x, its) in trials.items():
