@@ -17,25 +17,28 @@ import psutil
 __all__ = ["end_tree", "kill_tree", "ray_started_by"]
 
 
-def kill_tree(pid: int) -> list[psutil.Process]:
+def kill_tree(pid: int) -> list[str]:
     """SIGKILL ``pid`` and its descendants; wait for the descendants (the caller waits
-    for ``pid`` through its own handle). Does nothing for a process already gone."""
+    for ``pid`` through its own handle). The descendants' command lines, read before
+    the kill; nothing for a process already gone."""
     try:
         root = psutil.Process(pid)
         descendants = root.children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+    commands = [_command(p) for p in descendants]
     for victim in [root, *descendants]:
         try:
             victim.kill()
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(descendants, timeout=30)
-    return descendants
+    return commands
 
 
-def ray_started_by(descendants: list[psutil.Process]) -> bool:
-    return any("raylet" in _command(p) for p in descendants)
+def ray_started_by(commands: list[str]) -> bool:
+    """Whether these command lines (from :func:`kill_tree`) include a raylet."""
+    return any("raylet" in command for command in commands)
 
 
 async def end_tree(proc: subprocess.Popen[Any] | asyncio.subprocess.Process) -> None:

@@ -1,7 +1,8 @@
 """A driver SIGKILLed together with the Ray it started, then resumed by a new process
-with a new Ray (new node ids), on local storage with default options: what a laptop
-user sees after a crash. Finished trials are never run again; the others continue
-from their newest journaled checkpoint, found on disk where the journal says."""
+on another Ray (the session's cluster, started once for every test: new node ids), on
+local storage with default options: what a laptop user sees after a crash. Finished
+trials are never run again; the others continue from their newest journaled checkpoint,
+found on disk where the journal says."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ SECOND = COMMON + textwrap.dedent(
     """
     async def main():
         async with Orchestrator(storage={storage!r}, name="crash", resume=True,
-                                num_cpus=2) as orch:
+                                ray_address={address!r}) as orch:
             before = {{t.id: t.state.value for t in orch.trials}}
             await orch.run()
         report = {{t.id: {{"before": before[t.id], "state": t.state.value,
@@ -86,7 +87,9 @@ def read_journal(path: Path) -> dict[str, Any] | None:
         return None  # not written yet (or being replaced: retry)
 
 
-async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: Path) -> None:
+async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
     fn_marks = tmp_path / "fn-marks"  # the function trial's
     marks.mkdir()
@@ -127,7 +130,9 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
         kill_with_its_ray(proc)
     (marks / "fast").touch()  # the long trials need not be slow any more
 
-    script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
+    script = SECOND.format(
+        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
+    )
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
     try:
         assert await asyncio.wait_for(second.wait(), 240) == 0
