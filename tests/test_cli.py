@@ -162,7 +162,7 @@ def test_demo_sweep_recovers_a_killed_actor(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
+def test_run_a_trainable_from_an_import_path(tmp_path: Path, ray_cluster: Any) -> None:
     (tmp_path / "tinytrain.py").write_text(textwrap.dedent(TINY_TRAINABLE))
     proc = _run_cli(
         "run",
@@ -197,7 +197,8 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
         ('{"rate": 1}', "TERMINATED", "3", "3"),
     ], out
     assert list((tmp_path / "results" / "tiny").rglob("state.json"))
-    # the finished experiment resumes as a no-op: nothing is re-run
+    # the finished experiment resumes as a no-op: nothing is re-run (on the session's
+    # cluster: the run above started a Ray of its own already)
     proc = _run_cli(
         "resume",
         "--storage",
@@ -206,6 +207,8 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
         "tiny",
         "--metric",
         "score",
+        "--address",
+        ray_cluster.address,
         cwd=tmp_path,
         timeout=120,
     )
@@ -217,6 +220,7 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     resume = ("resume", "--storage", str(tmp_path / "results"), "--name", "tiny")
+    resume += ("--address", ray_cluster.address)
     proc = _run_cli(*resume, cwd=elsewhere, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     # ...but a trial that is to run again does, and says where it looked.
