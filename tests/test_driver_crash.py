@@ -1,14 +1,14 @@
 """A driver SIGKILLed together with the Ray it started, then resumed by a new process
-with a new Ray (new node ids), on local storage with default options: what a laptop
-user sees after a crash. Finished trials are never run again; the others continue
-from their newest journaled checkpoint, found on disk where the journal says."""
+on another Ray (the session's cluster, started once for every test: new node ids), on
+local storage with default options: what a laptop user sees after a crash. Finished
+trials are never run again; the others continue from their newest journaled checkpoint,
+found on disk where the journal says."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
+
+from .processes import end_tree, kill_tree, ray_started_by
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ SECOND = COMMON + textwrap.dedent(
     """
     async def main():
         async with Orchestrator(storage={storage!r}, name="crash", resume=True,
-                                num_cpus=2) as orch:
+                                ray_address={address!r}) as orch:
             before = {{t.id: t.state.value for t in orch.trials}}
             await orch.run()
         report = {{t.id: {{"before": before[t.id], "state": t.state.value,
@@ -102,23 +103,9 @@ def logged_past_journal(storage: Path, trials: dict[str, Any]) -> bool:
 
 def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
-    driver = psutil.Process(proc.pid)
-    victims = [driver, *driver.children(recursive=True)]
-    assert any("raylet" in _command(p) for p in victims[1:]), "the driver started no Ray"
-    for victim in victims:
-        try:
-            victim.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
+    descendants = kill_tree(proc.pid)
     proc.wait()
-    psutil.wait_procs(victims, timeout=30)
-
-
-def _command(process: psutil.Process) -> str:
-    try:
-        return " ".join(process.cmdline())
-    except psutil.Error:  # gone, or a zombie
-        return ""
+    assert ray_started_by(descendants), "the driver started no Ray"
 
 
 def read_journal(path: Path) -> dict[str, Any] | None:
@@ -128,7 +115,9 @@ def read_journal(path: Path) -> dict[str, Any] | None:
         return None  # not written yet (or being replaced: retry)
 
 
-async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: Path) -> None:
+async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
     fn_marks = tmp_path / "fn-marks"  # the function trial's
     marks.mkdir()
@@ -170,9 +159,14 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
     (marks / "fast").touch()  # the long trials need not be slow any more
     logged = {t: whole_lines(storage / "crash" / t / "result.json") for t in LONG}
 
-    script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
+    script = SECOND.format(
+        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
+    )
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     trials = json.loads(report.read_text())
     assert set(trials) == {"short", "long0", "long1", "long2", "fn"}
     assert trials["short"]["before"] == "TERMINATED"

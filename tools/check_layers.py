@@ -20,7 +20,7 @@ PACKAGE = "orchestrator"
 
 #: Bottom first. A name is a top-level module or a folder of ``orchestrator``.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "ctrl_c"),
     ("core",),
     ("search", "schedulers"),
     ("actor",),
