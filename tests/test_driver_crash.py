@@ -82,7 +82,7 @@ BOUND = COMMON + textwrap.dedent(
                            resources={{"cpu": 0.25}}, trial_id="short")
             orch.add_trial(Recorder, {{"delay": 0.3, "marks": {marks!r},
                                        "fast_after": {marks!r} + "/fast"}},
-                           stop={{"training_iteration": 200}}, checkpoint_every=2,
+                           stop={{"training_iteration": 400}}, checkpoint_every=2,
                            resources={{"cpu": 0.25}}, trial_id="long")
             await orch.run()
     asyncio.run(main())
@@ -282,5 +282,5 @@ async def test_what_the_driver_knew_a_bound_before_its_death_is_kept(tmp_path: P
     assert [r["training_iteration"] for r in short["results"]] == [1, 2, 3, 4, 5, 6]
     assert long["resumes_at"] >= checkpoint, (long["resumes_at"], checkpoint)
     assert long["state"] == "TERMINATED", long["error"]
-    assert [r["training_iteration"] for r in long["results"]] == list(range(1, 201))
+    assert [r["training_iteration"] for r in long["results"]] == list(range(1, 401))
     assert (marks / "long.setups").read_text() == "xx"

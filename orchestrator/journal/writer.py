@@ -3,8 +3,9 @@
 The driver keeps, in the experiment's storage, every trial's spec (trainable, config,
 stop criterion, policy), state, checkpoints (with their manifests), failure count, last
 error and result history. Writes are atomic (the storage's ``write_bytes``), batched (at
-most one per ``interval``), and done by a background task, so the loop never waits for
-them. Each result is serialised once, when it is reported.
+most one per ``interval`` for plain results; a checkpoint persisted or a trial's end
+is in storage within :data:`DURABLE_WITHIN_S`), and done by a background task, so the
+loop never waits for them. Each result is serialised once, when it is reported.
 
 Two kinds of object hold it, so that a write costs what changed, not what the
 experiment has accumulated (about 100 bytes a result: 100 MB at a million):
@@ -72,17 +73,15 @@ WRITE_SHARE = 0.05
 #: The largest share of wall time storage may spend taking journal writes: after one
 #: took ``t`` seconds to store, the next waits at least ``t / STORAGE_SHARE``.
 STORAGE_SHARE = 0.25
-#: The bound on what a crash can lose. A checkpoint persisted (:meth:`Journal.soon`)
-#: and a trial that settled (TERMINATED, ERROR, a settled pause: :meth:`Journal.urgent`)
-#: are in storage within this many seconds of the loop learning of them, whatever
-#: ``journal_interval`` is (it paces plain results only), so a driver killed later
-#: resumes every trial from that checkpoint and never runs a finished trial again. A
-#: checkpoint's write starts this long after it, less the last write's own wall time,
-#: so that it lands in time; measured on a loaded 2-core machine (two busy cores
-#: besides the experiment's): 0.4 s at most, 0.1 s median (ends); 0.9 s at most,
-#: 0.5 s median (checkpoints). It holds while storage takes a write in well under
-#: this (a write in flight finishes first) and while building one takes under
-#: ``URGENT_CPU_SHARE`` of it in CPU (the journal's share of the driver's CPU wins).
+#: The bound on what a crash can lose (README, "What a crash can cost"). A checkpoint
+#: persisted (:meth:`Journal.soon`) and a trial that settled (TERMINATED, ERROR, a
+#: settled pause: :meth:`Journal.urgent`) are in storage within this many seconds of the
+#: loop learning of them, whatever ``journal_interval`` is (it paces plain results
+#: only), so a driver killed later resumes each trial from that checkpoint or a newer
+#: one and never runs a finished trial again. Measured on a loaded 2-core machine:
+#: MEASURED. It holds while storage takes a write in well under this (a write in flight
+#: finishes first) and while building one takes under ``URGENT_CPU_SHARE`` of it in
+#: CPU (the journal's share of the driver's CPU comes first).
 DURABLE_WITHIN_S = 1.0
 #: An urgent write (a trial just settled: see :meth:`Journal.urgent`) waits this long,
 #: so that trials ending together share one write...
