@@ -84,7 +84,7 @@ STORAGE_SHARE = 0.25
 #: share of the driver's CPU comes first). Measured on a 2-core machine at load 30-48
 #: (20 trials checkpointing every 5 steps of 5 ms, local storage): a checkpoint was
 #: journaled 0.45 s after the loop learned of it (median), 1.1 s (p99), 1.9 s at most
-#: (behind a base rewrite that took 1.1 s); before this bound 0.57 / 1.9 / 2.6 s.
+#: (behind one write that itself took 1.1 s); before this bound 0.57 / 1.9 / 2.6 s.
 DURABLE_WITHIN_S = 1.0
 #: An urgent write (a trial just settled: see :meth:`Journal.urgent`) waits this long,
 #: so that trials ending together share one write...
