@@ -242,7 +242,9 @@ def notes(events: Path) -> list[list[str]]:
         return []
 
 
-async def test_what_the_driver_knew_a_bound_before_its_death_is_kept(tmp_path: Path) -> None:
+async def test_what_the_driver_knew_a_bound_before_its_death_is_kept(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
     """With the journal's regular writes two minutes apart, the first driver learns that
     the short trial ended and, later, that the long one persisted a checkpoint: each
     reaches the journal within a generous minute (only the event can have asked for
@@ -304,7 +306,9 @@ async def test_what_the_driver_knew_a_bound_before_its_death_is_kept(tmp_path: P
         kill_with_its_ray(proc)
     (marks / "fast").touch()
 
-    script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
+    script = SECOND.format(
+        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
+    )
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
     try:
         assert await asyncio.wait_for(second.wait(), 240) == 0
