@@ -94,6 +94,22 @@ def distributed_trial(config: dict[str, Any]) -> None:
     ).fit()
 
 
+def wait_gangs_released(timeout: float = 60.0) -> None:
+    """Every placement group (Train's worker groups: the engine makes none) is removed:
+    no Train run outlives its trial."""
+    import time
+
+    from ray.util import placement_group_table
+
+    deadline = time.monotonic() + timeout
+    while True:
+        live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+        if not live:
+            return
+        assert time.monotonic() < deadline, live
+        time.sleep(0.5)
+
+
 def saved_epoch(path: str | None) -> int:
     import torch
 
@@ -130,6 +146,7 @@ async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
     trial_dir = Path(latest.path).parent
     kept = sorted(p.name for p in trial_dir.iterdir() if p.name.startswith("checkpoint_"))
     assert kept == [Path(latest.path).name], kept
+    wait_gangs_released()
 
 
 async def test_a_stop_criterion_ends_the_train_run(tmp_path: Path) -> None:
@@ -140,6 +157,7 @@ async def test_a_stop_criterion_ends_the_train_run(tmp_path: Path) -> None:
     assert trial.state is TrialState.TERMINATED, trial.error
     assert [r["epoch"] for r in trial.results] == [1, 2]
     assert trial.latest_checkpoint is not None and saved_epoch(trial.latest_checkpoint.path) == 2
+    wait_gangs_released()  # the callback had Train abort its run (its workers and gang)
 
 
 def test_the_callback_is_built_in_a_trial() -> None:
