@@ -149,15 +149,53 @@ async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
     wait_gangs_released()
 
 
-async def test_a_stop_criterion_ends_the_train_run(tmp_path: Path) -> None:
+def tune_trial(config: dict[str, Any]) -> None:
+    """Ray's documented ``train_driver_fn``, with the facade's callback."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from orchestrator.tune.integration.ray_train import TuneReportCallback
+
+    TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(num_workers=2),
+        run_config=ray.train.RunConfig(
+            storage_path=config["train_storage"], callbacks=[TuneReportCallback()]
+        ),
+    ).fit()
+
+
+def test_the_facade_stops_a_train_run_by_its_stop_criterion(tmp_path: Path) -> None:
+    from orchestrator import tune
+
     config = {"epochs": 50, "train_storage": str(tmp_path / "train")}
-    async with Orchestrator(storage=tmp_path / "runs", name="train-stop") as orch:
-        trial = orch.add_trial(distributed_trial, config, stop={"epoch": 2}, resources=DRIVER)
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
-    assert [r["epoch"] for r in trial.results] == [1, 2]
-    assert trial.latest_checkpoint is not None and saved_epoch(trial.latest_checkpoint.path) == 2
+    results = tune.Tuner(
+        tune.with_resources(tune_trial, DRIVER),
+        param_space=config,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "runs"), name="tune-train", stop={"epoch": 2}, verbose=0
+        ),
+    ).fit()
+    result = results[0]
+    assert result.error is None and result.metrics["epoch"] == 2
+    assert "time_since_restore" in result.metrics  # reported through tune.report
+    assert result.checkpoint is not None
+    with result.checkpoint.as_directory() as directory:
+        assert saved_epoch(directory) == 2
     wait_gangs_released()  # the callback had Train abort its run (its workers and gang)
+
+
+def test_tuner_refuses_a_train_trainer_with_the_rewrite() -> None:
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from orchestrator import tune
+    from orchestrator.tune.errors import TuneUnsupported
+
+    trainer = TorchTrainer(train_loop, scaling_config=ray.train.ScalingConfig(num_workers=2))
+    with pytest.raises(TuneUnsupported, match="build and fit the trainer in a function"):
+        tune.Tuner(trainer).fit()
 
 
 def test_the_callback_is_built_in_a_trial() -> None:
@@ -165,3 +203,13 @@ def test_the_callback_is_built_in_a_trial() -> None:
 
     with pytest.raises(NotInTrial, match="TrialReportCallback"):
         TrialReportCallback()
+
+
+def test_the_facade_covers_ray_train_but_not_the_framework_callbacks() -> None:
+    import importlib
+
+    from orchestrator.tune.integration import ray_train
+
+    assert ray_train.TuneReportCallback.__mro__[1].__name__ == "TrialReportCallback"
+    with pytest.raises(ImportError, match="Keras is not covered"):
+        importlib.import_module("orchestrator.tune.integration.keras")
