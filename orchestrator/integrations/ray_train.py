@@ -39,9 +39,13 @@ controller and its workers.
   ahead of the decisions made on them (Train's workers themselves do not wait for
   their controller, as under Ray Tune).
 - When the trial is stopped, paused or restored while its function runs, the relay
-  answers STOP and the callback asks its controller to abort (Train's own
-  ``abort``, which shuts down the worker group); ``fit()`` then raises in the
-  function, which is being unwound anyway.
+  answers STOP: the callback removes the worker group's placement group (its workers
+  die with it, so no gang outlives its trial) and asks its controller to abort
+  (Train's own ``abort``, its Ctrl-C path); ``fit()`` then raises in the function,
+  which is being unwound anyway. Train's abort first waits for its placement-group
+  cleaner (up to about 12 s where Ray's state API is slow or missing, as without a
+  dashboard), so the function may outlast its 10 s grace: its actor is then not
+  reused, which costs nothing since the gang is gone.
 - In each worker, once Train has set up its context (Train's ``WorkerCallback``), the
   callback sets the checkpoint ``ray.train.get_checkpoint()`` returns to the trial's
   own (``orchestrator.get_checkpoint()`` when the callback was built: None for a fresh
@@ -77,9 +81,11 @@ the trial's node must be able to read: on several nodes, a shared path or a URI,
 Ray Train itself asks. Train keeps its own copies under its ``CheckpointConfig``
 (``num_to_keep=1`` keeps its disk use to one).
 
-It relies on two of Train V2's developer interfaces (``ReportCallback`` and
-``WorkerCallback``, in ``ray.train.v2._internal.execution.callback``) and sets the
-worker's ``TrainContext.checkpoint``; ``tests/test_ray_train.py`` pins them.
+It relies on three of Train V2's developer interfaces (``ReportCallback``,
+``WorkerCallback`` and ``WorkerGroupCallback``, in
+``ray.train.v2._internal.execution.callback``), sets the worker's
+``TrainContext.checkpoint`` and reads the worker group's placement group (as Train's
+own ``PlacementGroupCleanerCallback`` does); ``tests/test_ray_train.py`` pins them.
 """
 
 from __future__ import annotations
@@ -98,7 +104,11 @@ from orchestrator.integrations.relay import STOP, Relay, Sender
 try:
     import ray
     import ray.train
-    from ray.train.v2._internal.execution.callback import ReportCallback, WorkerCallback
+    from ray.train.v2._internal.execution.callback import (
+        ReportCallback,
+        WorkerCallback,
+        WorkerGroupCallback,
+    )
 except ImportError as err:  # pragma: no cover - depends on the installed Ray
     raise ImportError(
         f"orchestrator.integrations.ray_train needs Ray Train V2 ({err}): install the "
@@ -108,7 +118,7 @@ except ImportError as err:  # pragma: no cover - depends on the installed Ray
 __all__ = ["TrialReportCallback"]
 
 
-class TrialReportCallback(ReportCallback, WorkerCallback):  # type: ignore[misc]
+class TrialReportCallback(ReportCallback, WorkerCallback, WorkerGroupCallback):  # type: ignore[misc]
     """Pass to ``ray.train.RunConfig(callbacks=[...])`` in a trial's function: rank 0's
     ``ray.train.report(metrics, checkpoint=...)`` becomes the trial's ``report``, and
     ``ray.train.get_checkpoint()`` in the workers is the trial's checkpoint (see the
@@ -133,12 +143,14 @@ class TrialReportCallback(ReportCallback, WorkerCallback):  # type: ignore[misc]
         #: Whether workers start from ``_start``: until the run reports a checkpoint.
         self._seed = True
         self._stopping = False
+        self._gang: Any = None  # in the controller: the worker group's placement group
         self._relay: Relay | None = Relay(self._deliver, name=f"train-{self._trial_id}")
         self._sender: Sender = self._relay.sender
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_relay"] = None  # the trial's end stays in the trial's process
+        state["_gang"] = None
         return state
 
     # -- in the trial's process (the relay's thread) -------------------------------------
@@ -164,11 +176,29 @@ class TrialReportCallback(ReportCallback, WorkerCallback):  # type: ignore[misc]
         if self._sender.send((dict(metrics[0]), checkpoint)) == STOP:
             self._stopping = True
             self._sender.close()
+            # The gang goes first, at once (its workers die with it): Train's abort waits
+            # for its placement-group cleaner before it removes the group, and the trial
+            # may not wait that long (its actor is then killed, and the controller with it).
+            gang, self._gang = self._gang, None
+            if gang is not None:
+                from ray.util import remove_placement_group
+
+                remove_placement_group(gang)
             # The controller's own abort (Train's Ctrl-C path) runs once this returns.
             ray.get_runtime_context().current_actor.abort.remote()
             return
         if checkpoint is not None:
             self._seed = False
+
+    def after_worker_group_start(self, worker_group: Any) -> None:
+        state = worker_group.get_worker_group_state()
+        self._gang = state.placement_group_handle.placement_group
+
+    def before_worker_group_shutdown(self, worker_group: Any) -> None:
+        self._gang = None
+
+    def before_worker_group_abort(self, worker_group_context: Any) -> None:
+        self._gang = None
 
     # -- in each Train worker ----------------------------------------------------------
 
