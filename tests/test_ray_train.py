@@ -25,8 +25,6 @@ pytest.importorskip("ray.train.torch")
 from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.errors import NotInTrial  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_local")]
-
 #: The trial's own actor only waits in fit(): the workers hold the CPUs.
 DRIVER = {"cpu": 0}
 
@@ -117,6 +115,8 @@ def saved_epoch(path: str | None) -> int:
     return int(torch.load(os.path.join(path, "model.pt"))["epoch"])
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
 async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
     tmp_path: Path,
 ) -> None:
@@ -166,6 +166,8 @@ def tune_trial(config: dict[str, Any]) -> None:
     ).fit()
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
 def test_the_facade_stops_a_train_run_by_its_stop_criterion(tmp_path: Path) -> None:
     from orchestrator import tune
 
