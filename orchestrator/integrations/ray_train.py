@@ -118,7 +118,7 @@ except ImportError as err:  # pragma: no cover - depends on the installed Ray
 __all__ = ["TrialReportCallback"]
 
 
-class TrialReportCallback(ReportCallback, WorkerCallback, WorkerGroupCallback):  # type: ignore[misc]
+class TrialReportCallback(ReportCallback, WorkerCallback, WorkerGroupCallback):
     """Pass to ``ray.train.RunConfig(callbacks=[...])`` in a trial's function: rank 0's
     ``ray.train.report(metrics, checkpoint=...)`` becomes the trial's ``report``, and
     ``ray.train.get_checkpoint()`` in the workers is the trial's checkpoint (see the
