@@ -25,6 +25,9 @@ pytest.importorskip("ray.train.torch")
 from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.errors import NotInTrial  # noqa: E402
 
+#: Two Train runs took 108 s on the loaded 2-core machine (load 23), 60 s at load 15.
+TRAIN_TIMEOUT_S = 600
+
 #: The trial's own actor only waits in fit(): the workers hold the CPUs.
 DRIVER = {"cpu": 0}
 
@@ -116,6 +119,7 @@ def saved_epoch(path: str | None) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TRAIN_TIMEOUT_S)
 @pytest.mark.usefixtures("ray_local")
 async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
     tmp_path: Path,
@@ -167,6 +171,7 @@ def tune_trial(config: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(TRAIN_TIMEOUT_S)
 @pytest.mark.usefixtures("ray_local")
 def test_the_facade_stops_a_train_run_by_its_stop_criterion(tmp_path: Path) -> None:
     from orchestrator import tune
