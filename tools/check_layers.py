@@ -24,6 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("search", "schedulers"),
     ("actor",),
+    # What runs beside a trial's function: helpers for other libraries (Ray Train).
+    ("integrations",),
     ("engine",),
     ("journal",),
     ("views",),

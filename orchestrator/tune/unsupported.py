@@ -75,7 +75,9 @@ MODULES: dict[str, str] = {
     "schedulers.pb2": "PB2 needs GPy: use PopulationBasedTraining",
     "schedulers.hb_bohb": "HyperBandForBOHB pairs with TuneBOHB: use HyperBandScheduler",
     "schedulers.resource_changing_scheduler": "a trial's resources are fixed",
-    "integration": f"Ray Tune's framework integrations are not covered: {_REPORT}",
+    "integration": (
+        f"of Ray Tune's integrations only ray_train (TuneReportCallback) is covered: {_REPORT}"
+    ),
     "integration.keras": f"TuneReportCallback for Keras is not covered: {_REPORT}",
     "integration.pytorch_lightning": f"Lightning callbacks are not covered: {_REPORT}",
     "integration.xgboost": f"XGBoost callbacks are not covered: {_REPORT}",
