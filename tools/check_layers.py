@@ -29,6 +29,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("views",),
     ("sweeps",),
     ("api",),
+    # Trackers and other tools' integrations: hooks and helpers over the public API.
+    ("integrations",),
     ("tune",),
     ("cli", "__main__"),
     # The package's face and the names old journals' pickles hold: re-exports only.
