@@ -48,6 +48,9 @@ class MLflowBackend:
         self._client: Any = None
         self._experiment_id: str | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None, "_experiment_id": None}
+
     def client(self) -> Any:
         if self._client is None:
             from mlflow.tracking import MlflowClient
@@ -73,7 +76,7 @@ class MLflowBackend:
             run = client.create_run(
                 experiment,
                 run_name=trial.name,
-                tags={**self.tags, TRIAL_ID_TAG: trial.trial_id},
+                tags={**self.tags, TRIAL_ID_TAG: trial.trial_id, "trial_name": trial.name},
             )
             run_id = run.info.run_id
             self._log_params(run_id, params_of(trial.config), {})

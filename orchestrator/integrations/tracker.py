@@ -47,6 +47,8 @@ __all__ = ["ROLLBACK_METRIC", "TrackerHook", "TrackerStatistics"]
 log = logging.getLogger("orchestrator.integrations")
 
 ROLLBACK_METRIC = "trialflow/rollback"
+#: What a pickled hook keeps: what it was made with.
+_OPTIONS = ("backend", "_run_name", "_artifact_dir", "_excludes", "_max_pending", "_close_grace")
 #: Ops the worker takes from the queue at once (one backend call per trial for them).
 _BATCH = 1000
 
@@ -142,6 +144,9 @@ class TrackerHook:
         self._excludes = tuple(excludes)
         self._max_pending = int(max_pending)
         self._close_grace = float(close_grace)
+        self._reset()
+
+    def _reset(self) -> None:
         self._books: dict[str, _Book] = {}
         self._queue: collections.deque[tuple[str, Any]] = collections.deque()
         self._ready = threading.Condition()
@@ -155,6 +160,15 @@ class TrackerHook:
         self._sent = self._replayed = self._failures = 0
         self._handles: dict[str, RunHandle] = {}
         self._failed: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What the hook is (the backend and options), never what it is doing: a Tune
+        run pickles its callbacks for ``Tuner.restore``."""
+        return {key: self.__dict__[key] for key in _OPTIONS}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset()
 
     # -- hooks: decide and queue, never block -----------------------------------------------
 
@@ -199,10 +213,10 @@ class TrackerHook:
 
     def on_trial_error(self, trial: Any, error: BaseException) -> None:
         if getattr(getattr(trial, "state", None), "value", None) == "ERROR":
-            self._end(trial, "FAILED")
+            self.end_trial(trial, failed=True)
 
     def on_trial_complete(self, trial: Any) -> None:
-        self._end(trial, "FINISHED")
+        self.end_trial(trial, failed=False)
 
     async def on_experiment_end(self, trials: Sequence[Any]) -> None:
         await self.aclose()
@@ -264,7 +278,9 @@ class TrackerHook:
             book.config = dict(config)
             self._push(trial.id, _Config(book.config))
 
-    def _end(self, trial: Any, status: str) -> None:
+    def end_trial(self, trial: Any, *, failed: bool) -> None:
+        """The trial ended for good: its run is finished (``FAILED`` or ``FINISHED``)."""
+        status = "FAILED" if failed else "FINISHED"
         book = self._books.get(trial.id)
         if book is None:
             book = self._first_sight(trial, _results(trial))
