@@ -98,23 +98,24 @@ class TrialInfo:
 
 
 def current_trial(what: str) -> TrialInfo:
-    """The trial whose trainable calls ``what`` (a Tune function, or one of trialflow's
-    function trainables)."""
+    """The trial whose trainable calls ``what``: a Tune function (its Tune context gives
+    the trial's name and run), or one of trialflow's function trainables (its id)."""
+    from orchestrator.actor.function import current_trial_id
     from orchestrator.errors import NotInTrial
     from orchestrator.tune.context import current
 
     context = current()
-    if context is not None:
-        return TrialInfo(
-            context.trial_id, context.trial_name, context.info.experiment_name, context.config
-        )
-    from orchestrator.actor.function import current_trial_id
-
     try:
         trial_id = current_trial_id()
-    except NotInTrial:
-        raise NotInTrial(
-            f"{what}() was called outside a trial: call it from the training function "
-            "given to tune.Tuner (or add_trial), in its thread"
-        ) from None
-    return TrialInfo(trial_id, trial_id, None, None)
+    except NotInTrial:  # a thread the trainable started: the Tune context, if any
+        if context is None:
+            raise NotInTrial(
+                f"{what}() was called outside a trial: call it from the training function "
+                "given to tune.Tuner (or add_trial), in its thread"
+            ) from None
+        trial_id = context.trial_id
+    if context is None or context.trial_id != trial_id:  # not a Tune function
+        return TrialInfo(trial_id, trial_id, None, None)
+    return TrialInfo(
+        context.trial_id, context.trial_name, context.info.experiment_name, context.config
+    )
