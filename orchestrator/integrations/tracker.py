@@ -94,6 +94,18 @@ class _Close:
     pass
 
 
+class _Worker:
+    """One worker thread's own state: a worker abandoned at close (stuck in a tracker
+    call) never touches the runs of the one a later session starts."""
+
+    __slots__ = ("stop", "done", "handles")
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.done = threading.Event()
+        self.handles: dict[str, RunHandle] = {}
+
+
 class _Book:
     """The hook side's view of a trial: the last iteration it queued, the config."""
 
@@ -151,14 +163,11 @@ class TrackerHook:
         self._queue: collections.deque[tuple[str, Any]] = collections.deque()
         self._ready = threading.Condition()
         self._pending = 0  # results in the queue
-        self._worker: threading.Thread | None = None
-        self._done = threading.Event()
-        self._abandon = False
+        self._worker: _Worker | None = None
         self._warned_full = False
         self._results = self._dropped = 0
         # Written by the worker only.
         self._sent = self._replayed = self._failures = 0
-        self._handles: dict[str, RunHandle] = {}
         self._failed: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -233,9 +242,10 @@ class TrackerHook:
         if worker is None:
             return
         self._push("", _Close())
-        if not self._done.wait(self._close_grace):
+        if not worker.done.wait(self._close_grace):
             with self._ready:
-                self._abandon = True
+                worker.stop.set()  # it drops what it holds once its call returns
+                self._ready.notify_all()
                 left = self._pending
                 self._queue.clear()
                 self._pending = 0
@@ -315,34 +325,34 @@ class TrackerHook:
             self._start()
 
     def _start(self) -> None:
-        self._done.clear()
-        self._abandon = False
-        self._worker = threading.Thread(
-            target=self._work, name=f"tracker:{self.backend.label}", daemon=True
-        )
-        self._worker.start()
+        worker = self._worker = _Worker()
+        threading.Thread(
+            target=self._work, args=(worker,), name=f"tracker:{self.backend.label}", daemon=True
+        ).start()
 
     # -- the worker thread --------------------------------------------------------------------
 
-    def _work(self) -> None:
+    def _work(self, worker: _Worker) -> None:
         try:
-            while True:
+            while not worker.stop.is_set():
                 with self._ready:
-                    while not self._queue:
+                    while not self._queue and not worker.stop.is_set():
                         self._ready.wait()
+                    if worker.stop.is_set():
+                        return
                     batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
-                closing = self._carry_out(batch)
-                if closing or self._abandon:
+                if self._carry_out(worker, batch):
                     return
         finally:
-            self._done.set()
+            worker.done.set()
 
-    def _carry_out(self, batch: list[tuple[str, Any]]) -> bool:
+    def _carry_out(self, worker: _Worker, batch: list[tuple[str, Any]]) -> bool:
         rows: dict[str, list[Mapping[str, Any]]] = {}
         order: list[str] = []
         closing = False
+        handles = worker.handles
         for key, op in batch:
-            if self._abandon:
+            if worker.stop.is_set():
                 return True
             if isinstance(op, Mapping):
                 with self._ready:
@@ -353,32 +363,39 @@ class TrackerHook:
                 rows[key].append(op)
                 continue
             # Anything else comes after the results queued before it.
-            self._flush_rows(rows, order)
+            self._flush_rows(handles, rows, order)
             if isinstance(op, _Close):
                 closing = True
-                self._finish_all()
+                self._finish_all(handles)
             else:
-                self._guard(key, self._apply, key, op)
-        self._flush_rows(rows, order)
+                self._guard(key, self._apply, handles, key, op)
+        self._flush_rows(handles, rows, order)
         return closing
 
-    def _flush_rows(self, rows: dict[str, list[Mapping[str, Any]]], order: list[str]) -> None:
+    def _flush_rows(
+        self,
+        handles: dict[str, RunHandle],
+        rows: dict[str, list[Mapping[str, Any]]],
+        order: list[str],
+    ) -> None:
         for key in order:
-            self._guard(key, self._log, key, rows[key])
+            handle = handles.get(key)
+            if handle is not None:
+                self._guard(key, self._log, handle, rows[key])
         rows.clear()
         order.clear()
 
-    def _apply(self, key: str, op: Any) -> None:
+    def _apply(self, handles: dict[str, RunHandle], key: str, op: Any) -> None:
         if isinstance(op, _Open):
-            if key in self._handles:
+            if key in handles:
                 return  # paused and resumed, restarted: the same run goes on
-            handle = self._handles[key] = self.backend.open(op.trial)
+            handle = handles[key] = self.backend.open(op.trial)
             history_end = _iteration(op.history[-1]) if op.history else 0
-            self._log(key, [r for r in op.history if _iteration(r) > handle.step])
+            self._log(handle, [r for r in op.history if _iteration(r) > handle.step])
             if history_end < handle.step:  # a new driver went back further than the run
                 handle.extra["rollback"] = history_end
             return
-        handle = self._handles.get(key)
+        handle = handles.get(key)
         if handle is None:
             return
         if isinstance(op, _Rollback):
@@ -387,12 +404,11 @@ class TrackerHook:
         elif isinstance(op, _Config):
             self.backend.set_config(handle, op.config)
         elif isinstance(op, _End):
-            del self._handles[key]
+            del handles[key]
             self.backend.finish(handle, op.status, op.artifact_dir)
 
-    def _log(self, key: str, results: list[Mapping[str, Any]]) -> None:
-        handle = self._handles.get(key)
-        if handle is None or not results:
+    def _log(self, handle: RunHandle, results: list[Mapping[str, Any]]) -> None:
+        if not results:
             return
         out: list[tuple[int, dict[str, float]]] = []
         step = handle.step
@@ -412,9 +428,9 @@ class TrackerHook:
             handle.step = step
             self._sent += len(out)
 
-    def _finish_all(self) -> None:
-        for key in list(self._handles):
-            handle = self._handles.pop(key)
+    def _finish_all(self, handles: dict[str, RunHandle]) -> None:
+        for key in list(handles):
+            handle = handles.pop(key)
             self._guard(key, self.backend.finish, handle, "KILLED", None)
         self._guard("", self.backend.close)
 
