@@ -389,11 +389,11 @@ class TrackerHook:
         if isinstance(op, _Open):
             if key in handles:
                 return  # paused and resumed, restarted: the same run goes on
-            handle = handles[key] = self.backend.open(op.trial)
+            opened = handles[key] = self.backend.open(op.trial)
             history_end = _iteration(op.history[-1]) if op.history else 0
-            self._log(handle, [r for r in op.history if _iteration(r) > handle.step])
-            if history_end < handle.step:  # a new driver went back further than the run
-                handle.extra["rollback"] = history_end
+            self._log(opened, [r for r in op.history if _iteration(r) > opened.step])
+            if history_end < opened.step:  # a new driver went back further than the run
+                opened.extra["rollback"] = history_end
             return
         handle = handles.get(key)
         if handle is None:

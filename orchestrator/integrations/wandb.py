@@ -77,7 +77,7 @@ class WandbBackend:
         if self.mode is not None:
             kwargs["mode"] = self.mode
         run = wandb.init(**kwargs)
-        run.config.update({"trial_id": trial.trial_id}, allow_val_change=True)
+        run.config.update({"trial_id": trial.trial_id}, allow_val_change=True)  # type: ignore[no-untyped-call]
         step = max(self._stored_step(run_id), _int(getattr(run, "starting_step", 0)) - 1)
         return RunHandle(run, step=max(step, 0), extra={"id": run_id})
 

@@ -52,7 +52,7 @@ class TrackerCallback(LoggerCallback):
         return {**self.__dict__, "_views": {}, "_seen": {}}
 
     def run_name(self, view: Any) -> str:
-        return self._seen.get(view.id, (view.id, ""))[0]
+        return self._seen.get(str(view.id), (str(view.id), ""))[0]
 
     def trial_path(self, view: Any) -> str | None:
         return self._seen.get(view.id, ("", ""))[1] or None
