@@ -15,6 +15,7 @@ import json
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,12 +103,27 @@ def wandb_records(path: Path) -> Iterator[Any]:
             pending = b""
 
 
-def read_wandb(directory: Path) -> dict[str, StoredRun]:
+def read_wandb(directory: Path, timeout: float = 60.0) -> dict[str, StoredRun]:
     """The offline runs under ``directory/wandb`` by run id, each process's file in
-    the order written (a resumed run has one ``offline-run-*`` folder per process)."""
+    the order written (a resumed run has one ``offline-run-*`` folder per process).
+
+    W&B's service writes the files after ``run.finish()`` returns: this waits (up to
+    ``timeout``) until every file holds its run's exit record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs, complete = _read_wandb(directory)
+        if complete or time.monotonic() > deadline:
+            assert complete, f"a W&B run under {directory} has no exit record yet"
+            return runs
+        time.sleep(0.2)
+
+
+def _read_wandb(directory: Path) -> tuple[dict[str, StoredRun], bool]:
     runs: dict[str, StoredRun] = {}
+    complete = True
     for path in sorted((directory / "wandb").glob("offline-run-*/run-*.wandb")):
         run: StoredRun | None = None
+        exited = False
         for record in wandb_records(path):
             kind = record.WhichOneof("record_type")
             if kind == "run":
@@ -134,8 +150,10 @@ def read_wandb(directory: Path) -> dict[str, StoredRun]:
                     if not key.startswith("_") and isinstance(value, (int, float)):
                         run.metrics.setdefault(key, []).append((step, float(value)))
             elif kind == "exit":
+                exited = True
                 run.status = "FINISHED" if record.exit.exit_code == 0 else "FAILED"
-    return runs
+        complete = complete and exited
+    return runs, complete
 
 
 def _config(run: StoredRun, items: Any) -> None:

@@ -8,9 +8,10 @@ unreachable tracker never slows a trial, a pause or the loop:
 * the queue holds at most ``max_pending`` results; past that, results are dropped and
   counted, with one warning naming the tracker (a trial's start, end and rollbacks are
   never dropped: they are few);
-* ``on_experiment_end`` (and :meth:`TrackerHook.aclose`) waits at most ``close_grace``
-  seconds for the queue to drain, off the loop; a tracker still busy then is abandoned
-  with one warning naming what it did not get (its thread is a daemon).
+* ``on_experiment_end`` (and :meth:`TrackerHook.aclose`) waits for the queue to drain,
+  off the loop, while the tracker gets on: one that completes no call for
+  ``close_grace`` seconds is abandoned with one warning naming what it did not get (its
+  thread is a daemon). The wait is bounded: the queue is.
 
 Semantics (what Ray Tune's trackers get wrong): a trial's run is found again by the
 trial's id, so a trial restarted after a failure, paused and resumed, or resumed by a
@@ -168,6 +169,7 @@ class TrackerHook:
         self._results = self._dropped = 0
         # Written by the worker only.
         self._sent = self._replayed = self._failures = 0
+        self._calls = 0  # backend calls returned: the progress closing waits on
         self._failed: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -233,16 +235,20 @@ class TrackerHook:
     # -- closing ------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Finish every open run, waiting at most ``close_grace`` seconds (off the loop)."""
+        """Finish every open run, off the loop; a tracker that completes no call for
+        ``close_grace`` seconds is abandoned."""
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     def close(self) -> None:
-        """:meth:`aclose` from a thread: blocks at most ``close_grace`` seconds."""
+        """:meth:`aclose` from a thread."""
         worker = self._worker
         if worker is None:
             return
         self._push("", _Close())
-        if not worker.done.wait(self._close_grace):
+        seen = self._calls
+        while not worker.done.wait(self._close_grace) and self._calls != seen:
+            seen = self._calls  # it is slow, not stuck: wait while it gets on
+        if not worker.done.is_set():
             with self._ready:
                 worker.stop.set()  # it drops what it holds once its call returns
                 self._ready.notify_all()
@@ -250,7 +256,7 @@ class TrackerHook:
                 self._queue.clear()
                 self._pending = 0
             log.warning(
-                "%s did not answer within %.0f s at the experiment's end: abandoned it with "
+                "%s made no progress for %g s at the experiment's end: abandoned it with "
                 "%d result(s) not sent; its runs may stay open. The trials were not slowed.",
                 self.backend.label,
                 self._close_grace,
@@ -437,7 +443,9 @@ class TrackerHook:
     def _guard(self, key: str, fn: Callable[..., object], *args: Any) -> None:
         try:
             fn(*args)
+            self._calls += 1
         except Exception as err:
+            self._calls += 1
             self._failures += 1
             if key not in self._failed:
                 self._failed.add(key)

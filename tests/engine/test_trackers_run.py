@@ -26,6 +26,9 @@ from .trainables import FakeRecorder
 
 CPU = {"cpu": 0.25}
 FINAL = 12
+#: The hooks' wait at the end, generous: on a loaded machine W&B's service takes seconds
+#: to start and to finish runs, and a test reads what was stored right after.
+GRACE = 120
 #: (trial id, the step it fails at once, its lr)
 SETUPS = (("fails", 7, 0.1), ("paused", None, 0.2), ("plain", None, 0.3))
 
@@ -48,7 +51,7 @@ Tracker = tuple[Callable[[], TrackerHook], Callable[[], dict[str, StoredRun]]]
 def mlflow_tracker(root: Path) -> Tracker:
     uri = f"sqlite:///{root / 'mlflow.db'}"
     return (
-        lambda: MLflowHook(uri, experiment_name="trackers", tags={"team": "a"}),
+        lambda: MLflowHook(uri, experiment_name="trackers", tags={"team": "a"}, close_grace=GRACE),
         lambda: read_mlflow(uri, "trackers"),
     )
 
@@ -56,9 +59,10 @@ def mlflow_tracker(root: Path) -> Tracker:
 def wandb_tracker(root: Path) -> Tracker:
     def read() -> dict[str, StoredRun]:
         by_id = read_wandb(root)
-        return {str(r.params.get("trial_id")): r for r in by_id.values()}
+        trial_ids = {run_id_for("trackers", "g", t): t for t in ("fails", "paused", "plain", "t")}
+        return {trial_ids[run_id]: run for run_id, run in by_id.items()}
 
-    return lambda: WandbHook("trackers", group="g", dir=root), read
+    return lambda: WandbHook("trackers", group="g", dir=root, close_grace=GRACE), read
 
 
 TRACKERS = {"mlflow": mlflow_tracker, "wandb": wandb_tracker}
@@ -149,12 +153,13 @@ async def test_a_resumed_driver_continues_each_trials_run(
     ) as orch:
         trial = orch.add_trial(FakeRecorder, {"delay": 0.02}, trial_id="t", **options)
         running = asyncio.create_task(orch.run())
-        while trial.iteration < 13:
+        while first.statistics().results < 13:  # past the checkpoint of 10
             await asyncio.sleep(0.01)
         running.cancel()  # the driver goes away: the hook's runs are not ended
         with contextlib.suppress(asyncio.CancelledError):
             await running
     first.close()
+    assert first.statistics().failures == 0
     before = read()["t"]
     assert before.steps("count")[-1] >= 13
 
@@ -204,5 +209,5 @@ async def test_a_tracker_that_never_answers_slows_no_trial(
     assert stats.results == 60 and stats.sent == 0 and stats.dropped >= 55
     warnings = [r.getMessage() for r in caplog.records]
     assert sum("is not keeping up" in w for w in warnings) == 1, warnings
-    assert sum("did not answer within" in w for w in warnings) == 1, warnings
+    assert sum("made no progress for 0.5 s" in w for w in warnings) == 1, warnings
     assert any(uri in w for w in warnings)

@@ -4,7 +4,8 @@ trialflow's tracker hooks (:mod:`orchestrator.integrations.tracker`), and the tr
 
 The callback's methods run in trialflow's hook thread (the facade's ``TuneHooks``) and
 only queue, so no tracker call slows a trial or holds a pause; ``on_experiment_end``
-waits at most the hook's ``close_grace`` for the tracker."""
+waits for the tracker while it gets on (one stuck for the hook's ``close_grace``, 10 s,
+is abandoned)."""
 
 from __future__ import annotations
 
