@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("search", "schedulers"),
     ("actor",),
-    # What runs beside a trial's function: helpers for other libraries (Ray Train).
+    # Other libraries' integrations: what runs beside a trial's function (Ray Train) and
+    # trackers' hooks; over the actor's function API and core, below the engine.
     ("integrations",),
     ("engine",),
     ("journal",),
