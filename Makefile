@@ -18,7 +18,7 @@ $(VENV)/.base: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.test: pyproject.toml | $(PY)
-	$(PIP) install -q -e ".[s3,gcs,optuna,test,dashboard,frameworks]"
+	$(PIP) install -q -e ".[s3,gcs,optuna,test,dashboard,train,trackers,frameworks]"
 	touch $@
 
 # The dashboard's browser test drives Debian's chromium: installed when missing and

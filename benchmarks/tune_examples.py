@@ -83,6 +83,10 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from ray import tune\b"), r"\1from orchestrator import tune"),
     (re.compile(r"^(\s*)from ray\.tune(\.[\w.]+)? import "), r"\1from orchestrator.tune\2 import "),
     (re.compile(r"^(\s*)import ray\.tune(\.[\w.]+)? as "), r"\1import orchestrator.tune\2 as "),
+    (
+        re.compile(r"^(\s*)from ray\.air\.integrations\.(mlflow|wandb) import "),
+        r"\1from orchestrator.tune.integration.\2 import ",
+    ),
 ]
 
 #: Run before the example in the same process: seed the RNGs, and write every trial's

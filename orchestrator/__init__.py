@@ -6,8 +6,9 @@ importing the driver's loop, journal, hooks and storage to do so.
 
 The package is in layers, one folder each (ARCHITECTURE.md draws them; ``make lint``
 checks them): ``core`` (sans-IO rules), ``search`` and ``schedulers`` (decisions),
-``actor`` (what runs in workers), ``engine`` (the driver's I/O), ``journal``, ``views``,
-``sweeps``, ``api`` and ``cli``.
+``actor`` (what runs in workers), ``integrations`` (beside a trial's function: Ray
+Train runs as trials), ``engine`` (the driver's I/O), ``journal``, ``views``, ``sweeps``,
+``api`` and ``cli``.
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ from orchestrator.cli.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_
 from orchestrator.engine.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensure_ray
 from orchestrator.errors import ConfigError
 
+from .processes import kill_tree
+
 REPO = Path(__file__).resolve().parents[1]
 
 TINY_TRAINABLE = """
@@ -70,16 +72,22 @@ def _run_cli(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProce
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
     )
     env.pop("RAY_ADDRESS", None)  # a private local Ray, whatever else runs here
-    return subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=cwd,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         encoding="utf-8",
-        timeout=timeout,
-        check=False,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:  # timed out: its Ray goes with it
+            kill_tree(proc.pid)
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _table(stdout: str, title: str) -> list[dict[str, str]]:
@@ -154,7 +162,7 @@ def test_demo_sweep_recovers_a_killed_actor(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
+def test_run_a_trainable_from_an_import_path(tmp_path: Path, ray_cluster: Any) -> None:
     (tmp_path / "tinytrain.py").write_text(textwrap.dedent(TINY_TRAINABLE))
     proc = _run_cli(
         "run",
@@ -189,7 +197,8 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
         ('{"rate": 1}', "TERMINATED", "3", "3"),
     ], out
     assert list((tmp_path / "results" / "tiny").rglob("state.json"))
-    # the finished experiment resumes as a no-op: nothing is re-run
+    # the finished experiment resumes as a no-op: nothing is re-run (on the session's
+    # cluster: the run above started a Ray of its own already)
     proc = _run_cli(
         "resume",
         "--storage",
@@ -198,6 +207,8 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
         "tiny",
         "--metric",
         "score",
+        "--address",
+        ray_cluster.address,
         cwd=tmp_path,
         timeout=120,
     )
@@ -209,6 +220,7 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     resume = ("resume", "--storage", str(tmp_path / "results"), "--name", "tiny")
+    resume += ("--address", ray_cluster.address)
     proc = _run_cli(*resume, cwd=elsewhere, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     # ...but a trial that is to run again does, and says where it looked.
@@ -293,11 +305,13 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path, inherited: str
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGUSR1)  # the CLI dumps its threads' stacks
             time.sleep(2)
-            proc.kill()
+            kill_tree(proc.pid)
             _, err = proc.communicate(timeout=30)
             pytest.fail(f"the run went on after SIGINT; its stacks:\n{err[-6000:]}")
     finally:
-        proc.kill()
+        if proc.poll() is None:
+            kill_tree(proc.pid)  # with the Ray it started
+        proc.wait()
     assert proc.returncode == 130, err
     assert f"continue it with: python -m orchestrator resume --storage {store} --name slow" in err
 

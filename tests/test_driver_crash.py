@@ -1,25 +1,27 @@
 """A driver SIGKILLed together with the Ray it started, then resumed by a new process
-with a new Ray (new node ids), on local storage with default options: what a laptop
-user sees after a crash. Finished trials are never run again; the others continue
-from their newest journaled checkpoint, found on disk where the journal says."""
+on another Ray (the session's cluster, started once for every test: new node ids), on
+local storage with default options: what a laptop user sees after a crash. Finished
+trials are never run again; the others continue from their newest journaled checkpoint,
+found on disk where the journal says."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
+
+from .processes import end_tree, kill_tree, ray_started_by
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,14 +58,49 @@ FIRST = COMMON + textwrap.dedent(
     """
 )
 
+#: A first driver whose journal has no regular write after its first for two minutes
+#: (``journal_interval``): only a trial's end and a checkpoint persisted can have the
+#: journal written before the test kills it. Its hook notes both, as the driver learns
+#: of them, in ``events``.
+BOUND = COMMON + textwrap.dedent(
+    """
+    class Events:
+        def on_trial_complete(self, trial):
+            self.note(f"end {{trial.id}}")
+
+        def on_checkpoint(self, trial, checkpoint):
+            self.note(f"checkpoint {{trial.id}} {{checkpoint.iteration}}")
+
+        def note(self, line):
+            with open({events!r}, "a") as f:
+                f.write(line + "\\n")
+
+    async def main():
+        async with Orchestrator(storage={storage!r}, name="crash", journal_interval=120,
+                                num_cpus=2, hooks=[Events()]) as orch:
+            orch.add_trial(Recorder, {{"delay": 0.2, "marks": {marks!r}}},
+                           stop={{"training_iteration": 6}}, checkpoint_every=3,
+                           resources={{"cpu": 0.25}}, trial_id="short")
+            orch.add_trial(Recorder, {{"delay": 0.3, "marks": {marks!r},
+                                       "fast_after": {marks!r} + "/fast"}},
+                           stop={{"training_iteration": 400}}, checkpoint_every=2,
+                           resources={{"cpu": 0.25}}, trial_id="long")
+            await orch.run()
+    asyncio.run(main())
+    """
+)
+
 SECOND = COMMON + textwrap.dedent(
     """
     async def main():
         async with Orchestrator(storage={storage!r}, name="crash", resume=True,
-                                num_cpus=2) as orch:
+                                ray_address={address!r}) as orch:
             before = {{t.id: t.state.value for t in orch.trials}}
+            resumes_at = {{t.id: t.latest_checkpoint and t.latest_checkpoint.iteration
+                          for t in orch.trials}}
             await orch.run()
         report = {{t.id: {{"before": before[t.id], "state": t.state.value,
+                          "resumes_at": resumes_at[t.id],
                           "error": str(t.error), "results": t.results}} for t in orch.trials}}
         with open({report!r}, "w") as f:
             json.dump(report, f)
@@ -102,23 +139,9 @@ def logged_past_journal(storage: Path, trials: dict[str, Any]) -> bool:
 
 def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
-    driver = psutil.Process(proc.pid)
-    victims = [driver, *driver.children(recursive=True)]
-    assert any("raylet" in _command(p) for p in victims[1:]), "the driver started no Ray"
-    for victim in victims:
-        try:
-            victim.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
+    descendants = kill_tree(proc.pid)
     proc.wait()
-    psutil.wait_procs(victims, timeout=30)
-
-
-def _command(process: psutil.Process) -> str:
-    try:
-        return " ".join(process.cmdline())
-    except psutil.Error:  # gone, or a zombie
-        return ""
+    assert ray_started_by(descendants), "the driver started no Ray"
 
 
 def read_journal(path: Path) -> dict[str, Any] | None:
@@ -128,7 +151,9 @@ def read_journal(path: Path) -> dict[str, Any] | None:
         return None  # not written yet (or being replaced: retry)
 
 
-async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: Path) -> None:
+async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
     fn_marks = tmp_path / "fn-marks"  # the function trial's
     marks.mkdir()
@@ -170,9 +195,14 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
     (marks / "fast").touch()  # the long trials need not be slow any more
     logged = {t: whole_lines(storage / "crash" / t / "result.json") for t in LONG}
 
-    script = SECOND.format(root=str(ROOT), storage=str(storage), report=str(report))
+    script = SECOND.format(
+        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
+    )
     second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     trials = json.loads(report.read_text())
     assert set(trials) == {"short", "long0", "long1", "long2", "fn"}
     assert trials["short"]["before"] == "TERMINATED"
@@ -201,3 +231,95 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(tmp_path: P
         for kept in folder.glob("result.json.kept-*"):
             now.update(whole_lines(kept))
         assert [line for line in lines if line not in now] == [], trial_id
+
+
+def notes(events: Path) -> list[list[str]]:
+    """What the first driver's hook noted, in order: ``["end", trial]`` and
+    ``["checkpoint", trial, iteration]``."""
+    try:
+        return [line.split() for line in events.read_text().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+async def test_what_the_driver_knew_a_bound_before_its_death_is_kept(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    """With the journal's regular writes two minutes apart, the first driver learns that
+    the short trial ended and, later, that the long one persisted a checkpoint: each
+    reaches the journal within a generous minute (only the event can have asked for
+    the write). The driver is killed as soon as the journal holds the checkpoint, then
+    resumed: the short trial runs no step again and keeps its 6 results; the long one
+    continues from that checkpoint or a newer one."""
+    marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
+    events = tmp_path / "events"
+    marks.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = BOUND.format(
+        root=str(ROOT), storage=str(storage), marks=str(marks), events=str(events)
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=str(ROOT))
+    journal = storage / "crash" / JOURNAL_KEY
+
+    async def until(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while not (found := check()):
+            assert proc.poll() is None, "the first driver ended before it could be killed"
+            if time.monotonic() > deadline:
+                held = {
+                    tid: (t["state"], [c["iteration"] for c in t["checkpoints"]])
+                    for tid, t in (read_journal(journal) or {}).items()
+                }
+                pytest.fail(f"{what} within {timeout:.0f} s (the journal holds {held})")
+            await asyncio.sleep(0.05)
+        return found
+
+    def noted_checkpoint(events: Path) -> int:
+        found = (int(n[2]) for n in notes(events) if n[:2] == ["checkpoint", "long"])
+        return max(found, default=0)
+
+    def long_checkpoints(trials: dict[str, Any] | None) -> list[int]:
+        return [c["iteration"] for c in trials["long"]["checkpoints"]] if trials else []
+
+    try:
+        await until(lambda: ["end", "short"] in notes(events), "the short trial never ended", 180)
+        trials = await until(
+            lambda: (
+                (t := read_journal(journal))
+                and t.get("short", {}).get("state") == "TERMINATED"
+                and t
+            ),
+            "the short trial's end was not journaled",
+        )
+        # A checkpoint the driver learns of after that write: only its own write can
+        # journal it within the minute.
+        after = max(long_checkpoints(trials), default=0)
+        checkpoint = await until(
+            lambda: (c := noted_checkpoint(events)) > after and c,
+            "the long trial persisted no checkpoint",
+        )
+        await until(
+            lambda: max(long_checkpoints(read_journal(journal)), default=0) >= checkpoint,
+            f"the long trial's checkpoint {checkpoint} was not journaled",
+        )
+    finally:
+        kill_with_its_ray(proc)
+    (marks / "fast").touch()
+
+    script = SECOND.format(
+        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
+    )
+    second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
+    trials = json.loads(report.read_text())
+    short, long = trials["short"], trials["long"]
+    assert short["before"] == "TERMINATED"
+    assert (marks / "short.setups").read_text() == "x"  # ran no step after the kill
+    assert [r["training_iteration"] for r in short["results"]] == [1, 2, 3, 4, 5, 6]
+    assert long["resumes_at"] >= checkpoint, (long["resumes_at"], checkpoint)
+    assert long["state"] == "TERMINATED", long["error"]
+    assert [r["training_iteration"] for r in long["results"]] == list(range(1, 401))
+    assert (marks / "long.setups").read_text() == "xx"

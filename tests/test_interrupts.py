@@ -9,6 +9,7 @@ trial has announced (a file) that it runs past a checkpoint.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +22,9 @@ import pytest
 
 from orchestrator import Orchestrator, TrialState
 from orchestrator.api.interrupts import Interrupts
+from orchestrator.core.journal_format import JOURNAL_KEY
 
+from .processes import end_tree
 from .trainables import assert_failure_free_history
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,9 +57,30 @@ def _wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float) -> N
             out, err = proc.communicate()
             pytest.fail(f"the script ended before its trial ran:\n{out}\n{err[-4000:]}")
         if time.monotonic() > deadline:
-            proc.kill()
             pytest.fail("the script's trial never reached its announcing step")
         time.sleep(0.1)
+
+
+def _wait_for_checkpoint(
+    journal: Path, iteration: int, proc: subprocess.Popen[str], timeout: float
+) -> None:
+    """Until the journal lists a checkpoint of ``iteration`` or later."""
+    deadline = time.monotonic() + timeout
+    while _newest_checkpoint(journal) < iteration:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the script ended before its checkpoint was journaled:\n{err[-4000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no checkpoint of step {iteration} reached the journal")
+        time.sleep(0.1)
+
+
+def _newest_checkpoint(journal: Path) -> int:
+    try:
+        trials = json.loads(journal.read_text())["trials"]
+    except (OSError, ValueError, KeyError):
+        return 0  # not written yet, or being replaced
+    return max((c.get("iteration", 0) for t in trials for c in t.get("checkpoints", [])), default=0)
 
 
 @pytest.mark.slow
@@ -84,10 +108,13 @@ async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
     )
     try:
         await asyncio.to_thread(_wait_for_file, mark, proc, 150)
+        # The trial ran past step 6 in its actor; its checkpoint of step 6 is journaled
+        # when the driver has caught up, which on a loaded machine comes later.
+        await asyncio.to_thread(_wait_for_checkpoint, store / "sig" / JOURNAL_KEY, 6, proc, 150)
         proc.send_signal(signum)
         out, err = await asyncio.to_thread(proc.communicate, timeout=120)
     finally:
-        proc.kill()
+        await end_tree(proc)  # its own Ray too, if it did not end
     name = signal.Signals(signum).name
     assert proc.returncode == status, err[-4000:]
     assert f"trialflow: {name}: experiment 'sig' stopped cleanly (actors stopped, journal" in err

@@ -222,6 +222,7 @@ async def test_a_lease_of_a_dead_process_here_is_taken_at_once(
         check=True,
         capture_output=True,
         text=True,
+        timeout=120,
     )
     dead = replace(this_process("crashed"), pid=int(gone.stdout), started="1")
     (tmp_path / "exp").mkdir()

@@ -62,10 +62,10 @@ async def test_10000_results_cost_the_hooks_no_drawing_each() -> None:
     results = [
         (t, {"loss": 1.0 / i, "training_iteration": i}) for i in range(1, 101) for t in trials
     ]
-    start = time.perf_counter()
+    start = time.thread_time()  # this thread's CPU: what other processes run costs it nothing
     for trial, result in results:
         await reporter.on_trial_result(trial, result)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     # Quiet, about 20 ms; generous for a loaded CI machine: a redraw per call would take
     # seconds.
     assert elapsed < 0.5, f"10,000 on_trial_result calls took {elapsed * 1e3:.1f} ms"

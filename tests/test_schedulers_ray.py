@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+from .processes import end_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 LRS = [0.01, 0.1, 1.0, 10.0]
@@ -34,7 +34,7 @@ DRIVER = textwrap.dedent(
     from tests.trainables import Climber
 
     async def main():
-        async with Orchestrator(storage={storage!r}, name="pbt", num_cpus=2,
+        async with Orchestrator(storage={storage!r}, name="pbt", {ray},
                                 keep_checkpoints=1, resume={resume!r}) as orch:
             scheduler = PBT(perturbation_interval=4, hyperparam_mutations={{"lr": {lrs!r}}},
                             seed=1)
@@ -51,7 +51,9 @@ DRIVER = textwrap.dedent(
 )
 
 
-async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> None:
+async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(
+    tmp_path: Path, ray_local: Any
+) -> None:
     from .test_driver_crash import kill_with_its_ray
 
     storage, report, marks = tmp_path / "store", tmp_path / "report.json", tmp_path / "marks"
@@ -65,7 +67,9 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -
         "lrs": LRS,
     }
     first = subprocess.Popen(
-        [sys.executable, "-c", DRIVER.format(resume=False, **args)], env=env, cwd=str(ROOT)
+        [sys.executable, "-c", DRIVER.format(resume=False, ray="num_cpus=2", **args)],
+        env=env,
+        cwd=str(ROOT),
     )
     journal = storage / "pbt" / JOURNAL_KEY
     lineage_before: list[dict[str, Any]] = []
@@ -87,9 +91,16 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -
     finally:
         kill_with_its_ray(first)
     second = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", DRIVER.format(resume=True, **args), env=env, cwd=ROOT
+        sys.executable,
+        "-c",
+        DRIVER.format(resume=True, ray=f"ray_address={ray_local.address!r}", **args),
+        env=env,
+        cwd=ROOT,
     )
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     final = json.loads(report.read_text())
     assert all(state == "TERMINATED" and it == 40 for state, it in final["trials"].values()), final
     assert final["lineage"][: len(lineage_before)] == lineage_before  # its history kept

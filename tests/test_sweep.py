@@ -1,5 +1,6 @@
 """``Orchestrator.sweep`` on real Ray: a sweep resumes after its driver (and the Ray it
-started) was killed. The sweep's own logic runs on the fake Ray:
+started) was killed; the new driver runs on the session's cluster (another Ray, one
+start fewer). The sweep's own logic runs on the fake Ray:
 ``tests/engine/test_sweep_run.py``."""
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-pytestmark = pytest.mark.usefixtures("ray_local")
+from .processes import end_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +33,7 @@ DRIVER = textwrap.dedent(
     from tests.trainables import Objective
 
     async def main():
-        async with Orchestrator(storage={storage!r}, name="crash", num_cpus=2,
+        async with Orchestrator(storage={storage!r}, name="crash", {ray},
                                 resume={resume!r}) as orch:
             result = await orch.sweep(
                 Objective,
@@ -48,7 +50,7 @@ DRIVER = textwrap.dedent(
 )
 
 
-async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> None:
+async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_local: Any) -> None:
     from .test_driver_crash import kill_with_its_ray, read_journal
 
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
@@ -56,7 +58,9 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> No
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = {"root": str(ROOT), "storage": str(storage), "marks": str(marks), "report": str(report)}
     first = subprocess.Popen(
-        [sys.executable, "-c", DRIVER.format(resume=False, **args)], env=env, cwd=str(ROOT)
+        [sys.executable, "-c", DRIVER.format(resume=False, ray="num_cpus=2", **args)],
+        env=env,
+        cwd=str(ROOT),
     )
     journal = storage / "crash" / JOURNAL_KEY
     try:
@@ -76,9 +80,16 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path) -> No
         t["id"] for t in (read_journal(journal) or {}).values() if t["state"] == "TERMINATED"
     }
     second = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", DRIVER.format(resume=True, **args), env=env, cwd=ROOT
+        sys.executable,
+        "-c",
+        DRIVER.format(resume=True, ray=f"ray_address={ray_local.address!r}", **args),
+        env=env,
+        cwd=ROOT,
     )
-    assert await asyncio.wait_for(second.wait(), 240) == 0
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
     trials = json.loads(report.read_text())
     assert len(trials) == 10  # num_samples, no more
     for trial_id, (state, _x, its) in trials.items():

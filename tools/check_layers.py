@@ -20,16 +20,19 @@ PACKAGE = "orchestrator"
 
 #: Bottom first. A name is a top-level module or a folder of ``orchestrator``.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "ctrl_c"),
     ("core",),
     ("search", "schedulers"),
     ("actor",),
+    # Other libraries' integrations: what runs beside a trial's function (Ray Train, the
+    # frameworks' report callbacks) and trackers' hooks; over the actor's function API
+    # and core, below the engine.
+    ("integrations",),
     ("engine",),
     ("journal",),
     ("views",),
     ("sweeps",),
     ("api",),
-    ("integrations",),  # thin adapters to frameworks and trackers, at the edge
     ("tune",),
     ("cli", "__main__"),
     # The package's face and the names old journals' pickles hold: re-exports only.

@@ -40,9 +40,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.cli import args as cli_args
 from orchestrator.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -186,7 +185,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rich.console import Console
 
-    _answer_ctrl_c(signal)
+    from orchestrator.ctrl_c import answer_ctrl_c
+
+    try:
+        answer_ctrl_c()  # again, for callers of main() other than python -m orchestrator
+    except KeyboardInterrupt:
+        print("trialflow: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>`: every thread's stack, on stderr
         try:
             faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -214,18 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             if hint:
                 print(f"continue it with: {hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def _answer_ctrl_c(signal: Any) -> None:
-    """Make SIGINT reach this process, whatever it inherited: a process started from one
-    of Ray's (which block SIGINT in what they spawn) or with SIGINT ignored would
-    otherwise run on through Ctrl-C, since blocked and ignored signals survive exec."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _configure_logging(console: Console, *, verbose: bool) -> None:

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.events import Event, Failure, Launch
+from orchestrator.core.events import Event, Failure, Launch, SaveDone
 from orchestrator.core.spec import StorageMode
 from orchestrator.engine.bookkeeper import Bookkeeper
 from orchestrator.engine.collector import CheckpointCollector
@@ -366,6 +366,8 @@ class Dispatcher:
         if self._journal is not None:
             if settled:
                 self._journal.urgent()  # a driver killed now must not run it again
+            elif type(event) is SaveDone:
+                self._journal.soon()  # nor run again the steps this checkpoint holds
             else:
                 self._journal.touch()
         if settled:

@@ -232,8 +232,25 @@ def check_trainable(trainable: Any) -> None:
             f"a trainable by name ({trainable!r}: Tune's registry)",
             "pass the function or class itself",
         )
+    if _is_train_trainer(trainable):
+        raise unsupported(
+            f"tune.Tuner({type(trainable).__name__}(...)) (a Ray Train trainer as the "
+            "trainable, deprecated by Ray)",
+            "build and fit the trainer in a function, with "
+            "run_config=ray.train.RunConfig(callbacks=[TuneReportCallback()]) (from "
+            "ray.tune.integration.ray_train), and tune.Tuner(tune.with_resources(that "
+            "function, {'cpu': 0}), param_space={...}) (README: 'Distributed trials')",
+        )
     if not callable(trainable):
         raise unsupported(f"the trainable {trainable!r}", "pass a function or a tune.Trainable")
+
+
+def _is_train_trainer(trainable: Any) -> bool:
+    """A Ray Train trainer object (``TorchTrainer(...)``...), told without importing Ray
+    Train: one of its classes lives in ``ray.train`` and it has ``fit``."""
+    return hasattr(trainable, "fit") and any(
+        (cls.__module__ or "").startswith("ray.train.") for cls in type(trainable).__mro__
+    )
 
 
 def engine_trainable(trainable: Any, info: ctx.RunInfo, params: Mapping[str, Any]) -> Any:

@@ -19,6 +19,7 @@ from orchestrator.tune.errors import unsupported
 __all__ = ["MODULES", "NAMES", "getattr_for", "install_finder"]
 
 _OPTUNA = "use OptunaSearch (from orchestrator.tune.search.optuna) or the default search"
+_REPORT = "call tune.report(metrics, checkpoint=...) from your framework's own callback or loop"
 
 #: Names of Ray Tune's modules (relative to ``ray.tune``) -> what to use instead.
 NAMES: dict[str, dict[str, str]] = {
@@ -74,6 +75,10 @@ MODULES: dict[str, str] = {
     "schedulers.pb2": "PB2 needs GPy: use PopulationBasedTraining",
     "schedulers.hb_bohb": "HyperBandForBOHB pairs with TuneBOHB: use HyperBandScheduler",
     "schedulers.resource_changing_scheduler": "a trial's resources are fixed",
+    "integration": (
+        "of Ray Tune's integrations ray_train, xgboost, lightgbm, pytorch_lightning, keras, "
+        f"mlflow and wandb are covered: {_REPORT}"
+    ),
     "examples": "Ray Tune's examples: import them from ray.tune.examples",
     "execution": "Ray Tune's controller internals have no counterpart here",
     "progress_reporter": "the live progress table is on by default (verbose=0: off)",

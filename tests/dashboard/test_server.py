@@ -5,12 +5,13 @@ filesystem, a damaged journal is a message and never a 500, nothing written)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +269,13 @@ async def test_nothing_is_written_to_storage(
 # -- the command ----------------------------------------------------------------------
 
 
-def start_command(*args: str) -> subprocess.Popen[str]:
+#: Seconds the command may take to end after Ctrl-C on a loaded machine.
+EXIT_TIMEOUT_S = 60.0
+
+
+def start_command(
+    *args: str, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -280,14 +287,34 @@ def start_command(*args: str) -> subprocess.Popen[str]:
         text=True,
         env=env,
         cwd=ROOT,
+        preexec_fn=preexec_fn,
     )
+
+
+@contextlib.asynccontextmanager
+async def command(*args: str, **options: Any) -> AsyncIterator[subprocess.Popen[str]]:
+    """The dashboard command, killed when the block leaves it running (a failed
+    assertion, or an exit that never came)."""
+    proc = start_command(*args, **options)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            await asyncio.to_thread(proc.communicate, timeout=EXIT_TIMEOUT_S)
+
+
+async def interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Ctrl-C, sent once the command said it serves; what it printed after."""
+    proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.to_thread(proc.communicate, timeout=EXIT_TIMEOUT_S)
+    return out, err
 
 
 async def test_the_command_prints_its_url_first_and_stops_on_ctrl_c(
     tmp_path: Path, experiments: dict[str, Run], http: aiohttp.ClientSession
 ) -> None:
-    proc = start_command("--storage", str(tmp_path), "--name", "good", "--port", "0")
-    try:
+    async with command("--storage", str(tmp_path), "--name", "good", "--port", "0") as proc:
         assert proc.stdout is not None
         first = await asyncio.to_thread(proc.stdout.readline)
         assert first.startswith("trialflow dashboard: http://127.0.0.1:"), first
@@ -295,29 +322,49 @@ async def test_the_command_prints_its_url_first_and_stops_on_ctrl_c(
         assert url.endswith("/experiments/good")
         async with http.get(url) as response:
             assert response.status == 200
-    finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = await asyncio.to_thread(proc.communicate, timeout=60)
+        _, err = await interrupt(proc)
     assert proc.returncode == 0, err
     assert "without authentication" not in err
 
 
 async def test_another_host_is_served_with_a_warning(tmp_path: Path) -> None:
-    proc = start_command("--storage", str(tmp_path), "--host", "0.0.0.0", "--port", "0")
-    try:
+    async with command("--storage", str(tmp_path), "--host", "0.0.0.0", "--port", "0") as proc:
         assert proc.stdout is not None and proc.stderr is not None
         first = await asyncio.to_thread(proc.stdout.readline)
         assert "http://" in first
         warning = await asyncio.to_thread(proc.stderr.readline)
         assert "without authentication" in warning and str(tmp_path) in warning
-    finally:
-        proc.send_signal(signal.SIGINT)
-        await asyncio.to_thread(proc.communicate, timeout=60)
+        await interrupt(proc)
+    assert proc.returncode == 0
+
+
+def _pending_ctrl_c(ignored: bool) -> Callable[[], None]:
+    """Popen's preexec_fn: the child starts with SIGINT blocked (as a child of Ray's
+    processes has it), maybe ignored too (a shell's background job), and a Ctrl-C
+    already pending: one that came before the process could answer it."""
+
+    def prepare() -> None:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        os.kill(os.getpid(), signal.SIGINT)
+
+    return prepare
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["blocked", "blocked-and-ignored"])
+async def test_a_ctrl_c_during_start_up_ends_the_command(tmp_path: Path, ignored: bool) -> None:
+    async with command(
+        "--storage", str(tmp_path), "--port", "0", preexec_fn=_pending_ctrl_c(ignored)
+    ) as proc:
+        out, err = await asyncio.to_thread(proc.communicate, timeout=EXIT_TIMEOUT_S)
+    assert proc.returncode == 130 and "interrupted" in err, (out, err)
+    assert "http://" not in out and "Traceback" not in err
 
 
 async def test_a_missing_storage_is_a_usage_error(tmp_path: Path) -> None:
-    proc = start_command("--storage", str(tmp_path / "nowhere"), "--port", "0")
-    out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+    async with command("--storage", str(tmp_path / "nowhere"), "--port", "0") as proc:
+        out, err = await asyncio.to_thread(proc.communicate, timeout=EXIT_TIMEOUT_S)
     assert proc.returncode == 2 and f"no directory {tmp_path / 'nowhere'}" in err, (out, err)
 
 
@@ -328,8 +375,8 @@ async def test_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = start_command("--storage", str(tmp_path), "--port", str(port))
-        out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+        async with command("--storage", str(tmp_path), "--port", str(port)) as proc:
+            out, err = await asyncio.to_thread(proc.communicate, timeout=EXIT_TIMEOUT_S)
     assert proc.returncode == 2, (out, err)
     assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
     assert "http://" not in out
@@ -338,13 +385,11 @@ async def test_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
 async def test_storage_naming_an_experiment_serves_its_folder_open_on_it(
     tmp_path: Path, experiments: dict[str, Run]
 ) -> None:
-    proc = start_command("--storage", str(tmp_path / "good"), "--port", "0")
-    try:
+    async with command("--storage", str(tmp_path / "good"), "--port", "0") as proc:
         assert proc.stdout is not None
         first = await asyncio.to_thread(proc.stdout.readline)
         assert first.rstrip().endswith("/experiments/good"), first
         serving = await asyncio.to_thread(proc.stdout.readline)
         assert f"serving the experiments in {tmp_path} " in serving, serving
-    finally:
-        proc.send_signal(signal.SIGINT)
-        await asyncio.to_thread(proc.communicate, timeout=60)
+        await interrupt(proc)
+    assert proc.returncode == 0

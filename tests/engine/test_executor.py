@@ -442,7 +442,10 @@ async def test_an_actor_whose_shutdown_hangs_is_killed_at_its_grace_end(
     s.executor.execute(rt, StopActor(1))
     await s.loop.last(Kind.STOP).answer()
     s.fake.hold("shutdown")  # the trainable's cleanup never returns, say
+    loop = asyncio.get_running_loop()
+    retired = loop.time()
     s.executor.retire_idle()
     await asyncio.sleep(0.1)
-    assert not actor.dead
+    if loop.time() - retired < 0.25:  # surely before the grace's end (a loaded loop may not be)
+        assert not actor.dead
     await until(lambda: actor.dead)  # at the grace's end

@@ -4,11 +4,12 @@ long-lived loop, kills nothing that is gone already."""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 from typing import Any
 
 from orchestrator.engine.retiring import Retiring
+
+from .conftest import until
 
 
 class Ref:
@@ -23,16 +24,25 @@ class Ref:
 
 async def test_an_actor_is_killed_once_whatever_comes_first() -> None:
     killed: list[str] = []
-    retiring = Retiring(0.2, killed.append)
+    retiring = Retiring(60.0, killed.append)  # no deadline passes here, however slow
     answers, hangs, killed_by_hand = Ref(), Ref(), Ref()
     retiring.add("answers", answers)
     retiring.add("hangs", hangs)
     retiring.add("by hand", killed_by_hand)
     retiring.kill("by hand")  # a Kill follow-up, say
     answers.done.set_result(None)
-    await asyncio.sleep(0.05)
+    await until(lambda: len(killed) >= 2)
     assert killed == ["by hand", "answers"]  # at once, not at the deadline
-    await asyncio.sleep(0.4)  # every deadline passed
-    assert killed == ["by hand", "answers", "hangs"]
+    hangs.done.set_result(None)  # answers at last
+    await until(lambda: len(killed) >= 3)
     await retiring.finish()
-    assert killed == ["by hand", "answers", "hangs"]
+    assert killed == ["by hand", "answers", "hangs"]  # each once
+
+
+async def test_a_shutdown_that_never_answers_is_killed_at_its_deadline() -> None:
+    killed: list[str] = []
+    retiring = Retiring(0.2, killed.append)
+    retiring.add("hangs", Ref())
+    await until(lambda: killed == ["hangs"])
+    await retiring.finish()
+    assert killed == ["hangs"]  # once: not again at the exit

@@ -48,10 +48,10 @@ async def test_20000_results_cost_the_hooks_no_write_each(tmp_path: Path) -> Non
         for i in range(1, 1001)
         for trial in trials
     ]
-    start = time.perf_counter()
+    start = time.thread_time()  # this thread's CPU: what other processes run costs it nothing
     for trial, result in results:
         await logger.on_trial_result(trial, result)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert logger.statistics().pending == 20_000
     # Quiet, about 60 ms. The bound is generous for a loaded CI machine: one write per
     # call would take seconds.

@@ -62,7 +62,9 @@ def test_a_missing_driver_names_the_extra_to_install() -> None:
         "try:\n    open_storage('s3://b/p')\n"
         "except Exception as err:\n    print(type(err).__name__, err)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert "MissingDriver" in out.stdout and "pip install 'trialflow[s3]'" in out.stdout
 
 

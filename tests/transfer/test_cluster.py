@@ -29,6 +29,41 @@ KiB = 1024
 NODE = {"num_cpus": 1, "object_store_memory": 96 * 1024**2}
 
 
+#: tests/transfer/gate: a node started with it first on PYTHONPATH pauses every copy
+#: after PAUSE_AFTER frames read (its source side) or written (its target side).
+GATE_PATH = Path(__file__).resolve().parent / "gate"
+PAUSE_AFTER = 3
+#: Seconds a copy may take to reach the pause on a loaded machine (a new node's first
+#: workers start, the plan, three frames).
+PAUSE_TIMEOUT_S = 120.0
+
+
+def add_gated_node(add_node: Any, gate: Path) -> Any:
+    """A new node whose workers pause copies at ``gate`` (see ``tests/transfer/gate``).
+
+    A node's processes take the environment of the process that starts it; no other
+    node (the head included) sees the gate."""
+    gate.mkdir()
+    paths = [str(GATE_PATH), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPATH", os.pathsep.join(paths))
+        env.setenv("TRANSFER_TEST_GATE", str(gate))
+        env.setenv("TRANSFER_TEST_PAUSE_AFTER", str(PAUSE_AFTER))
+        return add_node(**NODE)
+
+
+async def wait_paused(gate: Path, copy: asyncio.Future[Any]) -> None:
+    """Until the gated node's worker holds the copy at its pause."""
+    deadline = asyncio.get_running_loop().time() + PAUSE_TIMEOUT_S
+    while not (gate / "paused").exists():
+        if copy.done():
+            copy.result()  # its error, if any
+            pytest.fail("the copy finished though the gated node holds it at a pause")
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"the copy did not reach the pause within {PAUSE_TIMEOUT_S} s")
+        await asyncio.sleep(0.05)
+
+
 def small_settings(max_in_flight: int, *, direct: bool = True) -> Any:
     """Settings for a plain full copy in 64 KiB chunks (the tests that call the tasks)."""
     from transfer.tasks import Settings
@@ -155,32 +190,20 @@ async def test_crafted_plan_and_chunk_at_a_real_sink(ray_cluster: Any, tmp_path:
 async def test_cancellation_midway_leaves_the_target_as_it_was(
     add_node: Any, tmp_path: Path
 ) -> None:
-    node = add_node(**NODE)
+    gate = tmp_path / "gate"
+    node = add_gated_node(add_node, gate)
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
-    # Large enough that the copy cannot finish while the node is being removed.
-    (src / "weights.bin").write_bytes(os.urandom(48 * 1024 * KiB))
+    (src / "weights.bin").write_bytes(os.urandom(16 * 32 * KiB))
     dst.mkdir()
     (dst / "weights.bin").write_bytes(b"previous checkpoint")
     before = snapshot(dst)
-    started = asyncio.Event()
-
-    def progress(p: transfer.TransferProgress) -> None:
-        if p.chunks_done >= 3:
-            started.set()
-
     task = asyncio.ensure_future(
         transfer.copy_dir(
-            head_id(),
-            str(src),
-            node.node_id,
-            str(dst),
-            chunk_size=32 * KiB,
-            max_in_flight=2,
-            progress=progress,
+            head_id(), str(src), node.node_id, str(dst), chunk_size=32 * KiB, max_in_flight=2
         )
     )
-    await asyncio.wait_for(started.wait(), 60)
+    await wait_paused(gate, task)  # the writer holds PAUSE_AFTER frames of 16, no more
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -192,33 +215,26 @@ async def test_cancellation_midway_leaves_the_target_as_it_was(
 async def test_node_death_midway_raises_and_leaves_the_target(
     ray_cluster: Any, add_node: Any, tmp_path: Path, dying: str
 ) -> None:
-    node = add_node(**NODE)
+    """The dying node's reader (or writer) pauses after PAUSE_AFTER frames of 16, so
+    the node is removed mid-copy whatever the machine's speed."""
+    gate = tmp_path / "gate"
+    node = add_gated_node(add_node, gate)
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
-    # Large enough that the copy cannot finish while the node is being removed.
-    (src / "weights.bin").write_bytes(os.urandom(48 * 1024 * KiB))
+    (src / "weights.bin").write_bytes(os.urandom(16 * 32 * KiB))
     dst.mkdir()
     (dst / "weights.bin").write_bytes(b"previous checkpoint")
     before = snapshot(dst)
     ends = (node.node_id, head_id()) if dying == "source" else (head_id(), node.node_id)
-
-    removed: list[bool] = []
-
-    async def progress(p: transfer.TransferProgress) -> None:
-        if p.chunks_done >= 3 and not removed:
-            removed.append(True)
-            await asyncio.to_thread(ray_cluster.remove_node, node, False)
-
-    with pytest.raises(transfer.NodeLostError, match="died"):
-        await transfer.copy_dir(
-            ends[0],
-            str(src),
-            ends[1],
-            str(dst),
-            chunk_size=32 * KiB,
-            max_in_flight=2,
-            progress=progress,
+    task = asyncio.ensure_future(
+        transfer.copy_dir(
+            ends[0], str(src), ends[1], str(dst), chunk_size=32 * KiB, max_in_flight=2
         )
+    )
+    await wait_paused(gate, task)
+    await asyncio.to_thread(ray_cluster.remove_node, node, False)
+    with pytest.raises(transfer.NodeLostError, match="died"):
+        await task
     assert snapshot(dst) == before
     # Whatever a dead writer left beside the target, the next copy clears it.
     stats = await transfer.copy_dir(head_id(), str(src), head_id(), str(dst))

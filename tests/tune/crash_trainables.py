@@ -1,6 +1,8 @@
 """Trainables for the facade's restore test, importable by the test, its driver
-subprocess and Ray's workers. Each step is slow until ``<marks>/fast`` exists; each
-(re)start appends ``<trial> start:<step it starts from>`` to ``<marks>/starts``."""
+subprocess and Ray's workers. Until ``<marks>/fast`` exists each step is slow and no
+trial goes past step :data:`HOLD_AT` (the test kills the driver while every trial is
+held there, however fast or slow the machine); each (re)start appends
+``<trial> start:<step it starts from>`` to ``<marks>/starts``."""
 
 from __future__ import annotations
 
@@ -18,9 +20,19 @@ def _note(config: dict[str, Any], line: str) -> None:
         f.write(line + "\n")
 
 
-def _wait(config: dict[str, Any]) -> None:
-    if not os.path.exists(os.path.join(config["marks"], "fast")):
-        time.sleep(0.3)
+#: The last step a trial takes before ``<marks>/fast`` exists.
+HOLD_AT = 2
+
+
+def _wait(config: dict[str, Any], done: int) -> None:
+    """Before the step after ``done`` steps."""
+    fast = os.path.join(config["marks"], "fast")
+    if done < HOLD_AT:
+        if not os.path.exists(fast):
+            time.sleep(0.3)
+        return
+    while not os.path.exists(fast):
+        time.sleep(0.1)
 
 
 def slow_counter(config: dict[str, Any]) -> None:
@@ -31,7 +43,7 @@ def slow_counter(config: dict[str, Any]) -> None:
             step = json.load(f)
     _note(config, f"{tune.get_context().get_trial_id()} start:{step}")
     while step < config["steps"]:
-        _wait(config)
+        _wait(config, step)
         step += 1
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "step.json"), "w") as f:
@@ -48,7 +60,7 @@ class SlowCounter(tune.Trainable):
         if not self.noted:
             _note(self.config, f"{self.trial_id} start:{self.step_count}")
             self.noted = True
-        _wait(self.config)
+        _wait(self.config, self.step_count)
         self.step_count += 1
         return {"step": self.step_count, "done": self.step_count >= self.config["steps"]}
 

@@ -1,0 +1,222 @@
+"""A Ray Train run as one trial (``orchestrator.integrations.ray_train``), on real Ray:
+a ``TorchTrainer`` of 2 workers (gloo on CPU, a linear model on synthetic data made
+here) inside a trial's function. Rank 0's reports arrive as the trial's results and
+its checkpoints are persisted and garbage-collected by the trial's storage; the ranks
+really communicate (an all-reduce); a worker that raises once fails the trial once,
+which restarts from its newest persisted checkpoint with a history that goes on
+without a gap or a repeat; a stop criterion met mid-run ends Train's run (its abort).
+
+Sized for a loaded 2-core machine: one trial at a time, a few tiny epochs; most of the
+time is Ray Train starting its worker group (about 15 s a run here).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("ray.train.torch")
+
+from orchestrator import Orchestrator, TrialState  # noqa: E402
+from orchestrator.errors import NotInTrial  # noqa: E402
+
+#: Two Train runs took 108 s on the loaded 2-core machine (load 23), 60 s at load 15.
+TRAIN_TIMEOUT_S = 600
+
+#: The trial's own actor only waits in fit(): the workers hold the CPUs.
+DRIVER = {"cpu": 0}
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    """Each Train worker: DDP over a linear model, one small batch an epoch."""
+    import ray.train
+    import ray.train.torch
+    import torch
+    import torch.distributed as dist
+
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    start = 0
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            state = torch.load(os.path.join(directory, "model.pt"))
+        model.load_state_dict(state["model"])
+        start = state["epoch"]
+    model = ray.train.torch.prepare_model(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.Generator().manual_seed(rank)
+    inputs = torch.randn(32, 4, generator=data)
+    targets = inputs @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    for epoch in range(start, config["epochs"]):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        ranks = torch.tensor([float(rank + 1)])
+        dist.all_reduce(ranks)  # 1 + 2 with two workers
+        marker = config.get("fail_once")
+        if marker and epoch + 1 == config["fail_at"] and rank == 1:
+            if not os.path.exists(marker):
+                Path(marker).touch()
+                raise RuntimeError("worker 1 fails once")
+        metrics = {"epoch": epoch + 1, "loss": loss.item(), "ranks": ranks.item(), "start": start}
+        with tempfile.TemporaryDirectory() as directory:
+            saved = None
+            if rank == 0:
+                state = {"epoch": epoch + 1, "model": model.module.state_dict()}
+                torch.save(state, os.path.join(directory, "model.pt"))
+                saved = ray.train.Checkpoint.from_directory(directory)
+            ray.train.report(metrics, checkpoint=saved)
+
+
+def distributed_trial(config: dict[str, Any]) -> None:
+    """The trial's function: drives a 2-worker TorchTrainer."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from orchestrator.integrations.ray_train import TrialReportCallback
+
+    TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(num_workers=2),
+        run_config=ray.train.RunConfig(
+            storage_path=config["train_storage"],
+            callbacks=[TrialReportCallback()],
+        ),
+    ).fit()
+
+
+def wait_gangs_released(timeout: float = 60.0) -> None:
+    """Every placement group (Train's worker groups: the engine makes none) is removed:
+    no Train run outlives its trial."""
+    import time
+
+    from ray.util import placement_group_table
+
+    deadline = time.monotonic() + timeout
+    while True:
+        live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
+        if not live:
+            return
+        assert time.monotonic() < deadline, live
+        time.sleep(0.5)
+
+
+def saved_epoch(path: str | None) -> int:
+    import torch
+
+    assert path is not None
+    return int(torch.load(os.path.join(path, "model.pt"))["epoch"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TRAIN_TIMEOUT_S)
+@pytest.mark.usefixtures("ray_local")
+async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
+    tmp_path: Path,
+) -> None:
+    config = {
+        "epochs": 4,
+        "fail_at": 3,
+        "fail_once": str(tmp_path / "failed-once"),
+        "train_storage": str(tmp_path / "train"),
+    }
+    async with Orchestrator(storage=tmp_path / "runs", name="train", max_failures=1) as orch:
+        trial = orch.add_trial(distributed_trial, config, resources=DRIVER, keep_checkpoints=1)
+        await orch.run()
+
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert (tmp_path / "failed-once").exists() and trial.num_failures == 1
+    epochs = [r["epoch"] for r in trial.results]
+    assert epochs == [1, 2, 3, 4], epochs  # no gap, no repeat across the restart
+    assert [r["training_iteration"] for r in trial.results] == epochs
+    assert all(r["ranks"] == 3.0 for r in trial.results)  # rank 0's, after the all-reduce
+    restarted = trial.results[2]
+    assert restarted["start"] in (1, 2), restarted  # resumed from a checkpoint of the run
+    assert trial.results[1]["start"] == 0 and trial.results[3]["start"] == restarted["start"]
+    # Rank 0's checkpoints went through the trial's storage, kept as asked (1 + the newest).
+    latest = trial.latest_checkpoint
+    assert latest is not None and latest.iteration == 4 and saved_epoch(latest.path) == 4
+    assert [c.iteration for c in trial.checkpoints] == [4]
+    trial_dir = Path(latest.path).parent
+    kept = sorted(p.name for p in trial_dir.iterdir() if p.name.startswith("checkpoint_"))
+    assert kept == [Path(latest.path).name], kept
+    wait_gangs_released()
+
+
+def tune_trial(config: dict[str, Any]) -> None:
+    """Ray's documented ``train_driver_fn``, with the facade's callback."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from orchestrator.tune.integration.ray_train import TuneReportCallback
+
+    TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(num_workers=2),
+        run_config=ray.train.RunConfig(
+            storage_path=config["train_storage"], callbacks=[TuneReportCallback()]
+        ),
+    ).fit()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TRAIN_TIMEOUT_S)
+@pytest.mark.usefixtures("ray_local")
+def test_the_facade_stops_a_train_run_by_its_stop_criterion(tmp_path: Path) -> None:
+    from orchestrator import tune
+
+    config = {"epochs": 50, "train_storage": str(tmp_path / "train")}
+    results = tune.Tuner(
+        tune.with_resources(tune_trial, DRIVER),
+        param_space=config,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "runs"), name="tune-train", stop={"epoch": 2}, verbose=0
+        ),
+    ).fit()
+    result = results[0]
+    assert result.error is None and result.metrics["epoch"] == 2
+    assert "time_since_restore" in result.metrics  # reported through tune.report
+    assert result.checkpoint is not None
+    with result.checkpoint.as_directory() as directory:
+        assert saved_epoch(directory) == 2
+    wait_gangs_released()  # the callback had Train abort its run (its workers and gang)
+
+
+def test_tuner_refuses_a_train_trainer_with_the_rewrite() -> None:
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from orchestrator import tune
+    from orchestrator.tune.errors import TuneUnsupported
+
+    trainer = TorchTrainer(train_loop, scaling_config=ray.train.ScalingConfig(num_workers=2))
+    with pytest.raises(TuneUnsupported, match="build and fit the trainer in a function"):
+        tune.Tuner(trainer).fit()
+
+
+def test_the_callback_is_built_in_a_trial() -> None:
+    from orchestrator.integrations.ray_train import TrialReportCallback
+
+    with pytest.raises(NotInTrial, match="TrialReportCallback"):
+        TrialReportCallback()
+
+
+def test_the_facade_covers_ray_train_and_names_what_it_covers_for_others() -> None:
+    import importlib
+
+    from orchestrator.tune.integration import ray_train
+
+    assert ray_train.TuneReportCallback.__mro__[1].__name__ == "TrialReportCallback"
+    with pytest.raises(ImportError, match="ray_train, xgboost, lightgbm, pytorch_lightning"):
+        importlib.import_module("orchestrator.tune.integration.horovod")
