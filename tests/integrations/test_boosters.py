@@ -166,3 +166,56 @@ async def test_a_stop_ends_training_at_the_report(
         await orch.run()
     assert trial.state is TrialState.TERMINATED, trial.error
     assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("framework", "total", "frequency", "at_end"), [c[:4] for c in CASES])
+def test_which_rounds_carry_the_booster_is_ray_tunes_choice(
+    framework: str, total: int, frequency: int, at_end: bool
+) -> None:
+    """Ray Tune's own callback and ours, in the same training, record the same reports
+    (metrics, and whether each carries a booster)."""
+    import importlib
+
+    pytest.importorskip("ray.tune.integration.xgboost")
+    theirs = importlib.import_module(f"ray.tune.integration.{framework}")
+    ours = native_xgb if framework == "xgboost" else native_lgb
+    seen: dict[str, list[tuple[dict[str, Any], bool]]] = {"ray": [], "ours": []}
+
+    class Ray(theirs.TuneReportCheckpointCallback):  # type: ignore[misc,name-defined]
+        def _report_metrics(self, report_dict: dict[str, Any]) -> None:
+            seen["ray"].append((dict(report_dict), False))
+
+        def _save_and_report_checkpoint(self, report_dict: dict[str, Any], model: Any) -> None:
+            seen["ray"].append((dict(report_dict), True))
+
+    class Ours(ours.ReportCallback):  # type: ignore[misc,name-defined]
+        @staticmethod
+        def _report(metrics: dict[str, Any], checkpoint: str | None) -> None:
+            seen["ours"].append((dict(metrics), checkpoint is not None))
+
+    arguments = {"frequency": frequency, "checkpoint_at_end": at_end}
+    train_x, train_y, test_x, test_y = _data()
+    if framework == "xgboost":
+        import xgboost as xgb
+
+        xgb.train(
+            {"objective": "binary:logistic", "eval_metric": ["logloss"], "max_depth": 2},
+            xgb.DMatrix(train_x, label=train_y),
+            num_boost_round=total,
+            evals=[(xgb.DMatrix(test_x, label=test_y), "eval")],
+            verbose_eval=False,
+            callbacks=[Ray(**arguments), Ours(**arguments)],
+        )
+    else:
+        import lightgbm as lgb
+
+        train = lgb.Dataset(train_x, label=train_y)
+        lgb.train(
+            {"objective": "binary", "num_leaves": 4, "verbose": -1, "num_threads": 1},
+            train,
+            num_boost_round=total,
+            valid_sets=[lgb.Dataset(test_x, label=test_y, reference=train)],
+            valid_names=["eval"],
+            callbacks=[Ray(**arguments), Ours(**arguments)],
+        )
+    assert seen["ours"] == seen["ray"] and len(seen["ray"]) >= total
