@@ -13,6 +13,7 @@ from orchestrator.errors import ConfigError
 
 __all__ = [
     "Metrics",
+    "MissingLibrary",
     "Reporter",
     "checkpoint_directory",
     "flatten",
@@ -35,10 +36,17 @@ def plain_report(metrics: dict[str, Any], checkpoint: str | None) -> None:
     report(metrics, checkpoint=checkpoint)
 
 
-def missing_library(framework: str, package: str, err: ImportError) -> ConfigError:
-    return ConfigError(
+class MissingLibrary(ConfigError, ImportError):
+    """A framework's module imported without the framework: an ImportError too, so a
+    script's ``try: import ... except ImportError`` fallback still works."""
+
+
+def missing_library(
+    framework: str, package: str, err: ImportError, hint: str = ""
+) -> MissingLibrary:
+    return MissingLibrary(
         f"orchestrator.integrations.{framework} needs {package}, which is not importable "
-        f"({err}): pip install {package} (or trialflow's 'frameworks' extra)"
+        f"({err}): pip install {package} (or trialflow's 'frameworks' extra){hint}"
     )
 
 

@@ -30,7 +30,13 @@ try:
 except ImportError as err:  # pragma: no cover - the extra installs it
     from orchestrator.integrations._report import missing_library
 
-    raise missing_library("keras", "keras", err) from None
+    raise missing_library(
+        "keras",
+        "keras",
+        err,
+        "; Keras 3 also needs its backend: tensorflow, or set KERAS_BACKEND=torch (or jax) "
+        "in the trial's environment",
+    ) from None
 
 __all__ = ["HOOKS", "MODEL_FILENAME", "ReportCallback"]
 

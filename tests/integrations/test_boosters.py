@@ -219,3 +219,15 @@ def test_which_rounds_carry_the_booster_is_ray_tunes_choice(
             callbacks=[Ray(**arguments), Ours(**arguments)],
         )
     assert seen["ours"] == seen["ray"] and len(seen["ray"]) >= total
+
+
+def test_a_missing_framework_is_an_import_error_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "keras", None)  # import keras raises ImportError
+    monkeypatch.delitem(sys.modules, "orchestrator.integrations.keras", raising=False)
+    with pytest.raises(ImportError, match=r"needs keras.*pip install keras.*KERAS_BACKEND"):
+        importlib.import_module("orchestrator.integrations.keras")
