@@ -2,7 +2,8 @@
 synthetic, seeded data set (no download), a few tiny epochs, resuming from the trial's
 checkpoint (``ckpt_path``) when there is one.
 
-Config: ``epochs``, ``on``, ``save`` (``save_checkpoints``), ``metrics``, ``fail_at``
+Config: ``epochs``, ``on``, ``save`` (``save_checkpoints``), ``metrics``, ``filename``,
+``fail_at``
 and ``marks`` (raise once at the end of that epoch's validation, after its report: a
 file in ``marks`` remembers it), ``facade`` (``orchestrator.tune``'s callback)."""
 
@@ -90,13 +91,15 @@ def lightning_train(config: dict[str, Any]) -> None:
             Epoch(),
             Callback(
                 metrics=config.get("metrics", ["val_loss", "val_acc", "epoch_1", "resumed_from"]),
+                filename=config.get("filename", "checkpoint"),
                 save_checkpoints=bool(config.get("save", True)),
                 on=config.get("on", "validation_end"),
             ),
             FailOnce(),
         ],
     )
-    ckpt_path = os.path.join(resume, "checkpoint") if resume is not None else None
+    filename = config.get("filename", "checkpoint")
+    ckpt_path = os.path.join(resume, filename) if resume is not None else None
     trainer.fit(
         Model(),
         DataLoader(data, batch_size=16),

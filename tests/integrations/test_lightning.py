@@ -5,6 +5,7 @@ checkpoint, and a trial that fails resumes ``Trainer.fit`` from it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,16 @@ async def test_without_checkpoints_and_on_other_hooks(tmp_path: Path, fake_ray: 
 async def test_a_failed_trial_resumes_fit_from_its_checkpoint(
     tmp_path: Path, fake_ray: Any
 ) -> None:
-    trial = await run_one(tmp_path, fake_ray, epochs=4, fail_at=2, marks=str(tmp_path))
+    trial = await run_one(
+        tmp_path, fake_ray, epochs=4, fail_at=2, marks=str(tmp_path), filename="trainer.ckpt"
+    )
     assert (tmp_path / "failed").exists()
     # Epoch 2 failed right after its report had been taken with its checkpoint: the
     # retry resumed fit from that checkpoint and ran epochs 3-4, none twice.
     assert [r["epoch_1"] for r in trial.results] == [1.0, 2.0, 3.0, 4.0]
     assert [r["resumed_from"] for r in trial.results] == [0.0, 0.0, 2.0, 2.0]
     assert [c.iteration for c in trial.checkpoints] == [1, 2, 3, 4]
+    assert all("trainer.ckpt" in os.listdir(str(c.path)) for c in trial.checkpoints)
 
 
 def test_an_unknown_hook_is_refused_with_the_known_ones() -> None:
