@@ -125,9 +125,32 @@ class NotATrainable:
         return {}
 
 
+def pass_gate(gate: str | None, passes: int, trial_id: str) -> None:
+    """Let ``passes`` trials through the gate directory ``gate``, hold any other until
+    ``<gate>/open`` exists (after writing ``<gate>/<trial_id>.held``).
+
+    A test that kills a driver mid-sweep gates the trials' first steps so that no more
+    than ``passes`` can finish, and so that the sweep cannot end, before the kill, however
+    fast or slow the machine. A pass is a file created exclusively, so two trials never
+    take the same one."""
+    if not gate or os.path.exists(os.path.join(gate, "open")):
+        return
+    for i in range(passes):
+        try:
+            os.close(os.open(os.path.join(gate, f"pass-{i}"), os.O_CREAT | os.O_EXCL))
+            return
+        except FileExistsError:
+            continue
+    open(os.path.join(gate, f"{trial_id}.held"), "w").close()
+    while not os.path.exists(os.path.join(gate, "open")):
+        time.sleep(0.05)
+
+
 class Recorder(Counter):
     """A counter that reports its process id and notes every setup in a directory
-    (``marks``); with ``fail_once_at`` its step raises there, the first time only."""
+    (``marks``); with ``fail_once_at`` its step raises there, the first time only; with
+    ``gate`` (a directory), its first step waits at :func:`pass_gate` unless it is one of
+    the first ``gate_passes``."""
 
     def setup(self, config: dict[str, Any]) -> None:
         super().setup(config)
@@ -137,6 +160,9 @@ class Recorder(Counter):
                 fh.write("x")
 
     def step(self) -> dict[str, Any]:
+        if self.count == 0:
+            passes = int(self.config.get("gate_passes", 0))
+            pass_gate(self.config.get("gate"), passes, self.trial_id)
         result = super().step()
         result["pid"] = os.getpid()
         fail_once_at = self.config.get("fail_once_at")
