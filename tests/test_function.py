@@ -444,15 +444,17 @@ def test_a_buffered_function_call_stops_exactly_and_keeps_steps_before_an_error(
 
 @pytest.mark.usefixtures("ray_local")
 async def test_sigkilled_actors_leave_a_failure_free_history(tmp_path: Path) -> None:
-    final = 40
+    """Four kills land before any trial can end: each waits after count 20 (not a
+    checkpoint's: a restarted trial reports again, with its new pid, before it waits)
+    until the kills are done, however fast or slow the machine."""
+    final, gate = 40, tmp_path / "gate"
+    gate.mkdir()
+    config = {"every": 3, "delay": 0.03, "gate": str(gate), "gate_at": 20}
     async with Orchestrator(
         storage=tmp_path, name="chaos", max_failures=-1, failure_backoff=0.05
     ) as orch:
         trials = [
-            orch.add_trial(
-                counting, {"every": 3, "delay": 0.03}, stop={"count": final}, resources=CPU
-            )
-            for _ in range(3)
+            orch.add_trial(counting, config, stop={"count": final}, resources=CPU) for _ in range(3)
         ]
         runner = asyncio.create_task(orch.run())
         kills = 0
@@ -466,9 +468,10 @@ async def test_sigkilled_actors_leave_a_failure_free_history(tmp_path: Path) -> 
                     kill_worker(victim.last_result["pid"])
                     kills += 1
                 except ProcessLookupError:
-                    pass
+                    pass  # restarting: its next result names its new process
+        (gate / "open").touch()
         await runner
-    assert kills >= 2 and sum(t.num_failures for t in trials) >= 1
+    assert kills == 4 and sum(t.num_failures for t in trials) >= 1
     for trial in trials:
         assert trial.state is TrialState.TERMINATED, (trial.id, trial.error)
         assert_failure_free_history(trial, final)

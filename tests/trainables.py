@@ -149,8 +149,8 @@ def pass_gate(gate: str | None, passes: int, trial_id: str) -> None:
 class Recorder(Counter):
     """A counter that reports its process id and notes every setup in a directory
     (``marks``); with ``fail_once_at`` its step raises there, the first time only; with
-    ``gate`` (a directory), its first step waits at :func:`pass_gate` unless it is one of
-    the first ``gate_passes``."""
+    ``gate`` (a directory), its step after ``gate_at`` steps (default 0: its first) waits
+    at :func:`pass_gate` unless it is one of the first ``gate_passes`` (default 0)."""
 
     def setup(self, config: dict[str, Any]) -> None:
         super().setup(config)
@@ -160,7 +160,7 @@ class Recorder(Counter):
                 fh.write("x")
 
     def step(self) -> dict[str, Any]:
-        if self.count == 0:
+        if self.count == int(self.config.get("gate_at", 0)):
             passes = int(self.config.get("gate_passes", 0))
             pass_gate(self.config.get("gate"), passes, self.trial_id)
         result = super().step()
@@ -225,7 +225,9 @@ def counting(config: dict[str, Any]) -> None:
     ``start:<count restored>`` and, from its ``finally``, ``finally`` to
     ``<marks>/runs``), ``fail_once_at`` (the count that raises, the first time only),
     ``plateau`` (then results have ``acc = plateau * (1 - 0.9**count)``, :class:`Curve`'s
-    learning curve). Every result has ``count``, ``pid`` and ``resumed_from``.
+    learning curve), ``gate`` and ``gate_at`` (after that count, wait at
+    :func:`pass_gate` until ``<gate>/open`` exists). Every result has ``count``, ``pid``
+    and ``resumed_from``.
     """
     from orchestrator import get_checkpoint, report
 
@@ -234,6 +236,8 @@ def counting(config: dict[str, Any]) -> None:
     try:
         fast_after = config.get("fast_after")
         for count in range(start + 1, int(config.get("epochs") or 10**9) + 1):
+            if count - 1 == config.get("gate_at"):
+                pass_gate(config["gate"], 0, str(os.getpid()))
             if not (fast_after and os.path.exists(fast_after)):
                 time.sleep(float(config.get("delay", 0.0)))
             _maybe_fail(config, count)
