@@ -51,7 +51,9 @@ class Counter(Trainable):
     """Counts steps; its state is the count, so a restore is easy to check.
 
     Config: ``delay`` (seconds per step; none once the file ``fast_after`` names
-    exists), ``fail_at`` (the step that raises), and
+    exists), ``hold_at`` (after that many steps, wait until ``fast_after`` exists: a
+    driver cannot finish the trial before its test lets it), ``fail_at`` (the step that
+    raises), and
     ``padding_files`` (empty files added to each checkpoint: more than
     ``storage.local.SMALL_FILES`` make it too big to commit in place, so its node's
     persister uploads it).
@@ -64,6 +66,9 @@ class Counter(Trainable):
         self.fail_at = config.get("fail_at")
 
     def step(self) -> dict[str, Any]:
+        if self.count == self.config.get("hold_at"):
+            while not os.path.exists(self.fast_after):
+                time.sleep(0.05)
         if self.delay and not (self.fast_after and os.path.exists(self.fast_after)):
             time.sleep(self.delay)
         self.count += 1
