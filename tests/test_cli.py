@@ -573,6 +573,7 @@ import os
 import time
 
 from orchestrator import Trainable
+from tests.trainables import pass_gate
 
 
 class Quad(Trainable):
@@ -582,6 +583,8 @@ class Quad(Trainable):
             fh.write("x")
 
     def step(self):
+        if self.n == 0:
+            pass_gate(self.config.get("gate"), 2, self.trial_id)
         time.sleep(self.config.get("delay", 0.0))
         self.n += 1
         return {"score": -((self.config["x"] - 0.5) ** 2), "n": self.n}
@@ -600,13 +603,16 @@ class Quad(Trainable):
 def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     tmp_path: Path,
 ) -> None:
-    from .test_driver_crash import kill_with_its_ray
+    from .test_driver_crash import kill_with_its_ray, read_journal
 
     (tmp_path / "quad.py").write_text(textwrap.dedent(SWEEP_TRAINABLE))
-    marks = tmp_path / "marks"
+    marks, gate = tmp_path / "marks", tmp_path / "gate"  # 2 trials pass, the next wait
     marks.mkdir()
+    gate.mkdir()
     store = tmp_path / "results"
-    space = json.dumps({"x": {"uniform": [0, 1]}, "marks": str(marks), "delay": 0.1})
+    space = json.dumps(
+        {"x": {"uniform": [0, 1]}, "marks": str(marks), "delay": 0.1, "gate": str(gate)}
+    )
     command = [
         "run",
         "quad:Quad",
@@ -644,17 +650,24 @@ def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     )
     journal = store / "sw" / "experiment_state.json"
     try:
-        for _ in range(1200):
+        # The kill lands once the 2 trials let through have ended and the 2 after them
+        # (--max-concurrent) are held at their first step: the sweep cannot end first.
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
             time.sleep(0.1)
-            assert proc.poll() is None, "the sweep ended before its driver could be killed"
-            try:
-                doc = json.loads(journal.read_text())
-            except (OSError, ValueError):
-                continue
-            if sum(t["state"] == "TERMINATED" for t in doc["trials"]) >= 2:
+            assert proc.poll() is None, "the driver exited while its trials were held"
+            trials = read_journal(journal) or {}
+            done = [t for t in trials.values() if t["state"] == "TERMINATED"]
+            if len(done) == 2 and len(list(gate.glob("*.held"))) == 2:
                 break
+        else:
+            pytest.fail("the sweep made no progress")
     finally:
         kill_with_its_ray(proc)  # type: ignore[arg-type]
+    (gate / "open").touch()
+    before = read_journal(journal) or {}
+    finished_before = {t["id"] for t in before.values() if t["state"] == "TERMINATED"}
+    assert len(finished_before) == 2
     proc = _run_cli(
         "resume",
         "--storage",
@@ -670,5 +683,5 @@ def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     assert "continuing sweep 'sweep'" in proc.stdout
     assert "6/6 trials TERMINATED" in proc.stdout and "best trial sweep_" in proc.stdout
     assert sorted(p.name for p in marks.iterdir()) == [f"sweep_{i:05d}" for i in range(6)]
-    done_before = [p for p in marks.iterdir() if p.read_text() == "x"]
-    assert len(done_before) >= 2  # the trials finished before the kill ran only once
+    for trial_id in finished_before:  # the trials finished before the kill ran once
+        assert (marks / trial_id).read_text() == "x", trial_id

@@ -55,11 +55,13 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
 async def test_a_killed_checkpoint_uploader_is_replaced(tmp_path: Path) -> None:
     import ray
 
-    final = 150
+    final, gate = 150, tmp_path / "gate"  # the trial waits there after 20 steps
+    gate.mkdir()
     async with Orchestrator(storage=tmp_path, name="uploader", max_failures=2) as orch:
         trial = orch.add_trial(
             Recorder,
-            {"delay": 0.02, "padding_files": 9},  # too many files to commit in place
+            # padding: too many files to commit in place
+            {"delay": 0.02, "padding_files": 9, "gate": str(gate), "gate_at": 20},
             stop={"training_iteration": final},
             checkpoint_every=5,
             resources={"cpu": 0.25},
@@ -71,6 +73,7 @@ async def test_a_killed_checkpoint_uploader_is_replaced(tmp_path: Path) -> None:
         assert not runner.done(), "the trial finished before its node's uploader was up"
         ((_, uploader),) = pool._by_node.items()
         ray.kill(uploader, no_restart=True)
+        (gate / "open").touch()  # the trial goes on: its next checkpoints need a new one
         await runner
     assert trial.state is TrialState.TERMINATED, trial.error
     assert_failure_free_history(trial, final)

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -444,19 +445,22 @@ def test_a_buffered_function_call_stops_exactly_and_keeps_steps_before_an_error(
 
 @pytest.mark.usefixtures("ray_local")
 async def test_sigkilled_actors_leave_a_failure_free_history(tmp_path: Path) -> None:
-    final = 40
+    """Four kills land before any trial can end: each waits after count 20 (not a
+    checkpoint's: a restarted trial reports again, with its new pid, before it waits)
+    until the kills are done, however fast or slow the machine."""
+    final, gate = 40, tmp_path / "gate"
+    gate.mkdir()
+    config = {"every": 3, "delay": 0.03, "gate": str(gate), "gate_at": 20}
     async with Orchestrator(
         storage=tmp_path, name="chaos", max_failures=-1, failure_backoff=0.05
     ) as orch:
         trials = [
-            orch.add_trial(
-                counting, {"every": 3, "delay": 0.03}, stop={"count": final}, resources=CPU
-            )
-            for _ in range(3)
+            orch.add_trial(counting, config, stop={"count": final}, resources=CPU) for _ in range(3)
         ]
         runner = asyncio.create_task(orch.run())
         kills = 0
-        while not runner.done() and kills < 4:
+        deadline = time.monotonic() + 120  # stale pids of a batch's results: bounded
+        while not runner.done() and kills < 4 and time.monotonic() < deadline:
             await asyncio.sleep(0.4)
             live = [t for t in trials if t.state is TrialState.RUNNING and t.last_result]
             if live:
@@ -466,7 +470,8 @@ async def test_sigkilled_actors_leave_a_failure_free_history(tmp_path: Path) -> 
                     kill_worker(victim.last_result["pid"])
                     kills += 1
                 except ProcessLookupError:
-                    pass
+                    pass  # restarting: its next result names its new process
+        (gate / "open").touch()
         await runner
     assert kills >= 2 and sum(t.num_failures for t in trials) >= 1
     for trial in trials:

@@ -376,4 +376,4 @@ async def test_closing_while_an_urgent_write_is_asked_for_returns(tmp_path: Path
             journal.start()
             await asyncio.sleep(0.02)
             journal.urgent()
-            await asyncio.wait_for(journal.aclose(), 10)
+            await asyncio.wait_for(journal.aclose(), 60)

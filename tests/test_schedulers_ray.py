@@ -39,7 +39,8 @@ DRIVER = textwrap.dedent(
             scheduler = PBT(perturbation_interval=4, hyperparam_mutations={{"lr": {lrs!r}}},
                             seed=1)
             result = await orch.sweep(
-                Climber, {{"lr": grid({lrs!r}), "marks": {marks!r}, "delay": 0.1}},
+                Climber, {{"lr": grid({lrs!r}), "marks": {marks!r}, "delay": 0.1,
+                                  "gate": {gate!r}, "gate_at": 12}},
                 metric="score", mode="max", scheduler=scheduler, checkpoint_every=2,
                 stop={{"training_iteration": 40}}, resources={{"cpu": 0.25}})
         with open({report!r}, "w") as f:
@@ -57,13 +58,16 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(
     from .test_driver_crash import kill_with_its_ray
 
     storage, report, marks = tmp_path / "store", tmp_path / "report.json", tmp_path / "marks"
+    gate = tmp_path / "gate"  # every trial waits there after 12 steps: the sweep cannot end
     marks.mkdir()
+    gate.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = {
         "root": str(ROOT),
         "storage": str(storage),
         "report": str(report),
         "marks": str(marks),
+        "gate": str(gate),
         "lrs": LRS,
     }
     first = subprocess.Popen(
@@ -74,10 +78,10 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(
     journal = storage / "pbt" / JOURNAL_KEY
     lineage_before: list[dict[str, Any]] = []
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-            assert first.poll() is None, "the sweep ended before its driver could be killed"
+            assert first.poll() is None, "the driver exited while its trials were held"
             try:
                 doc = json.loads(journal.read_text())
             except (OSError, ValueError):
@@ -90,6 +94,7 @@ async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(
             pytest.fail("no exploit reached the journal")
     finally:
         kill_with_its_ray(first)
+    (gate / "open").touch()
     second = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

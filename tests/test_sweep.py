@@ -37,7 +37,8 @@ DRIVER = textwrap.dedent(
                                 resume={resume!r}) as orch:
             result = await orch.sweep(
                 Objective,
-                {{"x": uniform(-1, 1), "marks": {marks!r}, "delay": 0.05}},
+                {{"x": uniform(-1, 1), "marks": {marks!r}, "delay": 0.05,
+                  "gate": {gate!r}, "gate_passes": 3}},
                 num_samples=10, metric="loss", mode="min", searcher=RandomSearch(seed=5),
                 max_concurrent_trials=2, stop={{"training_iteration": 12}},
                 checkpoint_every=4, resources={{"cpu": 0.25}})
@@ -54,9 +55,17 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
     from .test_driver_crash import kill_with_its_ray, read_journal
 
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
+    gate = tmp_path / "gate"  # 3 trials pass, the next wait there: the sweep cannot end
     marks.mkdir()
+    gate.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = {"root": str(ROOT), "storage": str(storage), "marks": str(marks), "report": str(report)}
+    args = {
+        "root": str(ROOT),
+        "storage": str(storage),
+        "marks": str(marks),
+        "report": str(report),
+        "gate": str(gate),
+    }
     first = subprocess.Popen(
         [sys.executable, "-c", DRIVER.format(resume=False, ray="num_cpus=2", **args)],
         env=env,
@@ -64,21 +73,24 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
     )
     journal = storage / "crash" / JOURNAL_KEY
     try:
-        deadline = time.monotonic() + 120
+        # The kill lands while the 3 trials let through have ended and the 2 after them
+        # (max_concurrent_trials) are held at their first step: no other can start.
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-            assert first.poll() is None, "the sweep ended before its driver could be killed"
+            assert first.poll() is None, "the driver exited while its trials were held"
             trials = read_journal(journal) or {}
             done = [t for t in trials.values() if t["state"] == "TERMINATED"]
-            if len(done) >= 3 and len(trials) <= 7:
+            if len(done) == 3 and len(list(gate.glob("*.held"))) == 2:
                 break
         else:
             pytest.fail("the sweep made no progress")
     finally:
         kill_with_its_ray(first)
-    finished_before = {
-        t["id"] for t in (read_journal(journal) or {}).values() if t["state"] == "TERMINATED"
-    }
+    (gate / "open").touch()
+    before = read_journal(journal) or {}
+    finished_before = {t["id"] for t in before.values() if t["state"] == "TERMINATED"}
+    assert len(finished_before) == 3 and len(before) < 10  # samples left to draw
     second = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

@@ -27,8 +27,11 @@ from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-TTL_S = 5.0  # renewed every 1.7 s; generous for a loaded 2-core machine
+TTL_S = 10.0  # renewed every 3.3 s; generous for a loaded 2-core machine
 STEPS = 40
+#: The trial waits after this many steps until ``Drivers.fast`` exists: the first driver
+#: cannot finish it before the test has stopped or killed it, however fast the machine.
+HOLD_AT = 10
 
 DRIVER = textwrap.dedent(
     """
@@ -44,7 +47,8 @@ DRIVER = textwrap.dedent(
                                     ray_address={address!r}, progress=False,
                                     journal_interval=0.2) as orch:
                 if not {resume!r}:
-                    orch.add_trial(Counter, {{"delay": 0.2, "fast_after": {fast!r}}},
+                    orch.add_trial(Counter, {{"delay": 0.2, "fast_after": {fast!r},
+                                            "hold_at": {hold_at}}},
                                    stop={{"training_iteration": {steps}}}, checkpoint_every=2,
                                    resources={{"cpu": 0.25}}, trial_id="t")
                 trials = await orch.run()
@@ -81,6 +85,7 @@ class Drivers:
             address=self.address,
             fast=str(self.fast),
             steps=STEPS,
+            hold_at=HOLD_AT,
             report=str(self.tmp / f"{name}.json"),
         )
         with open(self.tmp / f"{name}.err", "wb") as err:

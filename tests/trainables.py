@@ -51,7 +51,9 @@ class Counter(Trainable):
     """Counts steps; its state is the count, so a restore is easy to check.
 
     Config: ``delay`` (seconds per step; none once the file ``fast_after`` names
-    exists), ``fail_at`` (the step that raises), and
+    exists), ``hold_at`` (after that many steps, wait until ``fast_after`` exists: a
+    driver cannot finish the trial before its test lets it), ``fail_at`` (the step that
+    raises), and
     ``padding_files`` (empty files added to each checkpoint: more than
     ``storage.local.SMALL_FILES`` make it too big to commit in place, so its node's
     persister uploads it).
@@ -64,6 +66,9 @@ class Counter(Trainable):
         self.fail_at = config.get("fail_at")
 
     def step(self) -> dict[str, Any]:
+        if self.count == self.config.get("hold_at"):
+            while not os.path.exists(self.fast_after):
+                time.sleep(0.05)
         if self.delay and not (self.fast_after and os.path.exists(self.fast_after)):
             time.sleep(self.delay)
         self.count += 1
@@ -125,9 +130,32 @@ class NotATrainable:
         return {}
 
 
+def pass_gate(gate: str | None, passes: int, trial_id: str) -> None:
+    """Let ``passes`` trials through the gate directory ``gate``, hold any other until
+    ``<gate>/open`` exists (after writing ``<gate>/<trial_id>.held``).
+
+    A test that kills a driver mid-sweep gates the trials' first steps so that no more
+    than ``passes`` can finish, and so that the sweep cannot end, before the kill, however
+    fast or slow the machine. A pass is a file created exclusively, so two trials never
+    take the same one."""
+    if not gate or os.path.exists(os.path.join(gate, "open")):
+        return
+    for i in range(passes):
+        try:
+            os.close(os.open(os.path.join(gate, f"pass-{i}"), os.O_CREAT | os.O_EXCL))
+            return
+        except FileExistsError:
+            continue
+    open(os.path.join(gate, f"{trial_id}.held"), "w").close()
+    while not os.path.exists(os.path.join(gate, "open")):
+        time.sleep(0.05)
+
+
 class Recorder(Counter):
     """A counter that reports its process id and notes every setup in a directory
-    (``marks``); with ``fail_once_at`` its step raises there, the first time only."""
+    (``marks``); with ``fail_once_at`` its step raises there, the first time only; with
+    ``gate`` (a directory), its step after ``gate_at`` steps (default 0: its first) waits
+    at :func:`pass_gate` unless it is one of the first ``gate_passes`` (default 0)."""
 
     def setup(self, config: dict[str, Any]) -> None:
         super().setup(config)
@@ -137,6 +165,9 @@ class Recorder(Counter):
                 fh.write("x")
 
     def step(self) -> dict[str, Any]:
+        if self.count == int(self.config.get("gate_at", 0)):
+            passes = int(self.config.get("gate_passes", 0))
+            pass_gate(self.config.get("gate"), passes, self.trial_id)
         result = super().step()
         result["pid"] = os.getpid()
         fail_once_at = self.config.get("fail_once_at")
@@ -199,7 +230,9 @@ def counting(config: dict[str, Any]) -> None:
     ``start:<count restored>`` and, from its ``finally``, ``finally`` to
     ``<marks>/runs``), ``fail_once_at`` (the count that raises, the first time only),
     ``plateau`` (then results have ``acc = plateau * (1 - 0.9**count)``, :class:`Curve`'s
-    learning curve). Every result has ``count``, ``pid`` and ``resumed_from``.
+    learning curve), ``gate`` and ``gate_at`` (after that count, wait at
+    :func:`pass_gate` until ``<gate>/open`` exists). Every result has ``count``, ``pid``
+    and ``resumed_from``.
     """
     from orchestrator import get_checkpoint, report
 
@@ -208,6 +241,8 @@ def counting(config: dict[str, Any]) -> None:
     try:
         fast_after = config.get("fast_after")
         for count in range(start + 1, int(config.get("epochs") or 10**9) + 1):
+            if count - 1 == config.get("gate_at"):
+                pass_gate(config["gate"], 0, str(os.getpid()))
             if not (fast_after and os.path.exists(fast_after)):
                 time.sleep(float(config.get("delay", 0.0)))
             _maybe_fail(config, count)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,17 @@ from .trainables import FakeRecorder
 async def test_chaos_kills_random_actors_ten_times_a_second(
     tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
 ) -> None:
-    final = 60
+    # Every trial waits after step 30 (not a checkpoint's: a restarted one reports with
+    # its new pid before it waits) until the 8 kills are done: none can end first.
+    final, gate = 60, tmp_path / "gate"
+    gate.mkdir()
     async with orchestrator(
         storage=tmp_path, name="chaos", max_failures=-1, failure_backoff=0.05
     ) as orch:
         trials = [
             orch.add_trial(
                 FakeRecorder,
-                {"delay": 0.01},
+                {"delay": 0.01, "gate": str(gate), "gate_at": 30},
                 stop={"training_iteration": final},
                 checkpoint_every=4,
                 resources={"cpu": 0.25},
@@ -45,7 +49,10 @@ async def test_chaos_kills_random_actors_ten_times_a_second(
         runner = asyncio.create_task(orch.run())
         rng = random.Random(7)
         kills = 0
-        while not runner.done() and kills < 8:  # one kill every 0.1 s, 8 in all
+        # One kill every 0.1 s, 8 in all (the last results a batch still holds may name a
+        # process already killed: a bounded wait, not a speed assumption).
+        deadline = time.monotonic() + 120
+        while not runner.done() and kills < 8 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
             live = [t for t in trials if t.state is TrialState.RUNNING and t.last_result]
             if live:
@@ -56,6 +63,7 @@ async def test_chaos_kills_random_actors_ten_times_a_second(
                     kills += 1
                 except ProcessLookupError:
                     pass
+        (gate / "open").touch()
         await runner
     assert kills >= 2
     assert sum(t.num_failures for t in trials) >= 1

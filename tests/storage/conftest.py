@@ -38,7 +38,7 @@ def free_port() -> int:
 def _start(cmd: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "wb")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded machine imports moto slowly
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{cmd[0]} exited: {log.read_text()[-2000:]}")
@@ -48,7 +48,7 @@ def _start(cmd: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
         except requests.RequestException:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError(f"{cmd[0]} did not start within 30 s")
+    raise RuntimeError(f"{cmd[0]} did not start within 120 s")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -147,7 +147,7 @@ def test_the_emulator_serves_on_while_a_client_stalls_mid_request(gcs_url: str) 
             f"Host: {host}\r\nContent-Length: 1000\r\n\r\n0123456789".encode()
         )
         time.sleep(0.2)  # the emulator is now reading the rest of that body
-        started = time.monotonic()
-        reply = requests.get(f"{gcs_url}/storage/v1/b/{BUCKET}/o", timeout=30)
+        # Answered while that client still stalls: an emulator held by it would answer
+        # only once the connection closes, after this ``with``, and the get time out.
+        reply = requests.get(f"{gcs_url}/storage/v1/b/{BUCKET}/o", timeout=120)
         assert reply.status_code == 200
-        assert time.monotonic() - started < 20

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -221,10 +222,15 @@ async def test_s3_outage_during_saves_loses_nothing(
         proxy.drop_next = 10**9  # refuse every new connection...
         proxy.break_all()  # ...and cut the live ones
         during = [t.iteration for t in trials]
-        await asyncio.sleep(3.0)
+        # S3 stays down 3 s at least, and until both trials trained on meanwhile (a
+        # loaded machine may run no step in 3 s: wait for the steps, not for a time).
+        down_until, deadline = time.monotonic() + 3.0, time.monotonic() + 120
+        while time.monotonic() < down_until or any(
+            t.iteration <= it for t, it in zip(trials, during, strict=True)
+        ):
+            assert time.monotonic() < deadline, ("no step while S3 was down", during)
+            await asyncio.sleep(0.05)
         assert all(t.state is TrialState.RUNNING for t in trials)
-        # they kept training while S3 was down
-        assert all(t.iteration > it for t, it in zip(trials, during, strict=True))
         proxy.drop_next = 0
         await asyncio.wait_for(runner, timeout=120)
     for trial in trials:

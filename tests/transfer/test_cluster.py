@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -261,19 +262,40 @@ def test_copy_dir_sync_from_a_script(ray_cluster: Any, tmp_path: Path) -> None:
     assert stats.files_sent == 6 and snapshot(tmp_path / "dst") == snapshot(tmp_path / "src")
 
 
-async def test_cancelling_a_same_node_copy_in_the_driver(ray_cluster: Any, tmp_path: Path) -> None:
+async def test_cancelling_a_same_node_copy_in_the_driver(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy's thread is held after its first file until the cancel has asked it to
+    stop: the cancel lands mid-copy however fast or slow the machine (a poll for the
+    staging tree could miss a whole copy while this process waited for a core). The
+    product has no hook for this: the test wraps the real functions in this process."""
+    from transfer import api, local
+
     src, dst = tmp_path / "src", tmp_path / "dst"
-    make_many(src, 3000)
+    make_many(src, 20)
     dst.mkdir()
     (dst / "old").write_text("old")
+    asked: list[threading.Event] = []  # the copy's own "stop" flag
+    paused = threading.Event()
+    copy_local, copy_file = local.copy_local, local._copy_file
+
+    def copy_local_noting_its_flag(*args: Any, cancelled: threading.Event, **kwargs: Any) -> Any:
+        asked.append(cancelled)
+        return copy_local(*args, cancelled=cancelled, **kwargs)
+
+    def copy_file_then_hold(*args: Any) -> None:
+        copy_file(*args)
+        if not paused.is_set():
+            paused.set()
+            asked[0].wait(300)
+
+    monkeypatch.setattr(api, "copy_local", copy_local_noting_its_flag)
+    monkeypatch.setattr(local, "_copy_file", copy_file_then_hold)
     task = asyncio.ensure_future(
         transfer.copy_dir(head_id(), str(src), head_id(), str(dst), hardlink=False)
     )
-    # Cancel once the copy is under way (its staging tree exists), not after a guessed
-    # delay: on a quiet machine a fixed sleep can outlast the whole copy.
-    while not siblings(dst) and not task.done():
-        await asyncio.sleep(0.001)
-    assert not task.done(), "the copy finished before it could be cancelled"
+    assert await asyncio.to_thread(paused.wait, 300), "the copy never started"
+    assert siblings(dst) and not task.done()  # under way, staged beside the target
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
