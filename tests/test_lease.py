@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -139,6 +139,16 @@ async def take(storage: Path, held: list[ExperimentLease], **options: object) ->
     return lease
 
 
+async def eventually(check: Callable[[], bool], within: float = 60.0) -> bool:
+    """Whether ``check()`` holds within ``within`` seconds (asked every 50 ms)."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
 def stored(storage: Path) -> LeaseRecord:
     return LeaseRecord.from_json((storage / "exp" / LEASE_KEY).read_bytes())
 
@@ -170,7 +180,8 @@ async def test_a_renewed_lease_outlives_its_ttl(
         if stored(tmp_path).renewed_at >= taken.renewed_at + short_ttl:
             break
     assert stored(tmp_path).renewed_at >= taken.renewed_at + short_ttl
-    assert first.may_write()
+    # Fenced for a moment only if a renewal came late on a loaded machine (rightly).
+    assert await eventually(first.may_write)
     with pytest.raises(ExperimentLocked):
         await take(tmp_path, leases)
 
@@ -190,7 +201,7 @@ async def test_take_over_stops_the_other_driver(
     assert lost and first.lost is lost[0] and not first.may_write()
     assert "lost its lease to pid" in str(lost[0]) and "stopped writing" in str(lost[0])
     await first.release()  # gives back nothing: the lease is not its own
-    assert stored(tmp_path).holder == second.holder and second.may_write()
+    assert stored(tmp_path).holder == second.holder and await eventually(second.may_write)
 
 
 async def test_an_expired_lease_of_another_machine_is_taken(
