@@ -137,6 +137,22 @@ def logged_past_journal(storage: Path, trials: dict[str, Any]) -> bool:
     return False
 
 
+async def resume_in_a_second_driver(
+    storage: Path, report: Path, address: str, env: dict[str, str]
+) -> dict[str, Any]:
+    """Run ``SECOND`` (a new driver resuming the experiment on ``address``) to its end;
+    the trials it reported, by id."""
+    script = SECOND.format(
+        root=str(ROOT), storage=str(storage), report=str(report), address=address
+    )
+    second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
+    try:
+        assert await asyncio.wait_for(second.wait(), 240) == 0
+    finally:
+        await end_tree(second)
+    return dict(json.loads(report.read_text()))
+
+
 def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
     descendants = kill_tree(proc.pid)
@@ -195,15 +211,7 @@ async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(
     (marks / "fast").touch()  # the long trials need not be slow any more
     logged = {t: whole_lines(storage / "crash" / t / "result.json") for t in LONG}
 
-    script = SECOND.format(
-        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
-    )
-    second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
-    try:
-        assert await asyncio.wait_for(second.wait(), 240) == 0
-    finally:
-        await end_tree(second)
-    trials = json.loads(report.read_text())
+    trials = await resume_in_a_second_driver(storage, report, ray_cluster.address, env)
     assert set(trials) == {"short", "long0", "long1", "long2", "fn"}
     assert trials["short"]["before"] == "TERMINATED"
     assert (marks / "short.setups").read_text() == "x"  # ran no step after the kill
@@ -306,15 +314,7 @@ async def test_what_the_driver_knew_a_bound_before_its_death_is_kept(
         kill_with_its_ray(proc)
     (marks / "fast").touch()
 
-    script = SECOND.format(
-        root=str(ROOT), storage=str(storage), report=str(report), address=ray_cluster.address
-    )
-    second = await asyncio.create_subprocess_exec(sys.executable, "-c", script, env=env, cwd=ROOT)
-    try:
-        assert await asyncio.wait_for(second.wait(), 240) == 0
-    finally:
-        await end_tree(second)
-    trials = json.loads(report.read_text())
+    trials = await resume_in_a_second_driver(storage, report, ray_cluster.address, env)
     short, long = trials["short"], trials["long"]
     assert short["before"] == "TERMINATED"
     assert (marks / "short.setups").read_text() == "x"  # ran no step after the kill

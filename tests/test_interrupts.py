@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,29 +51,62 @@ asyncio.run(main())
 """
 
 
-def _wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float) -> None:
+def _start_script(
+    tmp_path: Path, source: str, *args: Path, drop_ray_address: bool = True
+) -> subprocess.Popen[str]:
+    """``source`` as ``train.py`` in a subprocess, with ``args``; without
+    ``drop_ray_address`` it inherits a ``RAY_ADDRESS`` the test session has."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    if drop_ray_address:
+        env.pop("RAY_ADDRESS", None)
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_until(
+    done: Callable[[], bool], proc: subprocess.Popen[str], timeout: float, ended: str, late: str
+) -> None:
+    """Poll ``done`` until true; fail with ``ended`` (and the script's output) if the
+    script ends first, with ``late`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not done():
         if proc.poll() is not None:
             out, err = proc.communicate()
-            pytest.fail(f"the script ended before its trial ran:\n{out}\n{err[-4000:]}")
+            pytest.fail(f"the script ended before {ended}:\n{out}\n{err[-4000:]}")
         if time.monotonic() > deadline:
-            pytest.fail("the script's trial never reached its announcing step")
+            pytest.fail(late)
         time.sleep(0.1)
+
+
+def _wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float) -> None:
+    _wait_until(
+        path.exists,
+        proc,
+        timeout,
+        "its trial ran",
+        "the script's trial never reached its announcing step",
+    )
 
 
 def _wait_for_checkpoint(
     journal: Path, iteration: int, proc: subprocess.Popen[str], timeout: float
 ) -> None:
     """Until the journal lists a checkpoint of ``iteration`` or later."""
-    deadline = time.monotonic() + timeout
-    while _newest_checkpoint(journal) < iteration:
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the script ended before its checkpoint was journaled:\n{err[-4000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no checkpoint of step {iteration} reached the journal")
-        time.sleep(0.1)
+    _wait_until(
+        lambda: _newest_checkpoint(journal) >= iteration,
+        proc,
+        timeout,
+        "its checkpoint was journaled",
+        f"no checkpoint of step {iteration} reached the journal",
+    )
 
 
 def _newest_checkpoint(journal: Path) -> int:
@@ -93,19 +127,8 @@ def _newest_checkpoint(journal: Path) -> int:
 async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
     tmp_path: Path, signum: int, status: int
 ) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(SCRIPT))
     store, mark = tmp_path / "results", tmp_path / "running"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(store), str(mark)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_script(tmp_path, SCRIPT, store, mark)
     try:
         await asyncio.to_thread(_wait_for_file, mark, proc, 150)
         # The trial ran past step 6 in its actor; its checkpoint of step 6 is journaled
@@ -161,19 +184,8 @@ async def test_ctrl_c_while_a_plain_hook_blocks_abandons_it_and_says_so(tmp_path
     """The hook's thread once held the process until the hook returned (90 s in the
     issue), after a line saying "stopped cleanly": now it is abandoned after a short
     grace, named, and the process ends at once; "cleanly" is not said."""
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(BLOCKING_HOOK))
     store, mark = tmp_path / "results", tmp_path / "blocking"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(store), str(mark)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_script(tmp_path, BLOCKING_HOOK, store, mark)
     try:
         await asyncio.to_thread(_wait_for_file, mark, proc, 150)
         proc.send_signal(signal.SIGINT)
@@ -225,18 +237,8 @@ def test_a_signal_while_ray_starts_ends_the_driver_and_gives_the_lease_back(
     """Ray starts in a thread (the loop renews the lease meanwhile), where Ray takes no
     SIGTERM of its own: the signal is ours from before the start, so it ends the driver
     once the start is over, with the lease given back and one line, no traceback."""
-    script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(WHILE_RAY_STARTS))
     store, starting, go = tmp_path / "results", tmp_path / "starting", tmp_path / "go"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(store), str(starting), str(go)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_script(tmp_path, WHILE_RAY_STARTS, store, starting, go, drop_ray_address=False)
     try:
         _wait_for_file(starting, proc, 150)
         proc.send_signal(signum)

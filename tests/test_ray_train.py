@@ -77,22 +77,24 @@ def train_loop(config: dict[str, Any]) -> None:
             ray.train.report(metrics, checkpoint=saved)
 
 
-def distributed_trial(config: dict[str, Any]) -> None:
-    """The trial's function: drives a 2-worker TorchTrainer."""
+def fit_two_workers(config: dict[str, Any], callback: Any) -> None:
+    """A 2-worker TorchTrainer of ``train_loop``, reporting through ``callback``."""
     import ray.train
     from ray.train.torch import TorchTrainer
-
-    from orchestrator.integrations.ray_train import TrialReportCallback
 
     TorchTrainer(
         train_loop,
         train_loop_config=config,
         scaling_config=ray.train.ScalingConfig(num_workers=2),
-        run_config=ray.train.RunConfig(
-            storage_path=config["train_storage"],
-            callbacks=[TrialReportCallback()],
-        ),
+        run_config=ray.train.RunConfig(storage_path=config["train_storage"], callbacks=[callback]),
     ).fit()
+
+
+def distributed_trial(config: dict[str, Any]) -> None:
+    """The trial's function: drives a 2-worker TorchTrainer."""
+    from orchestrator.integrations.ray_train import TrialReportCallback
+
+    fit_two_workers(config, TrialReportCallback())
 
 
 def wait_gangs_released(timeout: float = 60.0) -> None:
@@ -155,19 +157,9 @@ async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
 
 def tune_trial(config: dict[str, Any]) -> None:
     """Ray's documented ``train_driver_fn``, with the facade's callback."""
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
     from orchestrator.tune.integration.ray_train import TuneReportCallback
 
-    TorchTrainer(
-        train_loop,
-        train_loop_config=config,
-        scaling_config=ray.train.ScalingConfig(num_workers=2),
-        run_config=ray.train.RunConfig(
-            storage_path=config["train_storage"], callbacks=[TuneReportCallback()]
-        ),
-    ).fit()
+    fit_two_workers(config, TuneReportCallback())
 
 
 @pytest.mark.slow

@@ -12,8 +12,10 @@ from typing import Any
 from orchestrator.errors import ConfigError
 
 __all__ = [
+    "BoostingRounds",
     "Metrics",
     "MissingLibrary",
+    "Postprocess",
     "Reporter",
     "checkpoint_directory",
     "flatten",
@@ -28,6 +30,9 @@ Metrics = str | list[str] | dict[str, str] | None
 
 #: ``report(metrics, checkpoint_dir_or_None)``: the native API's, or the facade's.
 Reporter = Callable[[dict[str, Any], str | None], None]
+
+#: Ray Tune's ``results_postprocessing_fn``: the picked metrics -> the reported ones.
+Postprocess = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def plain_report(metrics: dict[str, Any], checkpoint: str | None) -> None:
@@ -83,6 +88,41 @@ def pick(
             f"did not log this iteration; it logged {sorted(available)}: name one of those"
         )
     return {ours: available[theirs] for ours, theirs in wanted.items()}
+
+
+class BoostingRounds:
+    """What XGBoost's and LightGBM's callbacks share: Ray Tune's arguments, checked and
+    kept, and each round's metrics picked then post-processed. A mixin without
+    ``__init__``, beside the framework's own callback base."""
+
+    _metrics: list[str] | dict[str, str] | None
+    _filename: str
+    _frequency: int
+    _checkpoint_at_end: bool
+    _postprocess: Postprocess | None
+
+    def _keep_options(
+        self,
+        metrics: Metrics,
+        filename: str,
+        frequency: int,
+        checkpoint_at_end: bool,
+        results_postprocessing_fn: Postprocess | None,
+    ) -> None:
+        if frequency < 0:
+            raise ValueError(
+                f"frequency must be >= 0 (0: no checkpoint per round), got {frequency}"
+            )
+        self._metrics = normalize(metrics)
+        self._filename = filename
+        self._frequency = frequency
+        self._checkpoint_at_end = checkpoint_at_end
+        self._postprocess = results_postprocessing_fn
+
+    def _reported(self, latest: dict[str, Any], framework: str) -> dict[str, Any]:
+        """The round's metrics to report: the chosen ones, post-processed."""
+        picked = pick(latest, self._metrics, framework)
+        return dict(self._postprocess(picked)) if self._postprocess is not None else picked
 
 
 def report_saved(report: Reporter, metrics: dict[str, Any], save: Callable[[str], object]) -> None:

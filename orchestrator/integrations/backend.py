@@ -14,7 +14,6 @@ from orchestrator.core.results import flatten
 
 __all__ = ["Backend", "RunHandle", "TrialRun", "metrics_of", "params_of"]
 
-TRAINING_ITERATION = "training_iteration"
 #: Keys of a result that are not metrics (Tune's bookkeeping, the config).
 NOT_METRICS = frozenset({"config", "done", "should_checkpoint"})
 

@@ -13,16 +13,15 @@ Under ``lightgbm.cv`` the model is a set of folds: no checkpoint is made.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from orchestrator.integrations._report import (
+    BoostingRounds,
     Metrics,
+    Postprocess,
     Reporter,
     checkpoint_directory,
     missing_library,
-    normalize,
-    pick,
     plain_report,
     report_saved,
 )
@@ -34,10 +33,8 @@ except ImportError as err:  # pragma: no cover - the extra installs it
 
 __all__ = ["ReportCallback"]
 
-Postprocess = Callable[[dict[str, Any]], dict[str, Any]]
 
-
-class ReportCallback:
+class ReportCallback(BoostingRounds):
     """Reports every boosting round, with the booster every ``frequency`` rounds (0:
     never) and on the last round (``checkpoint_at_end``)."""
 
@@ -55,15 +52,9 @@ class ReportCallback:
         checkpoint_at_end: bool = True,
         results_postprocessing_fn: Postprocess | None = None,
     ) -> None:
-        if frequency < 0:
-            raise ValueError(
-                f"frequency must be >= 0 (0: no checkpoint per round), got {frequency}"
-            )
-        self._metrics = normalize(metrics)
-        self._filename = filename
-        self._frequency = frequency
-        self._checkpoint_at_end = checkpoint_at_end
-        self._postprocess = results_postprocessing_fn
+        self._keep_options(
+            metrics, filename, frequency, checkpoint_at_end, results_postprocessing_fn
+        )
 
     @classmethod
     def get_model(cls, checkpoint: Any, filename: str = CHECKPOINT_NAME) -> lightgbm.Booster:
@@ -81,8 +72,7 @@ class ReportCallback:
                 latest[f"{data}-{name}-stdv"] = entry[4]
             else:
                 latest[f"{data}-{name}"] = value
-        picked = pick(latest, self._metrics, "LightGBM")
-        return dict(self._postprocess(picked)) if self._postprocess is not None else picked
+        return self._reported(latest, "LightGBM")
 
     def __call__(self, env: Any) -> None:
         metrics = self._metrics_of(env)

@@ -34,9 +34,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.trial_history import (
+    TRAINING_ITERATION,
+    history_before,
+    iteration_of,
+    results_of,
+)
 from orchestrator.errors import ConfigError
 from orchestrator.integrations.backend import (
-    TRAINING_ITERATION,
     Backend,
     RunHandle,
     TrialRun,
@@ -188,7 +193,7 @@ class TrackerHook:
         if book is None:
             latest = getattr(trial, "latest_checkpoint", None)
             bound = int(getattr(latest, "iteration", 0) or 0)
-            self._first_sight(trial, [r for r in _results(trial) if _iteration(r) <= bound])
+            self._first_sight(trial, [r for r in results_of(trial) if iteration_of(r) <= bound])
         else:
             book.ended = False
             self._check_config(trial, book)
@@ -196,7 +201,7 @@ class TrackerHook:
     def on_trial_result(self, trial: Any, result: Mapping[str, Any]) -> None:
         book = self._books.get(trial.id)
         if book is None:
-            book = self._first_sight(trial, _before(trial, result))
+            book = self._first_sight(trial, history_before(trial, result))
         iteration = result.get(TRAINING_ITERATION)
         if type(iteration) is not int:
             iteration = book.last + 1
@@ -215,7 +220,7 @@ class TrackerHook:
         iteration = int(getattr(checkpoint, "iteration", 0) or 0)
         book = self._books.get(trial.id)
         if book is None:
-            self._first_sight(trial, [r for r in _results(trial) if _iteration(r) <= iteration])
+            self._first_sight(trial, [r for r in results_of(trial) if iteration_of(r) <= iteration])
             return
         if iteration < book.last:
             self._push(trial.id, _Rollback(iteration))
@@ -280,7 +285,7 @@ class TrackerHook:
     def _first_sight(self, trial: Any, history: list[Mapping[str, Any]]) -> _Book:
         config = dict(getattr(trial, "config", None) or {})
         name = self._run_name(trial) if self._run_name is not None else str(trial.id)
-        book = self._books[trial.id] = _Book(_iteration(history[-1]) if history else 0, config)
+        book = self._books[trial.id] = _Book(iteration_of(history[-1]) if history else 0, config)
         self._push(trial.id, _Open(TrialRun(str(trial.id), str(name), config), history))
         return book
 
@@ -299,7 +304,7 @@ class TrackerHook:
         status = "FAILED" if failed else "FINISHED"
         book = self._books.get(trial.id)
         if book is None:
-            book = self._first_sight(trial, _results(trial))
+            book = self._first_sight(trial, results_of(trial))
         if book.ended:
             return
         book.ended = True
@@ -396,8 +401,8 @@ class TrackerHook:
             if key in handles:
                 return  # paused and resumed, restarted: the same run goes on
             opened = handles[key] = self.backend.open(op.trial)
-            history_end = _iteration(op.history[-1]) if op.history else 0
-            self._log(opened, [r for r in op.history if _iteration(r) > opened.step])
+            history_end = iteration_of(op.history[-1]) if op.history else 0
+            self._log(opened, [r for r in op.history if iteration_of(r) > opened.step])
             if history_end < opened.step:  # a new driver went back further than the run
                 opened.extra["rollback"] = history_end
             return
@@ -419,7 +424,7 @@ class TrackerHook:
         out: list[tuple[int, dict[str, float]]] = []
         step = handle.step
         for result in results:
-            iteration = _iteration(result)
+            iteration = iteration_of(result)
             if iteration <= step:
                 self._replayed += 1
                 continue
@@ -457,23 +462,3 @@ class TrackerHook:
                     type(err).__name__,
                     err,
                 )
-
-
-def _iteration(result: Mapping[str, Any] | None) -> int:
-    value = (result or {}).get(TRAINING_ITERATION, 0)
-    return value if type(value) is int else 0
-
-
-def _results(trial: Any) -> list[Mapping[str, Any]]:
-    return list(getattr(trial, "results", None) or ())
-
-
-def _before(trial: Any, result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The trial's results before ``result``: its history when first seen."""
-    results = _results(trial)
-    for index in range(len(results) - 1, -1, -1):
-        if results[index] is result:
-            return results[:index]
-    iteration = result.get(TRAINING_ITERATION)
-    bound = iteration if type(iteration) is int else None
-    return [r for r in results if bound is None or _iteration(r) < bound]

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.integrations._report import (
+    BoostingRounds,
     Metrics,
+    Postprocess,
     Reporter,
     checkpoint_directory,
     flatten,
     missing_library,
-    normalize,
-    pick,
     plain_report,
     report_saved,
 )
@@ -40,10 +40,8 @@ except ImportError as err:  # pragma: no cover - the extra installs it
 
 __all__ = ["ReportCallback"]
 
-Postprocess = Callable[[dict[str, Any]], dict[str, Any]]
 
-
-class ReportCallback(TrainingCallback):
+class ReportCallback(TrainingCallback, BoostingRounds):
     """Reports every boosting round, with the booster every ``frequency`` rounds (0:
     never) and at the end (``checkpoint_at_end``)."""
 
@@ -62,15 +60,9 @@ class ReportCallback(TrainingCallback):
         results_postprocessing_fn: Postprocess | None = None,
     ) -> None:
         super().__init__()
-        if frequency < 0:
-            raise ValueError(
-                f"frequency must be >= 0 (0: no checkpoint per round), got {frequency}"
-            )
-        self._metrics = normalize(metrics)
-        self._filename = filename
-        self._frequency = frequency
-        self._checkpoint_at_end = checkpoint_at_end
-        self._postprocess = results_postprocessing_fn
+        self._keep_options(
+            metrics, filename, frequency, checkpoint_at_end, results_postprocessing_fn
+        )
         self._last: dict[str, Any] | None = None
         self._round = -1
         self._saved_round: int | None = None
@@ -86,8 +78,7 @@ class ReportCallback(TrainingCallback):
 
     def _metrics_of(self, evals_log: Any) -> dict[str, Any]:
         latest = {name: values[-1] for name, values in flatten(evals_log).items() if values}
-        picked = pick(latest, self._metrics, "XGBoost")
-        return dict(self._postprocess(picked)) if self._postprocess is not None else picked
+        return self._reported(latest, "XGBoost")
 
     def _save(self, model: Any) -> Callable[[str], None]:
         return lambda directory: model.save_model(os.path.join(directory, self._filename))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,3 +99,14 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 
 def iterations(trial: Trial) -> list[int]:
     return [r["training_iteration"] for r in trial.results]
+
+
+@pytest.fixture
+def wandb_offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """W&B offline and quiet; its service process ended after the test (the tracker
+    tests use it for every test of theirs)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    yield
+    if "wandb" in sys.modules:
+        sys.modules["wandb"].teardown()

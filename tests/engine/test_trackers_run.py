@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,7 @@ GRACE = 120
 SETUPS = (("fails", 7, 0.1), ("paused", None, 0.2), ("plain", None, 0.3))
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """W&B offline and quiet; its service process ended after the test."""
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    yield
-    import sys
-
-    if "wandb" in sys.modules:
-        sys.modules["wandb"].teardown()
+pytestmark = pytest.mark.usefixtures("wandb_offline")
 
 
 Tracker = tuple[Callable[[], TrackerHook], Callable[[], dict[str, StoredRun]]]

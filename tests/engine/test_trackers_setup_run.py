@@ -6,8 +6,6 @@ again (real MLflow on sqlite, W&B offline; read back)."""
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +23,7 @@ from .conftest import MakeOrchestrator
 CPU = {"cpu": 0.25}
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    yield
-    if "wandb" in sys.modules:
-        sys.modules["wandb"].teardown()
+pytestmark = pytest.mark.usefixtures("wandb_offline")
 
 
 def tracked(config: dict[str, Any]) -> None:

@@ -15,13 +15,12 @@ pytest.importorskip("xgboost")
 pytest.importorskip("lightgbm")
 pytest.importorskip("sklearn")
 
-from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.integrations import lightgbm as native_lgb  # noqa: E402
 from orchestrator.integrations import xgboost as native_xgb  # noqa: E402
 
+from . import experiments  # noqa: E402
 from .boosters import _data, lightgbm_train, xgboost_train  # noqa: E402
 
-CPU = {"cpu": 0.5}
 TRAIN = {"xgboost": xgboost_train, "lightgbm": lightgbm_train}
 
 
@@ -37,13 +36,9 @@ def load(framework: str, path: str) -> Any:
 
 
 async def run_one(tmp_path: Path, fake_ray: Any, framework: str, **config: Any) -> Any:
-    async with Orchestrator(
-        storage=tmp_path, name=framework, _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(TRAIN[framework], config, resources=CPU, max_failures=1)
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
-    return trial
+    return await experiments.run_one(
+        TRAIN[framework], framework, tmp_path, fake_ray, config, max_failures=1
+    )
 
 
 #: (framework, rounds, frequency, checkpoint_at_end) -> (results, checkpointed iterations)
@@ -141,12 +136,9 @@ async def test_cross_validation_reports_each_round_and_saves_nothing(
 ) -> None:
     from .boosters import cross_validate
 
-    async with Orchestrator(
-        storage=tmp_path, name="cv", _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(cross_validate, {"framework": framework}, resources=CPU)
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
+    trial = await experiments.run_one(
+        cross_validate, "cv", tmp_path, fake_ray, {"framework": framework}
+    )
     key = "test-logloss" if framework == "xgboost" else "loss"
     assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]  # no extra at end
     assert all(isinstance(r[key], float) for r in trial.results)
@@ -157,14 +149,14 @@ async def test_cross_validation_reports_each_round_and_saves_nothing(
 async def test_a_stop_ends_training_at_the_report(
     tmp_path: Path, fake_ray: Any, framework: str
 ) -> None:
-    async with Orchestrator(
-        storage=tmp_path, name="stop", _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(
-            TRAIN[framework], {"rounds": 500}, stop={"training_iteration": 3}, resources=CPU
-        )
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
+    trial = await experiments.run_one(
+        TRAIN[framework],
+        "stop",
+        tmp_path,
+        fake_ray,
+        {"rounds": 500},
+        stop={"training_iteration": 3},
+    )
     assert [r["training_iteration"] for r in trial.results] == [1, 2, 3]
 
 

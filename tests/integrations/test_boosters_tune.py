@@ -15,6 +15,7 @@ pytest.importorskip("sklearn")
 
 from orchestrator import tune  # noqa: E402
 
+from . import experiments  # noqa: E402
 from .boosters import lightgbm_train, xgboost_train  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -29,20 +30,7 @@ def test_the_facades_callback_reports_checkpoints_and_resumes(
     integration = importlib.import_module(f"orchestrator.tune.integration.{framework}")
     train = xgboost_train if framework == "xgboost" else lightgbm_train
     config = {"facade": True, "rounds": 6, "frequency": 2, "fail_at": 3, "marks": str(tmp_path)}
-    grid = tune.Tuner(
-        tune.with_resources(train, {"cpu": 0.5}),
-        param_space=config,
-        tune_config=tune.TuneConfig(metric="loss", mode="min"),
-        run_config=tune.RunConfig(
-            storage_path=str(tmp_path),
-            name=framework,
-            failure_config=tune.FailureConfig(max_failures=1),
-            verbose=0,
-        ),
-    ).fit()
-    assert not grid.errors
-    result = grid[0]
-    assert (tmp_path / "failed").exists()  # it failed once, after round 3
+    result = experiments.fit_failing_once_on_ray(train, tmp_path, framework, "loss", config)
     history = result.metrics_dataframe
     assert list(history["training_iteration"]) == [1, 2, 3, 4, 5, 6]
     # Round 3's result was rolled back with the failure: 3-6 come from round 2's booster.

@@ -15,21 +15,14 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 pytest.importorskip("torch")
 pytest.importorskip("keras")
 
-from orchestrator import Orchestrator, TrialState  # noqa: E402
-
+from . import experiments  # noqa: E402
 from .keras_model import keras_train  # noqa: E402
-
-CPU = {"cpu": 0.5}
 
 
 async def run_one(tmp_path: Path, fake_ray: Any, **config: Any) -> Any:
-    async with Orchestrator(
-        storage=tmp_path, name="keras", _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(keras_train, config, resources=CPU, max_failures=1)
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
-    return trial
+    return await experiments.run_one(
+        keras_train, "keras", tmp_path, fake_ray, config, max_failures=1
+    )
 
 
 async def test_each_epoch_is_a_result_with_the_model(tmp_path: Path, fake_ray: Any) -> None:
@@ -85,20 +78,7 @@ def test_the_facades_callback_reports_and_resumes_on_ray(tmp_path: Path, ray_loc
     )
 
     config = {"facade": True, "epochs": 3, "fail_at": 2, "marks": str(tmp_path)}
-    grid = tune.Tuner(
-        tune.with_resources(keras_train, {"cpu": 0.5}),
-        param_space=config,
-        tune_config=tune.TuneConfig(metric="val_loss", mode="min"),
-        run_config=tune.RunConfig(
-            storage_path=str(tmp_path),
-            name="keras",
-            failure_config=tune.FailureConfig(max_failures=1),
-            verbose=0,
-        ),
-    ).fit()
-    assert not grid.errors
-    result = grid[0]
-    assert (tmp_path / "failed").exists()
+    result = experiments.fit_failing_once_on_ray(keras_train, tmp_path, "keras", "val_loss", config)
     history = result.metrics_dataframe
     assert list(history["epoch_1"]) == [1, 2, 3]
     assert list(history["resumed_from"]) == [0, 0, 2]
@@ -111,12 +91,7 @@ def test_the_facades_callback_reports_and_resumes_on_ray(tmp_path: Path, ray_loc
 
 
 async def test_a_stop_ends_fit_at_the_report(tmp_path: Path, fake_ray: Any) -> None:
-    async with Orchestrator(
-        storage=tmp_path, name="stop", _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(
-            keras_train, {"epochs": 50}, stop={"training_iteration": 2}, resources=CPU
-        )
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
+    trial = await experiments.run_one(
+        keras_train, "stop", tmp_path, fake_ray, {"epochs": 50}, stop={"training_iteration": 2}
+    )
     assert [r["epoch_1"] for r in trial.results] == [1, 2]

@@ -14,21 +14,14 @@ import pytest
 pytest.importorskip("lightning")
 pytest.importorskip("torch")
 
-from orchestrator import Orchestrator, TrialState  # noqa: E402
-
+from . import experiments  # noqa: E402
 from .lightning_model import lightning_train  # noqa: E402
-
-CPU = {"cpu": 0.5}
 
 
 async def run_one(tmp_path: Path, fake_ray: Any, **config: Any) -> Any:
-    async with Orchestrator(
-        storage=tmp_path, name="lightning", _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(lightning_train, config, resources=CPU, max_failures=1)
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
-    return trial
+    return await experiments.run_one(
+        lightning_train, "lightning", tmp_path, fake_ray, config, max_failures=1
+    )
 
 
 async def test_each_validation_end_is_a_result_with_the_trainers_checkpoint(
@@ -85,24 +78,12 @@ def test_an_unknown_hook_is_refused_with_the_known_ones() -> None:
 
 
 def test_the_facades_callbacks_report_and_resume_on_ray(tmp_path: Path, ray_local: Any) -> None:
-    from orchestrator import tune
     from orchestrator.tune.integration.pytorch_lightning import TuneReportCallback
 
     config = {"facade": True, "epochs": 3, "fail_at": 2, "marks": str(tmp_path)}
-    grid = tune.Tuner(
-        tune.with_resources(lightning_train, {"cpu": 0.5}),
-        param_space=config,
-        tune_config=tune.TuneConfig(metric="val_loss", mode="min"),
-        run_config=tune.RunConfig(
-            storage_path=str(tmp_path),
-            name="lightning",
-            failure_config=tune.FailureConfig(max_failures=1),
-            verbose=0,
-        ),
-    ).fit()
-    assert not grid.errors
-    result = grid[0]
-    assert (tmp_path / "failed").exists()
+    result = experiments.fit_failing_once_on_ray(
+        lightning_train, tmp_path, "lightning", "val_loss", config
+    )
     history = result.metrics_dataframe
     assert list(history["epoch_1"]) == [1.0, 2.0, 3.0]
     assert list(history["resumed_from"]) == [0.0, 0.0, 2.0]
@@ -113,12 +94,7 @@ def test_the_facades_callbacks_report_and_resume_on_ray(tmp_path: Path, ray_loca
 
 
 async def test_a_stop_ends_fit_at_the_report(tmp_path: Path, fake_ray: Any) -> None:
-    async with Orchestrator(
-        storage=tmp_path, name="stop", _ray_backend=fake_ray, progress=False
-    ) as orch:
-        trial = orch.add_trial(
-            lightning_train, {"epochs": 50}, stop={"training_iteration": 2}, resources=CPU
-        )
-        await orch.run()
-    assert trial.state is TrialState.TERMINATED, trial.error
+    trial = await experiments.run_one(
+        lightning_train, "stop", tmp_path, fake_ray, {"epochs": 50}, stop={"training_iteration": 2}
+    )
     assert [r["epoch_1"] for r in trial.results] == [1.0, 2.0]

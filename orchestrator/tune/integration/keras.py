@@ -5,11 +5,8 @@ Train's ``TensorflowCheckpoint.get_model()`` reads the same ``model.keras``)."""
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
 from orchestrator.integrations.keras import ReportCallback
-from orchestrator.tune.errors import unsupported
-from orchestrator.tune.integration._report import tune_report
+from orchestrator.tune.integration._report import RemovedReportCallback, tune_report
 
 __all__ = ["TuneReportCallback", "TuneReportCheckpointCallback"]
 
@@ -21,12 +18,10 @@ class TuneReportCheckpointCallback(ReportCallback):
     _report = staticmethod(tune_report)
 
 
-class TuneReportCallback:
+class TuneReportCallback(RemovedReportCallback):
     """Removed from Ray Tune (it raises there too): use TuneReportCheckpointCallback."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        raise unsupported(
-            "ray.tune.integration.keras.TuneReportCallback (removed from Ray Tune too)",
-            "use TuneReportCheckpointCallback(metrics=..., checkpoint_on=[]) to report "
-            "without checkpoints",
-        )
+    instead = (
+        "use TuneReportCheckpointCallback(metrics=..., checkpoint_on=[]) to report "
+        "without checkpoints"
+    )

@@ -4,11 +4,8 @@ filename, frequency, checkpoint_at_end, results_postprocessing_fn)`` and its
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
 from orchestrator.integrations.xgboost import ReportCallback
-from orchestrator.tune.errors import unsupported
-from orchestrator.tune.integration._report import tune_report
+from orchestrator.tune.integration._report import RemovedReportCallback, tune_report
 
 __all__ = ["TuneReportCallback", "TuneReportCheckpointCallback"]
 
@@ -20,11 +17,7 @@ class TuneReportCheckpointCallback(ReportCallback):
     _report = staticmethod(tune_report)
 
 
-class TuneReportCallback:
+class TuneReportCallback(RemovedReportCallback):
     """Removed from Ray Tune (it raises there too): use TuneReportCheckpointCallback."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> NoReturn:
-        raise unsupported(
-            "ray.tune.integration.xgboost.TuneReportCallback (removed from Ray Tune too)",
-            "use TuneReportCheckpointCallback(metrics, frequency=0, checkpoint_at_end=False)",
-        )
+    instead = "use TuneReportCheckpointCallback(metrics, frequency=0, checkpoint_at_end=False)"

@@ -14,13 +14,13 @@ close everything, and leave no task behind.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.core.trial_history import history_before, iteration_of, results_of
 from orchestrator.errors import ConfigError
 from orchestrator.views.loggers.flusher import Flusher
 from orchestrator.views.loggers.ops import TRAINING_ITERATION, ConfigChange, End, Reset, Rollback
@@ -53,7 +53,7 @@ class _Book:
     def __init__(self, config: dict[str, Any], history: Sequence[Mapping[str, Any]]) -> None:
         self.config = config
         self.last_result: Mapping[str, Any] | None = history[-1] if history else None
-        self.last: int = _iteration(self.last_result) if self.last_result else 0
+        self.last: int = iteration_of(self.last_result) if self.last_result else 0
         self.ended = False
 
 
@@ -129,13 +129,13 @@ class ExperimentLogger:
     async def on_trial_start(self, trial: Any) -> None:
         latest = getattr(trial, "latest_checkpoint", None)
         bound = int(getattr(latest, "iteration", 0) or 0)
-        self._guard(self._touch, trial, lambda r: _iteration(r) <= bound)
+        self._guard(self._touch, trial, lambda r: iteration_of(r) <= bound)
 
     async def on_trial_result(self, trial: Any, result: Mapping[str, Any]) -> None:
         try:
             book = self._books.get(trial.id)
             if book is None:
-                book = self._first_sight(trial, _before(trial, result))
+                book = self._first_sight(trial, history_before(trial, result))
             iteration = result.get(TRAINING_ITERATION)
             if type(iteration) is not int:
                 iteration = book.last + 1
@@ -203,7 +203,7 @@ class ExperimentLogger:
     def _touch(self, trial: Any, seed: Callable[[Mapping[str, Any]], bool]) -> _Book:
         book = self._books.get(trial.id)
         if book is None:
-            return self._first_sight(trial, [r for r in _results(trial) if seed(r)])
+            return self._first_sight(trial, [r for r in results_of(trial) if seed(r)])
         book.ended = False
         self._check_config(trial, book)
         return book
@@ -217,7 +217,7 @@ class ExperimentLogger:
         self._flusher.push(trial.id, Rollback(iteration))
         book.last = iteration
         book.last_result = next(
-            (r for r in reversed(_results(trial)) if _iteration(r) <= iteration), None
+            (r for r in reversed(results_of(trial)) if iteration_of(r) <= iteration), None
         )
 
     def _check_config(self, trial: Any, book: _Book) -> None:
@@ -230,7 +230,7 @@ class ExperimentLogger:
         book = self._books.get(trial.id)
         if book is None:
             book = self._first_sight(
-                trial, [r for r in _results(trial) if _iteration(r) <= iteration]
+                trial, [r for r in results_of(trial) if iteration_of(r) <= iteration]
             )
         elif iteration < book.last:
             self._rollback(trial, book, iteration)
@@ -241,25 +241,6 @@ class ExperimentLogger:
         book = self._touch(trial, lambda r: True)
         self._flusher.push(trial.id, End(book.config, book.last_result))
         book.ended = True
-
-
-def _iteration(result: Mapping[str, Any] | None) -> int:
-    value = (result or {}).get(TRAINING_ITERATION, 0)
-    return value if type(value) is int else 0
-
-
-def _results(trial: Any) -> list[Mapping[str, Any]]:
-    return list(getattr(trial, "results", None) or ())
-
-
-def _before(trial: Any, result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The trial's results before ``result``: its history when first seen."""
-    results = _results(trial)
-    for index in range(len(results) - 1, -1, -1):
-        if results[index] is result:
-            return results[:index]
-    bound = _iteration(result) if type(result.get(TRAINING_ITERATION)) is int else math.inf
-    return [r for r in results if _iteration(r) < bound]
 
 
 def _snapshot(trial: Any) -> dict[str, Any]:

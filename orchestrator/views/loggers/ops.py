@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ConfigChange", "End", "Op", "Reset", "Rollback", "TRAINING_ITERATION"]
+from orchestrator.core.trial_history import TRAINING_ITERATION
 
-TRAINING_ITERATION = "training_iteration"
+__all__ = ["ConfigChange", "End", "Op", "Reset", "Rollback", "TRAINING_ITERATION"]
 
 
 @dataclass(frozen=True)
