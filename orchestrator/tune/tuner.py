@@ -223,7 +223,9 @@ class Tuner:
             first = failed[0]
             cause = getattr(first, "cause", None) or first
             raise like_cause(TuneError, f"a trial failed (fail_fast='raise'): {first}", cause)
-        return ResultGrid(result.trials, uri, plan.metric, plan.mode, plan.objectives)
+        return ResultGrid(
+            result.trials, uri, plan.metric, plan.mode, plan.objectives, keep=_keep(plan)
+        )
 
     def _document(self, plan: RunPlan) -> dict[str, Any]:
         return {
@@ -245,4 +247,10 @@ def _recorded_results(plan: RunPlan, sweep_name: str) -> ResultGrid:
         for t in (record.trials if record is not None else [])
         if t.id.startswith(sweep_name + "_")
     ]
-    return ResultGrid(trials, plan.experiment_path, plan.metric, plan.mode, plan.objectives)
+    return ResultGrid(
+        trials, plan.experiment_path, plan.metric, plan.mode, plan.objectives, keep=_keep(plan)
+    )
+
+
+def _keep(plan: RunPlan) -> tuple[int | None, tuple[str, str] | None]:
+    return plan.keep_checkpoints, plan.checkpoint_score

@@ -41,7 +41,6 @@ class Stepper(tune.Trainable):
         (lambda: tune.Tuner("my_trainable"), "trainable by name"),
         (lambda: tune.Tuner(train, _tuner_kwargs={}), "Tuner"),
         (lambda: tune.run(train, resume="AUTO"), r"tune.run\(resume=...\).*Tuner.restore"),
-        (lambda: tune.ExperimentAnalysis("/x"), r"ExperimentAnalysis\(path\).*Tuner.restore"),
         (lambda: tune.PlacementGroupFactory, "with_resources"),
     ],
 )
