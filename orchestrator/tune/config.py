@@ -144,13 +144,8 @@ class TuneConfig:
         if self.metric is not None and not isinstance(self.metric, str):
             _bad("TuneConfig", "metric", _want("a reported metric's name", self.metric))
         samples = self.num_samples
-        if samples == -1 and _is_int(samples):
-            raise unsupported(
-                "TuneConfig(num_samples=-1) (sample until stopped)",
-                "give a number of samples; time_budget_s or a stopper still ends the run sooner",
-            )
-        if not _is_int(samples) or samples < 1:
-            _bad("TuneConfig", "num_samples", _want("an int >= 1", samples))
+        if not _is_int(samples) or (samples < 1 and samples != -1):
+            _bad("TuneConfig", "num_samples", _want("an int >= 1, or -1 (until stopped)", samples))
         limit = self.max_concurrent_trials
         if limit is not None and (not _is_int(limit) or limit < 0):
             _bad(

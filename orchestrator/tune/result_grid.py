@@ -9,7 +9,7 @@ addition to Tune's API) gives the results no other beats on every objective.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from orchestrator.core.best import finite_metric as metric_value
@@ -55,14 +55,16 @@ class Result:
     ``TuneError`` naming the trial that is also an instance of the exception the
     trainable raised (``except ValueError`` catches it, as on Tune)."""
 
-    def __init__(self, trial: Any, experiment_path: str, keep: Keep = (None, None)) -> None:
+    def __init__(
+        self, trial: Any, experiment_path: str, keep: Keep = (None, None), dirname: str = ""
+    ) -> None:
         self._trial = trial
         self._keep = keep
         self.config: dict[str, Any] = dict(trial.config)
         last = trial.last_result
         self.metrics: dict[str, Any] = {**last, "config": self.config} if last else {}
         self.checkpoint: Checkpoint | None = tune_checkpoint(trial.latest_checkpoint)
-        self.path: str = f"{experiment_path.rstrip('/')}/{trial.id}"
+        self.path: str = f"{experiment_path.rstrip('/')}/{dirname or trial.id}"
         state = getattr(trial.state, "value", str(trial.state))
         error = trial.error if state == "ERROR" else None
         self.error: BaseException | None = None
@@ -147,9 +149,13 @@ class ResultGrid:
         mode: str | None,
         objectives: tuple[list[str], list[str]] | None = None,
         keep: Keep = (None, None),
+        dirnames: Mapping[str, str] | None = None,
     ) -> None:
         self._trials = list(trials)
-        self._results = [Result(t, experiment_path, keep) for t in self._trials]
+        named = dirnames or {}
+        self._results = [
+            Result(t, experiment_path, keep, named.get(t.id, "")) for t in self._trials
+        ]
         self.experiment_path = experiment_path
         self._metric, self._mode = metric, mode
         self._objectives = objectives

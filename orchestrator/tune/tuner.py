@@ -224,7 +224,13 @@ class Tuner:
             cause = getattr(first, "cause", None) or first
             raise like_cause(TuneError, f"a trial failed (fail_fast='raise'): {first}", cause)
         return ResultGrid(
-            result.trials, uri, plan.metric, plan.mode, plan.objectives, keep=_keep(plan)
+            result.trials,
+            uri,
+            plan.metric,
+            plan.mode,
+            plan.objectives,
+            keep=_keep(plan),
+            dirnames=hooks.dirnames,
         )
 
     def _document(self, plan: RunPlan) -> dict[str, Any]:
