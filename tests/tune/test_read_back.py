@@ -66,3 +66,16 @@ def test_a_finished_run_reads_back_as_tune_reads_it(results: Any, tmp_path: Path
         tune.ExperimentAnalysis(tmp_path / "nothing")
     with pytest.raises(TuneError, match="is not a trial of the experiment"):
         tune.Result.from_path(Path(results.experiment_path) / "nobody")
+
+
+def test_a_moved_run_has_its_checkpoints_where_it_is_now(results: Any, tmp_path: Path) -> None:
+    moved = tmp_path / "elsewhere"
+    Path(results.experiment_path).rename(moved)
+    for again in (
+        tune.Tuner.restore(str(moved), reporting).get_results(),
+        tune.ExperimentAnalysis(moved)._grid,
+    ):
+        for r in again:
+            assert r.checkpoint is not None and r.checkpoint.path.startswith(str(moved))
+            with r.checkpoint.as_directory() as d:
+                assert Path(d, "loss").read_text() == "4"  # the newest: 5, 1, 3, 2, 4
