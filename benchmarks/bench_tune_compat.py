@@ -7,7 +7,10 @@ its own with a private 2-CPU Ray. Printed: each case's outcome on both, then the
 totals: cases passing on Tune, and of those, passing on ours (the figure; target 90%).
 A case failing on Tune is listed but not counted.
 
-``python -m benchmarks.bench_tune_compat [--only SUBSTRING ...] [--system tune ours]``
+``python -m benchmarks.bench_tune_compat [--only SUBSTRING ...] [--system tune ours]``:
+each system's outcomes are kept in ``benchmarks/out/tune_compat_<system>.json``; with
+``--only`` the cases named run again and replace theirs there, and with ``--system``
+only those systems run (the other's outcomes are read from its file).
 """
 
 from __future__ import annotations
@@ -28,14 +31,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_system(system: str, out: Path, only: list[str] | None) -> dict[str, Any]:
+    """Run the cases (``only``: those whose id contains one of these) on ``system`` in a
+    process of its own; their outcomes replace those in ``out`` (kept between runs, so
+    a few cases can be run again)."""
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env.pop("RAY_ADDRESS", None)
-    command = [sys.executable, "-m", "benchmarks.tune_compat.child", system, str(out)]
-    if only:
-        command += ["--only", *only]
-    subprocess.run(command, cwd=ROOT, env=env, check=False)
-    return json.loads(out.read_text()) if out.exists() else {}
+    kept = json.loads(out.read_text()) if out.exists() and only else {}
+    with tempfile.TemporaryDirectory(prefix="bench-tune-compat-") as tmp:
+        fresh = Path(tmp) / f"{system}.json"
+        command = [sys.executable, "-m", "benchmarks.tune_compat.child", system, str(fresh)]
+        if only:
+            command += ["--only", *only]
+        subprocess.run(command, cwd=ROOT, env=env, check=False)
+        kept.update(json.loads(fresh.read_text()) if fresh.exists() else {})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(kept, indent=1) + "\n")
+    return kept
 
 
 def main() -> int:
@@ -44,14 +56,20 @@ def main() -> int:
     parser.add_argument("--system", nargs="*", default=["tune", "ours"])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/tune_compat.json"))
     args = parser.parse_args()
+    from benchmarks.tune_compat.child import load_cases
+
+    declared = list(load_cases())
     outcomes: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-tune-compat-") as tmp:
-        for system in args.system:
+    for system in ("tune", "ours"):
+        path = args.out.with_name(f"{args.out.stem}_{system}.json")
+        if system in args.system:
             started = time.monotonic()
-            outcomes[system] = run_system(system, Path(tmp) / f"{system}.json", args.only)
-            print(f"{system}: {len(outcomes[system])} cases in {time.monotonic() - started:.0f} s")
-    tune, ours = outcomes.get("tune", {}), outcomes.get("ours", {})
-    ids = list(dict.fromkeys([*tune, *ours]))
+            outcomes[system] = run_system(system, path, args.only)
+            print(f"{system}: {len(outcomes[system])} cases, {time.monotonic() - started:.0f} s")
+        else:
+            outcomes[system] = json.loads(path.read_text()) if path.exists() else {}
+    tune, ours = outcomes["tune"], outcomes["ours"]
+    ids = [i for i in declared if i in tune or i in ours]
     width = max((len(i) for i in ids), default=10)
     print(f"\n{'case':<{width}}  tune  ours")
     for case_id in ids:
@@ -62,9 +80,10 @@ def main() -> int:
     short = [i for i in on_tune if not ours.get(i, {}).get("ok")]
     not_tune = [i for i in ids if not tune.get(i, {}).get("ok")]
     share = 100.0 * len(both) / len(on_tune) if on_tune else 0.0
+    ours_total = sum(1 for i in ids if ours.get(i, {}).get("ok"))
     print(
-        f"\ncases: {len(ids)}; pass on Tune: {len(on_tune)}; on ours: "
-        f"{sum(1 for i in ids if ours.get(i, {}).get('ok'))}"
+        f"\ncases: {len(ids)} of {len(declared)}; pass on Tune: {len(on_tune)}; "
+        f"on ours: {ours_total}"
     )
     print(f"pass on ours of those passing on Tune: {len(both)} of {len(on_tune)} ({share:.0f}%)")
     for label, group, side in (("fail on ours", short, ours), ("fail on Tune", not_tune, tune)):
@@ -80,8 +99,7 @@ def main() -> int:
         "fail_ours": short,
         "fail_tune": not_tune,
     }
-    if args.only is None and args.system == ["tune", "ours"]:
-        write_figures(args.out, "tune_compat", vars(args), summary, [outcomes])
+    write_figures(args.out, "tune_compat", vars(args), summary, [outcomes])
     return 0 if share >= 90.0 else 1
 
 

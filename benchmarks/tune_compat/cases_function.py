@@ -389,8 +389,6 @@ def case_train_names_in_tune(s: System) -> None:
 def case_train_checkpoint_in_tune(s: System) -> None:
     from ray import train
 
-    tune = s.tune
-
     def f(config):
         with tempfile.TemporaryDirectory() as d:
             open(os.path.join(d, "x"), "w").close()

@@ -21,6 +21,13 @@ def _quadratic(s: System):
     return f
 
 
+def _define_by_run(trial):
+    """An Optuna define-by-run space (module level: Tune pickles its searcher)."""
+    trial.suggest_float("x", 0, 1)
+    if trial.suggest_categorical("kind", ["a", "b"]) == "a":
+        trial.suggest_int("n", 1, 3)
+
+
 def _optuna(s: System):
     return s.mod("search.optuna").OptunaSearch
 
@@ -67,12 +74,7 @@ def case_optuna_evaluated_rewards(s: System) -> None:
 def case_optuna_define_by_run(s: System) -> None:
     tune = s.tune
 
-    def space(trial):
-        trial.suggest_float("x", 0, 1)
-        if trial.suggest_categorical("kind", ["a", "b"]) == "a":
-            trial.suggest_int("n", 1, 3)
-
-    search = _optuna(s)(space=space, metric="loss", mode="min", seed=0)
+    search = _optuna(s)(space=_define_by_run, metric="loss", mode="min", seed=0)
     rg = s.fit(_quadratic(s), tune_config=tune.TuneConfig(num_samples=4, search_alg=search))
     assert len(rg) == 4 and all("x" in r.config and "kind" in r.config for r in rg)
 

@@ -30,6 +30,21 @@ def _alarm(signum: int, frame: Any) -> None:
     raise CaseTimeout(f"case took more than {LIMIT} s")
 
 
+def load_cases() -> dict[str, Any]:
+    """Every case, by id, in the order declared."""
+    from benchmarks.tune_compat import (  # noqa: F401
+        cases_function,
+        cases_results,
+        cases_sample,
+        cases_search,
+        cases_stopper,
+        cases_tuner,
+    )
+    from benchmarks.tune_compat.system import CASES
+
+    return dict(CASES)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("system", choices=("tune", "ours"))
@@ -39,15 +54,9 @@ def main() -> int:
     logging.getLogger("ray").setLevel(logging.ERROR)
     import ray
 
-    from benchmarks.tune_compat import (  # noqa: F401  # noqa: F401
-        cases_function,
-        cases_results,
-        cases_sample,
-        cases_search,
-        cases_stopper,
-        cases_tuner,
-    )
-    from benchmarks.tune_compat.system import CASES, System
+    from benchmarks.tune_compat.system import System
+
+    cases = load_cases()
 
     ray.init(
         address="local",
@@ -58,7 +67,7 @@ def main() -> int:
     )
     signal.signal(signal.SIGALRM, _alarm)
     outcomes: dict[str, Any] = {}
-    for case_id, fn in CASES.items():
+    for case_id, fn in cases.items():
         if args.only and not any(s in case_id for s in args.only):
             continue
         system = System(args.system)
