@@ -174,9 +174,8 @@ def case_optuna_save_restore(s: System) -> None:
     search.save(path)
     again = OptunaSearch()
     again.restore(path)
-    rg = s.fit(
+    rg = s.fit(  # the restored searcher has its space: no param_space (Tune refuses one)
         _quadratic(s),
-        {"x": tune.uniform(0, 1)},
         name="second",
         tune_config=tune.TuneConfig(num_samples=2, search_alg=again),
     )
