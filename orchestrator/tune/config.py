@@ -136,8 +136,8 @@ class TuneConfig:
         if self.chdir_to_trial_dir != "DEPRECATED":
             raise unsupported(
                 "TuneConfig(chdir_to_trial_dir=...)",
-                "a trial runs in its worker's directory; write files under "
-                "tune.get_context().get_trial_dir()",
+                "a trial runs in its trial directory, as on Tune; set the environment "
+                "variable RAY_CHDIR_TO_TRIAL_DIR=0 to leave it in its worker's directory",
             )
         if self.mode is not None and self.mode not in ("min", "max"):
             _bad("TuneConfig", "mode", f"must be one of ['min', 'max'], got {self.mode!r}")
