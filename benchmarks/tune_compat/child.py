@@ -34,6 +34,7 @@ def load_cases() -> dict[str, Any]:
     """Every case, by id, in the order declared."""
     from benchmarks.tune_compat import (  # noqa: F401
         cases_function,
+        cases_more,
         cases_results,
         cases_sample,
         cases_search,
