@@ -165,11 +165,17 @@ def case_working_dir_is_trial_dir(s: System) -> None:
 
     def f(config):
         with open("written_here.txt", "w") as fh:
-            fh.write("x")
-        tune.report({"cwd": os.getcwd()})
+            fh.write(str(config["a"]))
+        here = os.path.realpath(os.getcwd())
+        there = os.path.realpath(tune.get_context().get_trial_dir())
+        tune.report({"cwd": here, "same": here == there})
 
-    rg = s.fit(f)
-    assert os.path.exists(os.path.join(rg[0].path, "written_here.txt"))
+    rg = s.fit(f, {"a": tune.grid_search([1, 2])})
+    assert all(r.metrics["same"] for r in rg)
+    assert len({r.metrics["cwd"] for r in rg}) == 2
+    for r in rg:
+        with open(os.path.join(r.metrics["cwd"], "written_here.txt")) as fh:
+            assert fh.read() == str(r.config["a"])
 
 
 @case(SRC)
