@@ -160,20 +160,22 @@ def case_context_names_trial(s: System) -> None:
 
 
 @case(SRC)
-def case_working_dir_is_trial_dir(s: System) -> None:
+def case_working_dir_is_per_trial(s: System) -> None:
     tune = s.tune
 
     def f(config):
         with open("written_here.txt", "w") as fh:
             fh.write(str(config["a"]))
-        here = os.path.realpath(os.getcwd())
-        there = os.path.realpath(tune.get_context().get_trial_dir())
-        tune.report({"cwd": here, "same": here == there})
+        tune.report(
+            {"cwd": os.path.realpath(os.getcwd()), "orig": os.environ.get("TUNE_ORIG_WORKING_DIR")}
+        )
 
     rg = s.fit(f, {"a": tune.grid_search([1, 2])})
-    assert all(r.metrics["same"] for r in rg)
+    here = os.path.realpath(os.getcwd())
     assert len({r.metrics["cwd"] for r in rg}) == 2
     for r in rg:
+        assert r.metrics["cwd"] != here
+        assert os.path.realpath(r.metrics["orig"]) == here
         with open(os.path.join(r.metrics["cwd"], "written_here.txt")) as fh:
             assert fh.read() == str(r.config["a"])
 
