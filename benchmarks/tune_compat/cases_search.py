@@ -279,10 +279,15 @@ def _climb(s: System, steps: int = 8):
 def case_asha_stops_weak_trials(s: System) -> None:
     tune = s.tune
     asha = s.mod("schedulers").ASHAScheduler(max_t=8, grace_period=1, reduction_factor=2)
+    # The strongest first, one at a time: the weaker meet filled rungs (async ASHA
+    # never stops a trial that reaches a rung first, so the order must not be left to
+    # the machine's load).
     rg = s.fit(
         _climb(s),
-        {"q": tune.grid_search([0.1, 0.2, 0.3, 0.4])},
-        tune_config=tune.TuneConfig(metric="acc", mode="max", scheduler=asha),
+        {"q": tune.grid_search([0.4, 0.3, 0.2, 0.1])},
+        tune_config=tune.TuneConfig(
+            metric="acc", mode="max", scheduler=asha, max_concurrent_trials=1
+        ),
     )
     iters = [r.metrics["training_iteration"] for r in rg]
     assert max(iters) == 8 and min(iters) < 8
