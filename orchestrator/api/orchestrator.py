@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.actor.trainable import Trainable
 from orchestrator.core.spec import ExperimentSettings
@@ -103,7 +103,8 @@ class Orchestrator:
         driver died or exited): TERMINATED trials keep their results and are not re-run,
         PAUSED ones stay paused (but one paused because a checkpoint could not be
         stored resumes, with a log line), the others restart from their newest committed
-        checkpoint; ERROR ones are retried only with ``resume_errored=True``. Without
+        checkpoint; ERROR ones are retried only with ``resume_errored=True`` (from
+        their newest checkpoint) or ``resume_errored="restart"`` (from scratch). Without
         ``resume``, an experiment of that name already in storage is an error
         (:class:`~orchestrator.errors.ExperimentExists`); with it, a missing one is
         (:class:`~orchestrator.errors.ExperimentNotFound`, and nothing is created).
@@ -187,7 +188,7 @@ class Orchestrator:
         runtime_env: Mapping[str, Any] | None = None,
         storage_shared: bool = False,
         resume: bool = False,
-        resume_errored: bool = False,
+        resume_errored: bool | Literal["restart"] = False,
         overwrite: bool = False,
         take_over: bool = False,
         strict_metrics: bool = True,
@@ -220,7 +221,7 @@ class Orchestrator:
             storage_shared=bool(storage_shared),
             strict_metrics=bool(strict_metrics),
             resume=bool(resume),
-            resume_errored=bool(resume_errored),
+            resume_errored="restart" if resume_errored == "restart" else bool(resume_errored),
             overwrite=bool(overwrite),
             journal_interval=journal_interval,
             hook_slow_after=hook_slow_after,

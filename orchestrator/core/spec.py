@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
 from orchestrator.core.stopping import StopCondition
@@ -61,7 +61,7 @@ class ExperimentSettings:
     storage_shared: bool = False
     strict_metrics: bool = True
     resume: bool = False
-    resume_errored: bool = False
+    resume_errored: bool | Literal["restart"] = False
     overwrite: bool = False
     journal_interval: float = 1.0
     hook_slow_after: float = 10.0

@@ -78,10 +78,15 @@ def adopt(
         error = TrialError(entry.id, f"(before the driver restarted) {entry.error}")
     results = entry.results
     checkpoints = list(entry.checkpoints)
+    origin, num_failures = entry.origin, entry.num_failures
+    if TrialState(entry.state) is TrialState.ERROR and settings.resume_errored == "restart":
+        # Retried from scratch: its checkpoints are left (never restored) and its
+        # results and failures start again.
+        checkpoints, origin, num_failures = [], None, 0
     if state is TrialState.TERMINATED or state is TrialState.ERROR:
         iteration = results[-1]["training_iteration"] if results else 0
     else:
-        timeline = ([entry.origin] if entry.origin is not None else []) + checkpoints
+        timeline = ([origin] if origin is not None else []) + checkpoints
         iteration = timeline[-1].iteration if timeline else 0
         results = [r for r in results if r["training_iteration"] <= iteration]
     policy = policy_for(spec, settings, hook_progress=hook_progress)
@@ -90,10 +95,10 @@ def adopt(
         policy,
         state=state,
         checkpoints=checkpoints,
-        num_failures=entry.num_failures,
+        num_failures=num_failures,
         iteration=iteration,
         error=error,
-        origin=entry.origin,
+        origin=origin,
     )
     rt = TrialRuntime(spec, policy, machine=machine, code_loaded=runs or supplied)
     rt.stored_keys = entry.stored_keys

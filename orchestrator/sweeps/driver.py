@@ -210,6 +210,10 @@ class Sweep:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.machine.state is TrialState.PENDING:
                 self._queued.append((rt, None))  # it was running: start it again
+        if self._finished and self._queued:
+            # An ended sweep's errored trials retried (resume_errored): they run again,
+            # and nothing new is asked of its searcher.
+            self._finished, self._exhausted = False, True
         log.info(
             "sweep %r resumed: %d of %d trials created, %d to start again",
             self.name,

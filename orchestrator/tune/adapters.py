@@ -72,6 +72,7 @@ class FunctionAdapter:
 
         context = ctx.TrialContext(current_trial_id(), config, self.info)
         ctx.enter(context)
+        ctx.to_trial_dir(context)
         output = self.function(config, **_fetch(self.params))
         if inspect.isgenerator(output):  # Tune's legacy API: each value yielded is reported
             for value in output:
@@ -109,6 +110,7 @@ class ClassAdapter(EngineTrainable):
     def setup(self, config: dict[str, Any]) -> None:
         self._context = ctx.TrialContext(self.trial_id, config, self.info)
         ctx.enter(self._context)
+        ctx.to_trial_dir(self._context)
         token = building.set((self, self._context, _fetch(self.params)))
         try:
             self.inner = self.tune_class(config)

@@ -16,6 +16,8 @@ from typing import Any
 from orchestrator.errors import ConfigError
 from orchestrator.tune.checkpoint import Checkpoint
 from orchestrator.tune.errors import unsupported
+from orchestrator.tune.reading import read_run
+from orchestrator.tune.restoring import local_filesystem
 from orchestrator.tune.result_grid import ResultGrid, _flat, _pandas
 from orchestrator.tune.trial import TuneTrial
 
@@ -27,17 +29,32 @@ log = logging.getLogger("orchestrator.tune")
 class ExperimentAnalysis:
     """The outcome of ``tune.run(...)`` (see the module docstring)."""
 
-    def __init__(self, grid: ResultGrid, trials: list[TuneTrial] | None = None) -> None:
-        if not isinstance(grid, ResultGrid) or trials is None:
-            raise unsupported(
-                "ExperimentAnalysis(path) (reading a run back)",
-                "use tune.Tuner.restore(path, trainable).get_results(), or `python -m "
-                "orchestrator show --storage DIR --name NAME`",
-            )
+    def __init__(
+        self,
+        experiment_checkpoint_path: Any,
+        *,
+        storage_filesystem: Any = None,
+        trials: list[TuneTrial] | None = None,
+        default_metric: str | None = None,
+        default_mode: str | None = None,
+    ) -> None:
+        """``ExperimentAnalysis(path, default_metric=..., default_mode=...)`` reads a
+        finished run back from its directory (its journal; no Ray), as on Tune."""
+        if default_mode is not None and default_mode not in ("min", "max"):
+            raise ConfigError("`default_mode` has to be None or one of [min, max]")
+        grid = experiment_checkpoint_path
+        if not isinstance(grid, ResultGrid):
+            if not local_filesystem(storage_filesystem):
+                raise unsupported("ExperimentAnalysis(storage_filesystem=...)", "give a path")
+            uri, recorded, name = read_run(grid, "ExperimentAnalysis")
+            grid = ResultGrid(recorded, uri, default_metric, default_mode)
+            trials = [TuneTrial(t, uri, name, None) for t in recorded]
+        elif trials is None:
+            trials = [TuneTrial(t, grid.experiment_path, "trainable", None) for t in grid._trials]
         self._grid = grid
         self.trials = trials
-        self.default_metric: str | None = grid._metric
-        self.default_mode: str | None = grid._mode
+        self.default_metric: str | None = default_metric or grid._metric
+        self.default_mode: str | None = default_mode or grid._mode
 
     @classmethod
     def of(
@@ -45,7 +62,7 @@ class ExperimentAnalysis:
     ) -> ExperimentAnalysis:
         path = grid.experiment_path
         views = [TuneTrial(t, path, trainable_name, name_creator) for t in grid._trials]
-        return cls(grid, views)
+        return cls(grid, trials=views)
 
     @property
     def experiment_path(self) -> str:

@@ -136,21 +136,16 @@ class TuneConfig:
         if self.chdir_to_trial_dir != "DEPRECATED":
             raise unsupported(
                 "TuneConfig(chdir_to_trial_dir=...)",
-                "a trial runs in its worker's directory; write files under "
-                "tune.get_context().get_trial_dir()",
+                "a trial runs in its trial directory, as on Tune; set the environment "
+                "variable RAY_CHDIR_TO_TRIAL_DIR=0 to leave it in its worker's directory",
             )
         if self.mode is not None and self.mode not in ("min", "max"):
             _bad("TuneConfig", "mode", f"must be one of ['min', 'max'], got {self.mode!r}")
         if self.metric is not None and not isinstance(self.metric, str):
             _bad("TuneConfig", "metric", _want("a reported metric's name", self.metric))
         samples = self.num_samples
-        if samples == -1 and _is_int(samples):
-            raise unsupported(
-                "TuneConfig(num_samples=-1) (sample until stopped)",
-                "give a number of samples; time_budget_s or a stopper still ends the run sooner",
-            )
-        if not _is_int(samples) or samples < 1:
-            _bad("TuneConfig", "num_samples", _want("an int >= 1", samples))
+        if not _is_int(samples) or (samples < 1 and samples != -1):
+            _bad("TuneConfig", "num_samples", _want("an int >= 1, or -1 (until stopped)", samples))
         limit = self.max_concurrent_trials
         if limit is not None and (not _is_int(limit) or limit < 0):
             _bad(

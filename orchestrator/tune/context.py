@@ -136,6 +136,17 @@ def enter(context: TrialContext) -> None:
     _LATEST[:] = [context]
 
 
+def to_trial_dir(context: TrialContext) -> None:
+    """Make the trial's directory the working directory, as Tune does
+    (``RAY_CHDIR_TO_TRIAL_DIR=0`` leaves it); the first directory left is in
+    ``TUNE_ORIG_WORKING_DIR``, as on Tune. A trial's files written by relative path
+    then land beside its results."""
+    if os.environ.get("RAY_CHDIR_TO_TRIAL_DIR", "1") == "0":
+        return
+    os.environ.setdefault("TUNE_ORIG_WORKING_DIR", os.getcwd())
+    os.chdir(context.trial_dir)
+
+
 def current() -> TrialContext | None:
     return _current.get() or (_LATEST[0] if _LATEST else None)
 

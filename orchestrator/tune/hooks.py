@@ -56,6 +56,8 @@ class TuneHooks:
         self._trainable = trainable_name
         self._name_creator = name_creator
         self._dirname_creator = dirname_creator
+        #: Each trial's directory name from ``trial_dirname_creator`` (a link to it).
+        self.dirnames: dict[str, str] = {}
         self._views: dict[str, TuneTrial] = {}
         self._lock = threading.Lock()
         self._iteration = 0
@@ -155,5 +157,6 @@ class TuneHooks:
             os.makedirs(self._path, exist_ok=True)
             if not os.path.lexists(link):
                 os.symlink(trial.id, link, target_is_directory=True)
+            self.dirnames[trial.id] = name
         except OSError as err:  # a name in use, a filesystem without links: logged only
             log.warning("trial %s: could not name its directory %s: %s", trial.id, link, err)

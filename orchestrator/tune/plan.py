@@ -156,6 +156,11 @@ def _checkpoints(config: CheckpointConfig, is_class: bool) -> tuple[int, Any, An
     return every, config.num_to_keep, score
 
 
+#: ``num_samples=-1``: new samples until the run is stopped (a time budget, a stopper's
+#: ``stop_all``, a searcher that finishes, or Ctrl-C), as on Tune.
+UNTIL_STOPPED = 2**40
+
+
 def plan_run(
     trainable: Any,
     param_space: Mapping[str, Any] | None,
@@ -223,7 +228,7 @@ def plan_run(
         wrapped=trainable,
         resources=_resources(resources),
         space=space,
-        num_samples=tune_config.num_samples,
+        num_samples=UNTIL_STOPPED if tune_config.num_samples == -1 else tune_config.num_samples,
         metric=tune_config.metric,
         mode=tune_config.mode,
         searcher=searcher,

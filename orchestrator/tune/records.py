@@ -30,7 +30,7 @@ class RecordedTrial:
         self.results: list[dict[str, Any]] = list(record.results)
         self.num_failures: int = record.num_failures
         self.error: BaseException | None = RuntimeError(record.error) if record.error else None
-        self.checkpoints = [_checkpoint(c) for c in record.checkpoints]
+        self.checkpoints = [_checkpoint(c, experiment_path) for c in record.checkpoints]
 
     @property
     def last_result(self) -> dict[str, Any] | None:
@@ -41,7 +41,13 @@ class RecordedTrial:
         return self.checkpoints[-1] if self.checkpoints else None
 
 
-def _checkpoint(data: dict[str, Any]) -> _Checkpoint:
+def _checkpoint(data: dict[str, Any], experiment_path: str) -> _Checkpoint:
+    """A kept checkpoint where it is now: under the experiment's directory by its key
+    (a run moved or copied elsewhere has its checkpoints there, as on Tune)."""
     uri = str(data.get("uri") or "")
+    key = data.get("key")
+    if isinstance(key, str) and key and not key.startswith("/"):
+        base = experiment_path.rstrip("/")
+        uri = base + "/" + key if "://" in base else "file://" + base + "/" + key
     path = uri[len("file://") :] if uri.startswith("file://") else None
     return _Checkpoint(path, uri, dict(data.get("metrics") or {}))

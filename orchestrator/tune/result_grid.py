@@ -9,7 +9,7 @@ addition to Tune's API) gives the results no other beats on every objective.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from orchestrator.core.best import finite_metric as metric_value
@@ -40,6 +40,14 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: ``CheckpointConfig``'s ``(num_to_keep, (score attribute, order) or None)``.
+Keep = tuple[int | None, tuple[str, str] | None]
+
+
+class NoBestTrial(TuneError, RuntimeError):
+    """No trial reported the metric asked for (a ``RuntimeError``, as on Tune)."""
+
+
 class Result:
     """One trial's outcome: ``metrics`` (its last result, with ``config``), ``config``,
     ``checkpoint`` (its newest persisted one), ``path`` (its directory), ``error``,
@@ -47,13 +55,16 @@ class Result:
     ``TuneError`` naming the trial that is also an instance of the exception the
     trainable raised (``except ValueError`` catches it, as on Tune)."""
 
-    def __init__(self, trial: Any, experiment_path: str) -> None:
+    def __init__(
+        self, trial: Any, experiment_path: str, keep: Keep = (None, None), dirname: str = ""
+    ) -> None:
         self._trial = trial
+        self._keep = keep
         self.config: dict[str, Any] = dict(trial.config)
         last = trial.last_result
         self.metrics: dict[str, Any] = {**last, "config": self.config} if last else {}
         self.checkpoint: Checkpoint | None = tune_checkpoint(trial.latest_checkpoint)
-        self.path: str = f"{experiment_path.rstrip('/')}/{trial.id}"
+        self.path: str = f"{experiment_path.rstrip('/')}/{dirname or trial.id}"
         state = getattr(trial.state, "value", str(trial.state))
         error = trial.error if state == "ERROR" else None
         self.error: BaseException | None = None
@@ -73,13 +84,30 @@ class Result:
 
     @property
     def best_checkpoints(self) -> list[tuple[Checkpoint, dict[str, Any]]]:
-        """Every persisted checkpoint the trial keeps, with the result it was saved at."""
+        """The trial's kept checkpoints, with the result each was saved at, oldest first:
+        at most ``CheckpointConfig(num_to_keep)``, the best by its score attribute (or
+        the newest), as on Tune. (The newest is also kept on storage to resume from,
+        but is not one of the best unless it ranks among them.)"""
         out = []
         for checkpoint in self._trial.checkpoints:
             tune = tune_checkpoint(checkpoint)
             if tune is not None:
                 out.append((tune, dict(checkpoint.metrics)))
-        return out
+        count, score = self._keep
+        if count is None or len(out) <= count:
+            return out
+        order = list(range(len(out)))
+        if score is not None:
+            attr, mode = score
+            sign = 1.0 if mode == "max" else -1.0
+
+            def rank(i: int) -> tuple[bool, float, int]:
+                value = metric_value(out[i][1], attr)
+                return (value is not None, sign * value if value is not None else 0.0, i)
+
+            order.sort(key=rank)
+        chosen = set(order[-count:]) if count > 0 else set()
+        return [pair for i, pair in enumerate(out) if i in chosen]
 
     def get_best_checkpoint(self, metric: str, mode: str) -> Checkpoint | None:
         sign = 1.0 if mode == "max" else -1.0
@@ -91,13 +119,18 @@ class Result:
         return max(scored, key=lambda s: s[0])[1] if scored else None
 
     @classmethod
-    def from_path(cls, path: str) -> Result:
-        from orchestrator.tune.errors import unsupported
+    def from_path(cls, path: Any) -> Result:
+        """The result of the trial whose directory is ``path``, read from its run's
+        journal (no Ray)."""
+        from orchestrator.tune.reading import read_trial
 
-        raise unsupported("Result.from_path(path)", "use tune.Tuner.restore(path, t).get_results()")
+        uri, trial = read_trial(path)
+        return cls(trial, uri)
 
     def __repr__(self) -> str:
-        shown = {k: v for k, v in self.metrics.items() if k != "config"}
+        from orchestrator.tune.result import AUTO_RESULT_KEYS
+
+        shown = {k: v for k, v in self.metrics.items() if k not in AUTO_RESULT_KEYS}
         parts = [f"metrics={shown}", f"path={self.path!r}", f"filesystem={self.filesystem!r}"]
         parts.append(f"checkpoint={self.checkpoint}")
         if self.error is not None:
@@ -115,9 +148,14 @@ class ResultGrid:
         metric: str | None,
         mode: str | None,
         objectives: tuple[list[str], list[str]] | None = None,
+        keep: Keep = (None, None),
+        dirnames: Mapping[str, str] | None = None,
     ) -> None:
         self._trials = list(trials)
-        self._results = [Result(t, experiment_path) for t in self._trials]
+        named = dirnames or {}
+        self._results = [
+            Result(t, experiment_path, keep, named.get(t.id, "")) for t in self._trials
+        ]
         self.experiment_path = experiment_path
         self._metric, self._mode = metric, mode
         self._objectives = objectives
@@ -171,7 +209,7 @@ class ResultGrid:
             )
         best = self.best_index(metric, mode, scope, filter_nan_and_inf)
         if best is None:
-            raise ConfigError(
+            raise NoBestTrial(
                 f"No best trial found for the given metric: {metric}. This means that no "
                 "trial has reported this metric, or all values reported for this metric "
                 "are NaN. To not ignore NaN values, you can set the `filter_nan_and_inf` arg "

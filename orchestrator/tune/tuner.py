@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.errors import like_cause
 from orchestrator.tune import restoring, saved
@@ -54,7 +54,7 @@ class Tuner:
         self._param_space = param_space
         self._tune_config = tune_config or TuneConfig()
         self._run_config = run_config or RunConfig()
-        self._resume_errored = False
+        self._resume_errored: bool | Literal["restart"] = False
         self._restored_sweep: str | None = None
         self._plan = plan_run(trainable, param_space, self._tune_config, self._run_config)
         self._results: ResultGrid | None = None
@@ -105,16 +105,11 @@ class Tuner:
         """The Tuner of the run at ``path``; ``fit()`` continues it (see the module
         docstring). ``trainable`` is the run's (code and ``with_parameters`` objects are
         taken from here, not from the old driver); ``resume_errored`` retries trials that
-        ended in ERROR from their newest checkpoints."""
+        ended in ERROR from their newest checkpoints, ``restart_errored`` from scratch."""
         if not resume_unfinished:
             raise unsupported(
                 "Tuner.restore(resume_unfinished=False)",
                 "unfinished trials continue; stop them from a callback if they should not",
-            )
-        if restart_errored:
-            raise unsupported(
-                "Tuner.restore(restart_errored=True)",
-                "use resume_errored=True (errored trials continue from their newest checkpoint)",
             )
         if not restoring.local_filesystem(storage_filesystem) or _resume_config is not None:
             raise unsupported("Tuner.restore(storage_filesystem/_resume_config)", "give a path")
@@ -146,7 +141,7 @@ class Tuner:
         tuner._param_space = param_space if param_space is not None else document["param_space"]
         tuner._tune_config = document["tune_config"]
         tuner._run_config = run_config
-        tuner._resume_errored = bool(resume_errored)
+        tuner._resume_errored = "restart" if restart_errored else bool(resume_errored)
         tuner._restored_sweep = document["sweep_name"]
         tuner._plan = plan_run(
             trainable,
@@ -228,7 +223,15 @@ class Tuner:
             first = failed[0]
             cause = getattr(first, "cause", None) or first
             raise like_cause(TuneError, f"a trial failed (fail_fast='raise'): {first}", cause)
-        return ResultGrid(result.trials, uri, plan.metric, plan.mode, plan.objectives)
+        return ResultGrid(
+            result.trials,
+            uri,
+            plan.metric,
+            plan.mode,
+            plan.objectives,
+            keep=_keep(plan),
+            dirnames=hooks.dirnames,
+        )
 
     def _document(self, plan: RunPlan) -> dict[str, Any]:
         return {
@@ -250,4 +253,10 @@ def _recorded_results(plan: RunPlan, sweep_name: str) -> ResultGrid:
         for t in (record.trials if record is not None else [])
         if t.id.startswith(sweep_name + "_")
     ]
-    return ResultGrid(trials, plan.experiment_path, plan.metric, plan.mode, plan.objectives)
+    return ResultGrid(
+        trials, plan.experiment_path, plan.metric, plan.mode, plan.objectives, keep=_keep(plan)
+    )
+
+
+def _keep(plan: RunPlan) -> tuple[int | None, tuple[str, str] | None]:
+    return plan.keep_checkpoints, plan.checkpoint_score

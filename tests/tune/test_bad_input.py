@@ -40,9 +40,7 @@ class Stepper(tune.Trainable):
         ),
         (lambda: tune.Tuner("my_trainable"), "trainable by name"),
         (lambda: tune.Tuner(train, _tuner_kwargs={}), "Tuner"),
-        (lambda: tune.Tuner.restore("/x", train, restart_errored=True), "resume_errored=True"),
         (lambda: tune.run(train, resume="AUTO"), r"tune.run\(resume=...\).*Tuner.restore"),
-        (lambda: tune.ExperimentAnalysis("/x"), r"ExperimentAnalysis\(path\).*Tuner.restore"),
         (lambda: tune.PlacementGroupFactory, "with_resources"),
     ],
 )

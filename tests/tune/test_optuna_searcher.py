@@ -166,3 +166,31 @@ def test_trials_run_elsewhere_are_told_to_the_study() -> None:
     states = [trial.state.name for trial in searcher.study.trials]
     assert states == ["COMPLETE", "PRUNED", "FAIL", "COMPLETE"]
     assert searcher.suggest("next") is not None
+
+
+def _loss(config: dict[str, float]) -> None:
+    tune.report({"loss": (config["x"] - 0.3) ** 2})
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_a_searcher_saved_after_a_run_goes_on_in_the_next_run(tmp_path: Path) -> None:
+    """Set up by a Tuner's param_space, saved, restored into a new OptunaSearch: the next
+    Tuner (no param_space: Tune refuses one with a searcher that has its space) searches
+    the same space and its study holds both runs' trials."""
+    first = OptunaSearch(metric="loss", mode="min", seed=0)
+    tune.Tuner(
+        _loss,
+        param_space={"x": tune.uniform(0, 1)},
+        tune_config=tune.TuneConfig(num_samples=2, search_alg=first),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="one", verbose=0),
+    ).fit()
+    first.save(str(tmp_path / "searcher.pkl"))
+    again = OptunaSearch()
+    again.restore(str(tmp_path / "searcher.pkl"))
+    results = tune.Tuner(
+        _loss,
+        tune_config=tune.TuneConfig(num_samples=2, search_alg=again),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="two", verbose=0),
+    ).fit()
+    assert len(results) == 2 and all(0 <= r.config["x"] <= 1 for r in results)
+    assert len(again.study.trials) == 4

@@ -63,7 +63,7 @@ def test_the_best_result_follows_tunes_scopes() -> None:
     assert results.get_best_result(scope="avg").config["id"] == "b"
     assert results.get_best_result(scope="last-5-avg").config["id"] == "b"
     assert results.get_best_result("loss", "max").config["id"] == "a"
-    with pytest.raises(ConfigError, match="No best trial found for the given metric: acc"):
+    with pytest.raises(RuntimeError, match="No best trial found for the given metric: acc"):
         results.get_best_result("acc", "max")
     assert len(results) == 4 and results.num_errors == 1 and results.num_terminated == 3
     assert "boom" in str(results.errors[0]) and results[0].path == "/tmp/exp/a"

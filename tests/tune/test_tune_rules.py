@@ -19,7 +19,7 @@ from orchestrator.actor.function import FunctionTrainable, wrap_function
 from orchestrator.core.wire import FUNCTION_DONE
 from orchestrator.errors import ConfigError, like_cause
 from orchestrator.search import SearchSpace
-from orchestrator.tune import ResultGrid, TuneError, TuneUnsupported, report, sample_from, uniform
+from orchestrator.tune import ResultGrid, TuneError, report, sample_from, uniform
 from orchestrator.tune.adapters import engine_trainable
 from orchestrator.tune.context import RunInfo
 from orchestrator.tune.result import DEFAULT_METRIC
@@ -196,7 +196,7 @@ def test_a_one_trial_run_has_it_as_its_best_without_a_metric() -> None:
         ),
         (
             lambda: tune.TuneConfig(num_samples=0),
-            r"TuneConfig\(num_samples=...\): must be an int >= 1, got 0",
+            r"TuneConfig\(num_samples=...\): must be an int >= 1, or -1 \(until stopped\), got 0",
         ),
         (lambda: tune.TuneConfig(num_samples="4"), r"TuneConfig\(num_samples=...\)"),
         (
@@ -252,9 +252,10 @@ def test_a_wrong_config_is_refused_when_built_in_one_line(
     assert isinstance(caught.value, ValueError)  # what Tune raises
 
 
-def test_sample_until_stopped_is_refused_by_name() -> None:
-    with pytest.raises(TuneUnsupported, match=r"TuneConfig\(num_samples=-1\)"):
-        tune.TuneConfig(num_samples=-1, time_budget_s=10)
+def test_sample_until_stopped_is_taken_other_negatives_refused() -> None:
+    assert tune.TuneConfig(num_samples=-1, time_budget_s=10).num_samples == -1
+    with pytest.raises(ConfigError, match=r"num_samples.*-1 \(until stopped\)"):
+        tune.TuneConfig(num_samples=-2)
 
 
 def test_right_configs_are_taken_as_tune_takes_them() -> None:

@@ -225,6 +225,15 @@ class OptunaSearch(EngineOptunaSearch):
                 pruned=status == "TERMINATED" and not last.get("done", False),
             )
 
+    def setup(self, space: SearchSpace, **kwargs: Any) -> None:
+        """Set up for a run's space; a study restored from a file (:meth:`restore`) goes
+        on in it (the same space: ``set_state`` checks it)."""
+        restored, self._restored_state = getattr(self, "_restored_state", None), None
+        super().setup(space, **kwargs)
+        self._alone_config = _nested(space.random_domains)  # what save() writes
+        if restored is not None:
+            self.set_state(restored)
+
     def _set_up(self) -> Any:
         if self._space is None and self._given_space is not None:
             self._set_up_alone(self.tune_space)  # its study, before any suggest, as on Tune
@@ -269,3 +278,17 @@ class OptunaSearch(EngineOptunaSearch):
         if saved["state"] is not None:
             self._set_up_alone(saved["config"])
             self.set_state(saved["state"])
+            # A Tuner running it next sets it up again in this space: the study goes on.
+            self.tune_space = self.tune_space or saved["config"]
+            self._restored_state = saved["state"]
+
+
+def _nested(domains: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
+    """``{("a", "b"): d}`` as ``{"a": {"b": d}}``: a space's searched keys as a space."""
+    out: dict[str, Any] = {}
+    for path, domain in domains.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = domain
+    return out
