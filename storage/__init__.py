@@ -98,7 +98,18 @@ def open_storage(uri: str | os.PathLike[str], **options: Any) -> Storage:
         return LocalStorage(unquote(parts.path), **options)
     if scheme in ("s3", "gs"):
         bucket, prefix = parts.netloc, parts.path.strip("/")
-        if not bucket or parts.query or parts.fragment:
+        if parts.query and bucket:  # pyarrow's s3://bucket?endpoint_override=... (Tune's)
+            how = (
+                "storage_options={'endpoint_url': ...} or $AWS_ENDPOINT_URL"
+                if scheme == "s3"
+                else "$STORAGE_EMULATOR_HOST"
+            )
+            raise UnsupportedURI(
+                f"{text!r}: a storage URI takes no query string ({parts.query!r}); give "
+                f"{scheme}://{bucket}{'/' + prefix if prefix else ''} and another endpoint "
+                f"in {how}"
+            )
+        if not bucket or parts.fragment:
             raise UnsupportedURI(f"expected {scheme}://bucket[/prefix], got {text!r}")
         try:
             if scheme == "s3":

@@ -34,6 +34,23 @@ def test_bad_uris(uri: str) -> None:
         open_storage(uri)
 
 
+@pytest.mark.parametrize(
+    ("uri", "remedy"),
+    [
+        ("s3://bucket/runs?endpoint_override=http://127.0.0.1:9000", "$AWS_ENDPOINT_URL"),
+        ("gs://bucket?endpoint_override=http://127.0.0.1:9023", "$STORAGE_EMULATOR_HOST"),
+    ],
+)
+def test_a_query_in_a_bucket_uri_says_where_the_endpoint_goes(uri: str, remedy: str) -> None:
+    """Ray Tune's docs put a custom endpoint in the URI (pyarrow's ``endpoint_override``):
+    refused at once, saying the URI without it and where the endpoint goes instead."""
+    with pytest.raises(UnsupportedURI) as caught:
+        open_storage(uri)
+    message = str(caught.value)
+    assert "takes no query string" in message and remedy in message
+    assert uri.split("?")[0] in message
+
+
 def test_uri_dispatch(tmp_path: object) -> None:
     assert isinstance(open_storage("/tmp/x"), LocalStorage)
     assert isinstance(open_storage("file:///tmp/x"), LocalStorage)
