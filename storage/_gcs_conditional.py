@@ -1,5 +1,5 @@
-"""GCS's conditional writes, for :class:`~storage.gcs.GCSStorage` (its methods call
-these with itself): generation preconditions of the JSON API.
+"""GCS's conditional writes, for :class:`~storage.gcs.GCSStorage`: generation
+preconditions of the JSON API.
 
 - A write is one multipart upload (metadata and bytes in one request, which also takes
   empty bytes) with ``ifGenerationMatch``: ``0`` means no live object has the name, a
@@ -8,36 +8,53 @@ these with itself): generation preconditions of the JSON API.
   generation (``generation=``): a bucket without versioning keeps no replaced
   generation, so a replacement in between is a 404, and the read starts again.
 - A conditional delete is a delete with ``ifGenerationMatch``.
+
+The driver hands each function a :class:`GCSObject`: what these requests need of it,
+named, so this module imports nothing of the driver's (no circle, no private names).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING
-from urllib.parse import quote
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
+import aiohttp
+
+from ._gcs_errors import status_error
 from .base import Versioned
 from .errors import NotFound, PreconditionFailed, TransientError
+from .retry import Call
 
-if TYPE_CHECKING:
-    from .gcs import GCSStorage
-
-__all__ = ["delete_if", "read_versioned", "upload_if"]
+__all__ = ["GCSObject", "delete_if", "read_versioned", "upload_if"]
 
 #: Reads of an object replaced while being read, before giving up.
 READ_AGAIN = 5
 
 
-async def upload_if(driver: GCSStorage, key: str, data: bytes, generation: str) -> str | None:
+@dataclass(frozen=True)
+class GCSObject:
+    """One object of a bucket, as the driver hands it over."""
+
+    session: aiohttp.ClientSession  #: the driver's open session
+    uri: str  #: the storage's URI, which errors name
+    key: str  #: the caller's key, which errors name
+    name: str  #: the object's full name in the bucket (the driver's prefix joined)
+    url: str  #: the object's JSON API URL
+    upload_url: str  #: the bucket's upload endpoint
+    auth: Callable[[], Awaitable[dict[str, str]]]  #: headers that authorize a request
+    call: Call
+    exists: Callable[[], Awaitable[bool]]  #: whether a live object has the name
+
+
+async def upload_if(obj: GCSObject, data: bytes, generation: str) -> str | None:
     """Write ``data`` if the live generation is ``generation``; the new generation."""
-    assert driver._session is not None
-    session = driver._session
     boundary = f"trialflow-{hashlib.sha256(data).hexdigest()[:24]}"
     body = b"".join(
         [
             f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
-            json.dumps({"name": driver._full(key)}).encode(),
+            json.dumps({"name": obj.name}).encode(),
             f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
             data,
             f"\r\n--{boundary}--\r\n".encode(),
@@ -45,73 +62,66 @@ async def upload_if(driver: GCSStorage, key: str, data: bytes, generation: str) 
     )
 
     async def attempt() -> str:
-        url = f"{driver._root}/upload/storage/v1/b/{quote(driver.bucket, safe='')}/o"
         params = {"uploadType": "multipart", "ifGenerationMatch": generation}
         headers = {
-            **(await driver._auth()),
+            **(await obj.auth()),
             "Content-Type": f"multipart/related; boundary={boundary}",
         }
-        async with session.post(url, params=params, data=body, headers=headers) as resp:
+        async with obj.session.post(
+            obj.upload_url, params=params, data=body, headers=headers
+        ) as resp:
             text = await resp.text()
             if resp.status >= 300:
-                raise driver._status_error(resp.status, text, key, "conditional write")
+                raise status_error(resp.status, text, obj.key, "conditional write", uri=obj.uri)
             return str(json.loads(text)["generation"])
 
     try:
-        return await driver._call(key, "conditional write", attempt)
+        return await obj.call(obj.key, "conditional write", attempt)
     except (PreconditionFailed, NotFound):
         return None
 
 
-async def read_versioned(driver: GCSStorage, key: str) -> Versioned:
-    assert driver._session is not None
-    session = driver._session
-    url = driver._object_url(driver._full(key))
-
+async def read_versioned(obj: GCSObject) -> Versioned:
     async def attempt() -> Versioned | None:
-        headers = await driver._auth()
-        async with session.get(url, params={"fields": "generation"}, headers=headers) as meta:
+        headers = await obj.auth()
+        params = {"fields": "generation"}
+        async with obj.session.get(obj.url, params=params, headers=headers) as meta:
             text = await meta.text()
             if meta.status != 200:
-                raise driver._status_error(meta.status, text, key, "read")
+                raise status_error(meta.status, text, obj.key, "read", uri=obj.uri)
             generation = str(json.loads(text)["generation"])
         params = {"alt": "media", "generation": generation}
-        async with session.get(url, params=params, headers=headers) as resp:
+        async with obj.session.get(obj.url, params=params, headers=headers) as resp:
             if resp.status == 404:
                 return None  # replaced since: read again
             if resp.status != 200:
-                raise driver._status_error(resp.status, await resp.text(), key, "read")
+                raise status_error(resp.status, await resp.text(), obj.key, "read", uri=obj.uri)
             return Versioned(await resp.read(), generation)
 
     for _ in range(READ_AGAIN):
-        got = await driver._call(key, "read", attempt)
+        got = await obj.call(obj.key, "read", attempt)
         if got is not None:
             return got
     raise TransientError(
         f"read failed: the object changed {READ_AGAIN} times while being read",
-        uri=driver.uri,
-        key=key,
+        uri=obj.uri,
+        key=obj.key,
     )
 
 
-async def delete_if(driver: GCSStorage, key: str, version: str) -> bool:
-    assert driver._session is not None
-    session = driver._session
-    url = driver._object_url(driver._full(key))
-
+async def delete_if(obj: GCSObject, version: str) -> bool:
     async def attempt() -> None:
-        headers = await driver._auth()
+        headers = await obj.auth()
         params = {"ifGenerationMatch": version}
-        async with session.delete(url, params=params, headers=headers) as resp:
+        async with obj.session.delete(obj.url, params=params, headers=headers) as resp:
             if resp.status >= 300:
-                raise driver._status_error(
-                    resp.status, await resp.text(), key, "conditional delete"
-                )
+                text = await resp.text()
+                raise status_error(resp.status, text, obj.key, "conditional delete", uri=obj.uri)
 
     try:
-        await driver._call(key, "conditional delete", attempt)
+        await obj.call(obj.key, "conditional delete", attempt)
     except PreconditionFailed:  # another generation, or none: 412 says not which
-        return not await driver._exists(key)
+        return not await obj.exists()
     except NotFound:
         pass
     return True

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from ._concurrency import ByteBudget, map_bounded
 from ._files import Digest, LocalFile, scan_dir, write_file
 from .errors import IntegrityError, InvalidKey, NotFound, StorageError
-from .keys import join_key, validate_key, validate_prefix
+from .keys import join_key, local_path, validate_key, validate_prefix
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
 from .retry import RetryPolicy
 
@@ -254,7 +254,7 @@ class Storage(abc.ABC):
         target = os.fspath(local_dir)
 
         async def one(rel: str) -> str:
-            await self._download_file(join_key(key, rel), _local_path(target, rel), None)
+            await self._download_file(join_key(key, rel), local_path(target, rel), None)
             return rel
 
         await asyncio.to_thread(os.makedirs, target, exist_ok=True)
@@ -297,7 +297,7 @@ class Storage(abc.ABC):
 
         async def one(entry: ManifestEntry) -> None:
             await self._download_file(
-                join_key(key, entry.path), _local_path(target, entry.path), entry
+                join_key(key, entry.path), local_path(target, entry.path), entry
             )
 
         await map_bounded(one, manifest.files, self.file_concurrency)
@@ -439,7 +439,3 @@ class Storage(abc.ABC):
     async def _download_file(self, key: str, path: str, expected: ManifestEntry | None) -> None:
         """Stream ``key`` to ``path`` via a temporary sibling, calling :meth:`_verify`
         before the rename, so ``path`` only ever holds complete (verified) data."""
-
-
-def _local_path(base: str, rel: str) -> str:
-    return os.path.join(base, *rel.split("/"))

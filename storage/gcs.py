@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import IO, Any, TypeVar
 from urllib.parse import quote
 
@@ -25,13 +26,13 @@ from gcloud.aio.storage.storage import init_api_root
 from . import _gcs_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
+from ._gcs_conditional import GCSObject
+from ._gcs_errors import status_error
 from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     NoCredentials,
     NotFound,
-    PermissionDenied,
-    PreconditionFailed,
     StorageError,
     TransientError,
     full_device,
@@ -114,24 +115,7 @@ class GCSStorage(Storage):
         return {"Authorization": f"Bearer {token}"}
 
     def _status_error(self, status: int, text: str, key: str | None, what: str) -> StorageError:
-        kw: dict[str, Any] = {"uri": self.uri, "key": key}
-        detail = text
-        try:
-            detail = json.loads(text)["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            pass
-        reason = f"{what} failed: HTTP {status} {str(detail)[:200]}".rstrip()
-        if status == 404:
-            if "bucket" in str(detail).lower() and "not" in str(detail).lower():
-                return BucketNotFound(reason, **kw)
-            return NotFound(reason, **kw)
-        if status in (401, 403):
-            return PermissionDenied(reason, **kw)
-        if status == 412:
-            return PreconditionFailed(reason, **kw)
-        if status in (408, 429) or status >= 500:
-            return TransientError(reason, **kw)
-        return StorageError(reason, **kw)
+        return status_error(status, text, key, what, uri=self.uri)
 
     def _map_error(self, err: BaseException, key: str | None, what: str) -> StorageError:
         """The one place where SDK exceptions become ours."""
@@ -247,17 +231,32 @@ class GCSStorage(Storage):
             return False
         return True
 
+    def _object(self, key: str) -> GCSObject:
+        """What :mod:`._gcs_conditional` needs of this driver for one key."""
+        assert self._session is not None
+        return GCSObject(
+            session=self._session,
+            uri=self.uri,
+            key=key,
+            name=self._full(key),
+            url=self._object_url(self._full(key)),
+            upload_url=f"{self._root}/upload/storage/v1/b/{quote(self.bucket, safe='')}/o",
+            auth=self._auth,
+            call=self._call,
+            exists=partial(self._exists, key),
+        )
+
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
-        return await _gcs_conditional.upload_if(self, key, data, "0")  # 0: no live object
+        return await _gcs_conditional.upload_if(self._object(key), data, "0")  # 0: no live object
 
     async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        return await _gcs_conditional.upload_if(self, key, data, version)
+        return await _gcs_conditional.upload_if(self._object(key), data, version)
 
     async def _read_bytes_versioned(self, key: str) -> Versioned:
-        return await _gcs_conditional.read_versioned(self, key)
+        return await _gcs_conditional.read_versioned(self._object(key))
 
     async def _delete_if(self, key: str, version: str) -> bool:
-        return await _gcs_conditional.delete_if(self, key, version)
+        return await _gcs_conditional.delete_if(self._object(key), version)
 
     async def _list_raw(self, full_prefix: str) -> list[str]:
         names: list[str] = []

@@ -13,7 +13,14 @@ import re
 
 from .errors import InvalidKey
 
-__all__ = ["RESERVED_PREFIX", "join_key", "relative_key", "validate_key", "validate_prefix"]
+__all__ = [
+    "RESERVED_PREFIX",
+    "join_key",
+    "local_path",
+    "relative_key",
+    "validate_key",
+    "validate_prefix",
+]
 
 #: Temporary names the drivers create (staging directories, partial files). Keys may
 #: not use them, so listing can hide them without hiding anything of the caller's.
@@ -76,3 +83,8 @@ def relative_key(path: str, base: str, *, uri: str = "") -> str:
     if os.sep != "/":
         rel = rel.replace(os.sep, "/")
     return validate_key(rel, uri=uri)
+
+
+def local_path(base: str, key: str) -> str:
+    """The file a (relative, valid) key names under the local directory ``base``."""
+    return os.path.join(base, *key.split("/"))

@@ -30,7 +30,7 @@ from ._files import (
     scan_dir,
     temp_sibling,
 )
-from .base import Storage, Versioned, _local_path
+from .base import Storage, Versioned
 from .errors import (
     BucketNotFound,
     InvalidKey,
@@ -40,7 +40,7 @@ from .errors import (
     StorageError,
     full_device,
 )
-from .keys import RESERVED_PREFIX, join_key, validate_key, validate_prefix
+from .keys import RESERVED_PREFIX, join_key, local_path, validate_key, validate_prefix
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
 
 __all__ = ["LocalStorage"]
@@ -260,7 +260,7 @@ class LocalStorage(Storage):
             os.makedirs(target, exist_ok=True)
             for entry in files:
                 self._copy_out(
-                    join_key(key, entry.path), _local_path(target, entry.path), entry, stop
+                    join_key(key, entry.path), local_path(target, entry.path), entry, stop
                 )
         except OSError as err:
             raise self._map_error(err, key, "download") from err

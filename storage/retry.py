@@ -13,15 +13,25 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from .errors import TransientError
 
-__all__ = ["RetryPolicy", "retrying"]
+__all__ = ["Call", "RetryPolicy", "retrying"]
 
 log = logging.getLogger("trialflow.storage")
 
 T = TypeVar("T")
+
+
+class Call(Protocol):
+    """A driver's way to run one request: :func:`retrying` around its mapping of SDK
+    errors to ours, which name ``key`` and ``what`` was being done. Drivers hand it to
+    the helper modules that build requests for them."""
+
+    def __call__(
+        self, key: str | None, what: str, fn: Callable[[], Awaitable[T]]
+    ) -> Awaitable[T]: ...
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from botocore.exceptions import (
 from . import _s3_conditional
 from ._concurrency import in_thread, map_bounded
 from ._files import CHUNK, Digest, Sink
+from ._s3_conditional import S3Object
 from ._s3_errors import SDK_ERRORS, aws_answered, s3_error, unreachable
 from ._s3_session import session
 from .base import Storage, Versioned
@@ -195,17 +196,21 @@ class S3Storage(Storage):
             return False
         return True
 
+    def _object(self, key: str) -> S3Object:
+        """What :mod:`._s3_conditional` needs of this driver for one key."""
+        return S3Object(self._client, self.bucket, key, self._full(key), self._call)
+
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
-        return await _s3_conditional.put_if(self, key, data, IfNoneMatch="*")
+        return await _s3_conditional.put_if(self._object(key), data, IfNoneMatch="*")
 
     async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        return await _s3_conditional.put_if(self, key, data, IfMatch=version)
+        return await _s3_conditional.put_if(self._object(key), data, IfMatch=version)
 
     async def _read_bytes_versioned(self, key: str) -> Versioned:
-        return await _s3_conditional.read_versioned(self, key)
+        return await _s3_conditional.read_versioned(self._object(key))
 
     async def _delete_if(self, key: str, version: str) -> bool:
-        return await _s3_conditional.delete_if(self, key, version)
+        return await _s3_conditional.delete_if(self._object(key), version)
 
     async def _list_raw(self, full_prefix: str, max_keys: int | None = None) -> list[str]:
         keys: list[str] = []

@@ -1,11 +1,19 @@
-"""Check orchestrator's layering: no import circle, and each layer imports only below it.
+"""Check the layering: no import circle, and each layer imports only below it.
 
 Every import counts: top-level, under ``TYPE_CHECKING`` and inside functions, because
 each is a real dependency a reader must follow. Run ``python tools/check_layers.py``
-(``make lint`` does); it exits 1 and names every circle and every forbidden import.
+(``make lint`` and ``make test`` do); it exits 1 and names every circle and every
+forbidden import.
 
-The layers, bottom first (ARCHITECTURE.md draws them): a module may import its own
-layer and the layers below it, never one above.
+Three packages are checked, as one graph:
+
+- ``orchestrator``: the layers, bottom first (ARCHITECTURE.md draws them): a module may
+  import its own layer and the layers below it, never one above.
+- ``storage`` and ``transfer``: libraries below the orchestrator that stand alone: they
+  import no other package of ours. Their modules do not reach into another module's
+  private names either: no ``from .x import _name`` (a private *module* is fine: it is
+  the package's own), and no ``obj._name`` on anything but ``self`` or ``cls``. A helper
+  module that needs a driver's internals gets them passed, named (``S3Object``).
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "orchestrator"
+#: Standalone libraries: no import of another package of ours, no private reach-ins.
+LIBRARIES = ("storage", "transfer")
 
 #: Bottom first. A name is a top-level module or a folder of ``orchestrator``.
 LAYERS: list[tuple[str, ...]] = [
@@ -44,6 +54,7 @@ FORBIDDEN_IN_SANS_IO = ("ray", "asyncio", "anyio", "storage", "transfer")
 
 
 def module_name(path: Path) -> str:
+    """``orchestrator/core/machine/__init__.py`` -> ``orchestrator.core.machine``."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -51,7 +62,11 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+    return {
+        module_name(p): p
+        for top in (PACKAGE, *LIBRARIES)
+        for p in sorted((ROOT / top).rglob("*.py"))
+    }
 
 
 def imported_names(path: Path, name: str) -> Iterator[tuple[str, int]]:
@@ -85,7 +100,10 @@ def resolve(target: str, known: dict[str, Path]) -> str | None:
 
 
 def layer_of(module: str) -> int:
+    """The orchestrator layer's rank; -1 for the libraries below all of them."""
     parts = module.split(".")
+    if parts[0] in LIBRARIES:
+        return -1
     first = parts[1] if len(parts) > 1 else "__init__"
     for rank, names in enumerate(LAYERS):
         if first in names:
@@ -104,6 +122,13 @@ def forbidden(edges: dict[str, dict[str, int]]) -> list[str]:
     found = []
     known = modules()
     for name, deps in sorted(edges.items()):
+        top = name.split(".")[0]
+        if top in LIBRARIES:
+            for dep, line in sorted(deps.items()):
+                if dep.split(".")[0] != top:
+                    where = known[name].relative_to(ROOT)
+                    found.append(f"{where}:{line}: {name} imports {dep}: {top} stands alone")
+            continue
         rank = layer_of(name)
         for dep, line in sorted(deps.items()):
             if layer_of(dep) > rank:
@@ -117,6 +142,35 @@ def forbidden(edges: dict[str, dict[str, int]]) -> list[str]:
                     where = known[name].relative_to(ROOT)
                     found.append(f"{where}:{line}: {name} imports {top} (a sans-IO layer)")
     return found
+
+
+def private_reach(known: dict[str, Path]) -> list[str]:
+    """In the libraries: imports of another module's private names, and ``x._name`` on
+    anything but ``self``/``cls``."""
+    found = []
+    for name, path in sorted(known.items()):
+        if name.split(".")[0] not in LIBRARIES:
+            continue
+        where = path.relative_to(ROOT)
+        for target, line in imported_names(path, name):
+            last = target.rpartition(".")[2]
+            if _private(last) and target not in known:
+                found.append(f"{where}:{line}: {name} imports the private name {target}")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                found.append(
+                    f"{where}:{node.lineno}: {name} reaches into {ast.unparse(node)}, "
+                    "a private name of another object: pass what it needs explicitly"
+                )
+    return found
+
+
+def _private(attr: str) -> bool:
+    return attr.startswith("_") and not attr.startswith("__")
 
 
 def graph() -> dict[str, dict[str, int]]:
@@ -175,9 +229,12 @@ if __name__ == "__main__":
         for m in comp:
             inner = [d for d in edges[m] if d in comp]
             print(f"  {m} -> {', '.join(inner)}")
-    wrong = forbidden(edges)
+    wrong = forbidden(edges) + private_reach(modules())
     for line in wrong:
         print(line)
     if not bad and not wrong:
-        print(f"layers ok: {len(edges)} modules, no circle, no import of a higher layer")
+        print(
+            f"layers ok: {len(edges)} modules, no circle, no import of a higher layer, "
+            f"no private reach-in in {' or '.join(LIBRARIES)}"
+        )
     sys.exit(1 if bad or wrong else 0)
