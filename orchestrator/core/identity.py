@@ -206,9 +206,6 @@ class TrialMatcher:
             and e.identity.trainable == identity.trainable
         ]
 
-    def is_adopted(self, trial_id: str) -> bool:
-        return trial_id in self._adopted
-
     def journaled(self, trial_id: str) -> bool:
         return trial_id in self._by_id
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
@@ -139,9 +139,6 @@ class TrialSpec:
     @property
     def retention(self) -> RetentionPolicy:
         return RetentionPolicy(self.keep_checkpoints, self.checkpoint_score)
-
-    def with_config(self, config: Mapping[str, Any]) -> TrialSpec:
-        return replace(self, config=dict(config), json=None)
 
     def to_json(self) -> dict[str, Any]:
         """The spec as journal fields (code pickled, the config as readable JSON too)."""

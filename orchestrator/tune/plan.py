@@ -12,7 +12,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import ConfigError
@@ -68,7 +68,6 @@ class RunPlan:
     name_creator: Callable[[Any], str] | None
     dirname_creator: Callable[[Any], str] | None
     objectives: tuple[list[str], list[str]] | None = None
-    saved: dict[str, Any] = field(default_factory=dict)  # for Tuner.restore
 
     @property
     def experiment_path(self) -> str:

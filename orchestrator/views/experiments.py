@@ -70,11 +70,6 @@ class TrialRecord:
     def last_result(self) -> dict[str, Any]:
         return self.results[-1] if self.results else {}
 
-    def last_value(self, metric: str) -> float | None:
-        """The trial's value of ``metric`` (its newest result reporting it) when finite,
-        else None: what it is ranked by (:mod:`orchestrator.core.best`)."""
-        return standing(self.results, metric, "max")
-
 
 @dataclass(frozen=True)
 class ExperimentRecord:
