@@ -7,7 +7,7 @@ PIP    := $(VENV)/bin/pip
 export RAY_AUTH_MODE ?= disabled
 export RAY_USAGE_STATS_ENABLED ?= 0
 
-.PHONY: demo test bench lint typecheck clean chromium
+.PHONY: demo test bench lint typecheck docs clean chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ chromium:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } ; } || \
 	  echo "chromium is missing and cannot be installed here: the dashboard's browser test will skip"
 
+$(VENV)/.docs: pyproject.toml | $(PY)
+	$(PIP) install -q -e ".[docs]"
+	touch $@
+
 $(VENV)/.bench: pyproject.toml | $(PY)
 	$(PIP) install -q -e ".[s3,gcs,optuna,test,bench]"
 	touch $@
@@ -48,8 +52,13 @@ lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The site from docs/ and the docstrings (mkdocs.yml), into site/. --strict: a broken link
+# or anchor, a page outside the nav, or an API name the code lacks fails the build.
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy orchestrator storage transfer
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
