@@ -31,3 +31,14 @@ def test_every_public_name_is_in_the_api_reference(package: object) -> None:
     names = {f"{prefix}.{name}" for name in package.__all__}  # type: ignore[attr-defined]
     missing = sorted(names - documented())
     assert not missing, f"add to docs/reference/: {', '.join(missing)}"
+
+
+def test_every_relative_link_of_the_readme_exists() -> None:
+    """README.md is read on the forge, outside the site's strict build: its links to
+    docs/ pages and ARCHITECTURE.md are checked here (the anchor's file, not the anchor)."""
+    root = REFERENCE.parent.parent
+    text = (root / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    missing = [t for t in local if not (root / t).exists()]
+    assert not missing, f"README.md links to missing files: {', '.join(missing)}"
