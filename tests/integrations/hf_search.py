@@ -1,10 +1,12 @@
 """A Hugging Face ``Trainer.hyperparameter_search(backend="ray")`` script, as a user writes
 it (it imports ``ray.tune``), run by ``test_huggingface.py`` in its own driver process:
-``hf_search.py OUT [--install] [--scheduler]``. A tiny BERT built from a config (no
-download) learns a synthetic task for a few steps per trial. ``--install`` activates the
-facade with ``orchestrator.tune.install()`` (else the test runs it under ``python -m
-orchestrator tune``); ``--scheduler`` adds an ``ASHAScheduler`` from
-``ray.tune.schedulers``. Prints one ``BEST {json}`` line."""
+``hf_search.py OUT [--install] [--scheduler] [--fail-once]``. A tiny BERT built from a
+config (no download) learns a synthetic task for a few steps per trial. ``--install``
+activates the facade with ``orchestrator.tune.install()`` (else the test runs it under
+``python -m orchestrator tune``); ``--scheduler`` adds an ``ASHAScheduler`` from
+``ray.tune.schedulers``; ``--fail-once``: the first trial to reach step 3 raises there
+(``max_failures=1``), so it restarts from its step-2 checkpoint as Hugging Face's
+integration restores one. Prints one ``BEST {json}`` line."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from transformers import (  # noqa: E402
     BertConfig,
     BertForSequenceClassification,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
 )
 
@@ -68,6 +71,25 @@ def hp_space(trial: object) -> dict[str, object]:
     return {"learning_rate": tune.loguniform(1e-4, 1e-2), "seed": tune.choice([1, 2])}
 
 
+class FailOnce(TrainerCallback):
+    """Raises at step 3 in the first trial that gets there (a file decides, across the
+    trials' processes), writing that trial's id into the file."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def on_step_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
+        if getattr(state, "global_step", None) != 3:
+            return
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        with os.fdopen(fd, "w") as f:
+            f.write(tune.get_context().get_trial_id())
+        raise RuntimeError("failing once at step 3")
+
+
 def main(out: str) -> None:
     args = TrainingArguments(
         output_dir=os.path.join(out, "trainer"),
@@ -86,8 +108,9 @@ def main(out: str) -> None:
         args=args,
         train_dataset=Synthetic(32, 0),
         eval_dataset=Synthetic(16, 1),
+        callbacks=[FailOnce(os.path.join(out, "failed"))] if "--fail-once" in sys.argv else [],
     )
-    extra: dict[str, object] = {}
+    extra: dict[str, object] = {"max_failures": 1}
     if "--scheduler" in sys.argv:
         from ray.tune.schedulers import ASHAScheduler
 

@@ -7,9 +7,10 @@ since the alias is for a whole process; the run is then read back here, without 
 
 What it shows: transformers' calls (``tune.run``, ``with_parameters`` wrapped by its own
 function, ``CLIReporter``, ``get_best_trial``, ``ray.tune.schedulers``) are the facade's;
-in the trials' workers ``ray.tune.report``/``get_context`` are ours (the Trainer imports
-``ray.tune`` there); the best run is the run's best; the checkpoints the Trainer saved
-reached the run's storage."""
+in the trials' workers ``ray.tune.report``/``get_context``/``get_checkpoint`` are ours
+(the Trainer imports ``ray.tune`` there); the best run is the run's best; the
+checkpoints the Trainer saved reached the run's storage, and a trial that failed went
+on from its last one."""
 
 from __future__ import annotations
 
@@ -82,14 +83,18 @@ def check_the_run(best: dict[str, Any], tmp_path: Path) -> tune.ExperimentAnalys
 def test_hyperparameter_search_runs_on_the_facade_after_install(
     tmp_path: Path, ray_local: Any
 ) -> None:
-    best = run_search(tmp_path, ray_local.address, "--install", cli=False)
+    best = run_search(tmp_path, ray_local.address, "--install", "--fail-once", cli=False)
     analysis = check_the_run(best, tmp_path)
+    failed = (tmp_path / "failed").read_text()  # the trial that raised at step 3, once
     for trial in analysis.trials:
-        # Evaluations at steps 2 and 4, each reported with the Trainer's checkpoint.
-        assert [
-            r["training_iteration"]
-            for r in analysis.trial_dataframes[trial.trial_id].to_dict("records")
-        ] == [1, 2]
+        history = analysis.trial_dataframes[trial.trial_id].to_dict("records")
+        # Evaluations at steps 2 and 4, each reported with the Trainer's checkpoint; the
+        # failed trial went on from step 2's, through ray.tune.get_checkpoint().
+        assert [r["training_iteration"] for r in history] == [1, 2]
+        assert [r["iterations_since_restore"] for r in history] == (
+            [1, 1] if trial.trial_id == failed else [1, 2]
+        )
+        assert trial.num_failures == (1 if trial.trial_id == failed else 0)
         checkpoint = trial.checkpoint
         assert checkpoint is not None  # keep_checkpoints_num=1: the newest
         saved = Path(checkpoint.path)
