@@ -21,7 +21,7 @@ the alias cannot depend on who imports: Ray's own code that imports Ray Tune's
 internals in the same process (Ray Train's trainer ``fit()`` inside a trial, RLlib)
 would get the facade and fail. Such a script changes its import lines instead
 (``from orchestrator import tune``). :func:`install` refuses a process that already
-imported Ray Tune; :func:`uninstall` undoes it (tests).
+imported Ray Tune (a ``ConfigError``); :func:`uninstall` undoes it (tests).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
+
+from orchestrator.errors import ConfigError
 
 __all__ = ["aliased_marker", "install", "installed", "uninstall"]
 
@@ -86,7 +88,7 @@ def install() -> None:
     if installed():
         return
     if _SOURCE in sys.modules and not sys.modules[_SOURCE].__name__.startswith(_TARGET):
-        raise RuntimeError(
+        raise ConfigError(
             "ray.tune (Ray's own) is already imported in this process: call "
             "orchestrator.tune.install() before anything imports ray.tune (first thing in "
             "the script), or run it with 'python -m orchestrator tune script.py'"
@@ -131,7 +133,7 @@ def _install_in_worker() -> None:
         return None
     try:
         install()
-    except RuntimeError as err:
+    except ConfigError as err:
         log.warning("the trial's worker keeps Ray's own ray.tune: %s", err)
         return None
     importlib.import_module(_SOURCE)

@@ -36,9 +36,10 @@ ours.uninstall()
 assert "ray.tune" not in sys.modules and not hasattr(ray, "tune")
 import ray.tune as theirs
 assert theirs is not ours and theirs.__file__.startswith(ray.__path__[0]), theirs
+from orchestrator.errors import ConfigError
 try:
     ours.install()
-except RuntimeError as err:
+except ConfigError as err:
     print(err)
 """
 
