@@ -18,8 +18,9 @@ is left alone.
 
 **Process-wide, by decision.** ``sys.modules`` holds one ``ray.tune`` per process, so
 the alias cannot depend on who imports: Ray's own code that imports Ray Tune's
-internals in the same process (Ray Train's trainer ``fit()`` inside a trial, RLlib)
-would get the facade and fail. Such a script changes its import lines instead
+internals in the same process would get the facade and fail (Ray 2.60's Ray Train
+imports ``ray.tune.experiment`` and ``ray.tune.trainable.trainable_fn_utils`` in
+``fit()`` and ``ray.train.report``; RLlib). Such a script changes its import lines instead
 (``from orchestrator import tune``). :func:`install` refuses a process that already
 imported Ray Tune (a ``ConfigError``); :func:`uninstall` undoes it (tests).
 """
