@@ -303,3 +303,37 @@ async def test_an_asha_sweep_of_train_runs_on_s3(
             if k.startswith(f"{prefix}/gangs/{trial.id}/") and k.endswith(MANIFEST_NAME)
         )
         assert manifests == [f"{prefix}/gangs/{latest.key}/{MANIFEST_NAME}"], manifests
+
+
+def builds_a_callback(config: dict[str, Any]) -> None:
+    """A trial's function that builds the callback (no Train run) and reports what the
+    callback logged."""
+    import logging
+
+    from orchestrator import report
+    from orchestrator.integrations.ray_train import TrialReportCallback
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("orchestrator.integrations.ray_train")
+    logger.addHandler(handler)
+    try:
+        TrialReportCallback()
+    finally:
+        logger.removeHandler(handler)
+    report({"said": " | ".join(said)})
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_a_train_trial_holding_cpus_is_told_to_give_them_up(tmp_path: Path) -> None:
+    """Trials whose actors hold the CPUs their gangs need wait for ever (Ray Tune's
+    documented deadlock): the callback says so in the trial that holds some."""
+    async with Orchestrator(storage=tmp_path, name="holding") as orch:
+        holding = orch.add_trial(builds_a_callback, {}, resources={"cpu": 0.5})
+        free = orch.add_trial(builds_a_callback, {}, resources={"cpu": 0})
+        await orch.run()
+    said = holding.results[0]["said"]
+    assert f"trial {holding.id} holds {{'CPU': 0.5}}" in said, said
+    assert "resources={'cpu': 0}" in said
+    assert free.results[0]["said"] == ""
