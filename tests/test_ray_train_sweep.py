@@ -2,11 +2,13 @@
 ``TorchTrainer`` of 2 workers (gloo on CPU, a linear model on synthetic data made here)
 whose gang (Train's placement group, ``SPREAD``) may span nodes. Rank 0's metrics and
 checkpoints arrive as each trial's results and checkpoints, persisted by the
-experiment's storage (local, and S3 on moto) and collected by its retention; the ranks
-really communicate (an all-reduce); ASHA stops trials early (its journaled decisions);
-and 4 gangs of 2 CPUs on a cluster that holds 3 (the head's 4 CPUs and two 1-CPU nodes,
-the trials' own actors asking for none) never hang: no more gangs are placed at once
-than fit, a trial waiting for its own stalls nobody, and all end TERMINATED.
+experiment's storage (local; S3 on moto with 2 trials, what the driver adds) and
+collected by its retention; the ranks really communicate (an all-reduce); ASHA stops
+trials early (its journaled decisions); and 4 gangs of 2 CPUs on a cluster that holds 3
+(the head's 4 CPUs and two 1-CPU nodes, the trials' own actors asking for none) never
+hang: no more gangs are placed at once than fit, trials waiting (for their gate, or for
+their gang in Train) hold nothing and stall nobody, and all end TERMINATED. A trial
+whose own actor holds CPUs is told to give them up (the callback's warning).
 
 ASHA's decisions must not hang on timing: the best trial (``score`` 4) reports first,
 because the others wait in their function, holding no gang, until the driver has its
