@@ -42,7 +42,7 @@ CODE = ("orchestrator", "storage", "transfer", "benchmarks", "tests", "tools")
 OUTSIDE = {
     "anyio", "asyncio", "json", "np", "os", "ray", "socket", "sys", "torch", "wandb",
     "mlflow", "optuna", "botocore", "aiohttp", "Checkpoint", "RayTaskError", "trial",
-    "rt", "self", "tune_config", "e", "pd", "queue",
+    "rt", "self", "tune_config", "e", "pd", "queue", "functools",
 }  # fmt: skip
 #: CamelCase names of other libraries (Python's, Ray's, Ray Tune's) the page mentions.
 OUTSIDE_NAMES = {

@@ -67,7 +67,10 @@ Which layer handles which failure (the trial's ``max_failures`` counts each once
   the trial's own retries.
 - Waiting for the gang's resources (a placement group Train asks for): Train's,
   without limit by default (``controller_failure_limit=-1``: a start-up that times out
-  is retried). The trial's actor waits in ``fit()`` holding nothing.
+  is retried). The trial's actor waits in ``fit()`` holding nothing (given
+  ``resources={"cpu": 0}``; the callback warns when it holds CPUs or GPUs: trials whose
+  actors hold the CPUs a gang needs would wait for ever). Ray places a placement group
+  whole or not at all, so waiting gangs never hold part of the cluster.
 - A node's preemption announced by Ray: Train's (``max_preemption_failures``, default
   unlimited: the gang restarts from Train's newest checkpoint, which the trial has).
 - The trial's own process dying (its node lost): the trial's; Train's controller is
@@ -90,6 +93,7 @@ own ``PlacementGroupCleanerCallback`` does); ``tests/test_ray_train.py`` pins th
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -117,6 +121,8 @@ except ImportError as err:  # pragma: no cover - depends on the installed Ray
 
 __all__ = ["TrialReportCallback"]
 
+log = logging.getLogger("orchestrator.integrations.ray_train")
+
 
 class TrialReportCallback(ReportCallback, WorkerCallback, WorkerGroupCallback):
     """Pass to ``ray.train.RunConfig(callbacks=[...])`` in a trial's function: rank 0's
@@ -138,6 +144,7 @@ class TrialReportCallback(ReportCallback, WorkerCallback, WorkerGroupCallback):
                 "function given to add_trial (or code that function calls, in its thread), "
                 "once per fit()"
             ) from None
+        _warn_if_holding(self._trial_id)
         self._start = get_checkpoint()
         self._host = socket.gethostname()
         #: Whether workers start from ``_start``: until the run reports a checkpoint.
@@ -217,4 +224,23 @@ class TrialReportCallback(ReportCallback, WorkerCallback, WorkerGroupCallback):
             )
         get_train_context().checkpoint = (
             ray.train.Checkpoint.from_directory(start) if start is not None else None
+        )
+
+
+def _warn_if_holding(trial_id: str) -> None:
+    """Say so when the trial's own actor holds CPUs or GPUs: Train's workers get their
+    own (one placement group), so the function rarely uses them, and trials whose actors
+    hold the CPUs a gang needs wait for it for ever (the default is 1 CPU a trial)."""
+    try:
+        held = ray.get_runtime_context().get_assigned_resources()
+    except Exception:  # noqa: BLE001 - a warning only; Ray's context may be missing
+        return
+    held = {k: v for k, v in held.items() if k in ("CPU", "GPU") and v > 0}
+    if held:
+        log.warning(
+            "trial %s holds %s while its Ray Train run's workers get their own (one "
+            "placement group): unless its function uses them, give the trial "
+            "resources={'cpu': 0}, or trials holding CPUs may leave no room for any gang",
+            trial_id,
+            held,
         )

@@ -85,7 +85,7 @@ class Sweep:
         self._searcher = SearcherThread(searcher, name)
         self._scheduler = scheduler
         self._options = dict(trial_options)
-        self._capacity = Capacity(port, max_concurrent, self._options)
+        self._capacity = Capacity(port, max_concurrent, self._options, self.name)
         self._seed = seed
         self._reuse = reuse_actors
         self._fail_fast = fail_fast

@@ -8,6 +8,11 @@ schedulers are trialflow's under Tune's names and arguments; a training function
 :class:`~orchestrator.tune.errors.TuneUnsupported` at once, naming it and what to use
 instead. See the README's "Coming from Ray Tune".
 
+Code that imports ``ray.tune`` itself and cannot be edited (a library such as Hugging
+Face's ``Trainer.hyperparameter_search(backend="ray")``) runs on the facade after
+``orchestrator.tune.install()``, which makes ``ray.tune`` resolve to this package in
+this process and in its trials' workers (:mod:`orchestrator.tune.alias`).
+
 Names load on first use (PEP 562): a trial's worker imports this module to run a Tune
 function, and should not load the driver's machinery to do so.
 """
@@ -21,12 +26,14 @@ from orchestrator.tune.unsupported import getattr_for, install_finder
 
 if TYPE_CHECKING:
     from orchestrator.tune.adapters import with_parameters, with_resources
+    from orchestrator.tune.alias import install, uninstall
     from orchestrator.tune.analysis import ExperimentAnalysis
     from orchestrator.tune.callback import Callback
     from orchestrator.tune.checkpoint import Checkpoint
     from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
     from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
     from orchestrator.tune.errors import TuneError, TuneUnsupported
+    from orchestrator.tune.progress_reporter import CLIReporter
     from orchestrator.tune.result_grid import Result, ResultGrid
     from orchestrator.tune.run import run
     from orchestrator.tune.sample import grid_search
@@ -49,6 +56,7 @@ if TYPE_CHECKING:
     from orchestrator.tune.tuner import Tuner
 
 _WHERE = {
+    "CLIReporter": ".progress_reporter",
     "Callback": ".callback",
     "Checkpoint": ".checkpoint",
     "CheckpointConfig": ".config",
@@ -71,6 +79,8 @@ _WHERE = {
     "with_parameters": ".adapters",
     "with_resources": ".adapters",
     "grid_search": ".sample",
+    "install": ".alias",
+    "uninstall": ".alias",
     **{
         name: ".search.sample"  # Tune's Domain classes (Float...), trialflow's domains
         for name in (
@@ -91,6 +101,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "CLIReporter",
     "Callback",
     "Checkpoint",
     "CheckpointConfig",
@@ -110,6 +121,7 @@ __all__ = [
     "get_checkpoint",
     "get_context",
     "grid_search",
+    "install",
     "lograndint",
     "loguniform",
     "qlograndint",
@@ -123,6 +135,7 @@ __all__ = [
     "run",
     "sample_from",
     "uniform",
+    "uninstall",
     "with_parameters",
     "with_resources",
 ]
@@ -136,6 +149,7 @@ _SUBMODULES = (
     "callback",
     "experiment",
     "logger",
+    "progress_reporter",
     "result",
     "result_grid",
     "schedulers",

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from orchestrator.actor.trainable import Trainable as EngineTrainable
 from orchestrator.core.wire import REPORTED_CHECKPOINT
 from orchestrator.tune import context as ctx
+from orchestrator.tune.alias import aliased_marker
 from orchestrator.tune.errors import unsupported
 from orchestrator.tune.result import DEFAULT_METRIC, SHOULD_CHECKPOINT
 from orchestrator.tune.trainable import Trainable, building
@@ -57,7 +58,8 @@ def trainable_name(trainable: Any) -> str:
 
 
 class FunctionAdapter:
-    """A Tune training function as the engine's (a picklable callable object)."""
+    """A Tune training function as the engine's (a picklable callable object; pickled in
+    a driver with ``ray.tune`` aliased, it installs the alias in the worker first)."""
 
     def __init__(
         self, function: Callable[..., Any], info: ctx.RunInfo, params: Mapping[str, Any]
@@ -66,6 +68,9 @@ class FunctionAdapter:
         self.info = info
         self.params = dict(params)
         self.__name__ = trainable_name(function)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _function_adapter, (aliased_marker(), self.function, self.info, self.params)
 
     def __call__(self, config: dict[str, Any]) -> Any:
         from orchestrator.actor.function import current_trial_id
@@ -82,6 +87,13 @@ class FunctionAdapter:
             return None
         result = tune_output(output)
         return None if result is None else context.add_keys(result)
+
+
+def _function_adapter(
+    marker: None, function: Callable[..., Any], info: ctx.RunInfo, params: Mapping[str, Any]
+) -> FunctionAdapter:
+    """Unpickles a :class:`FunctionAdapter`; ``marker``, loaded first, did its work."""
+    return FunctionAdapter(function, info, params)
 
 
 def tune_output(value: Any) -> dict[str, Any] | None:
@@ -166,16 +178,45 @@ class ClassAdapter(EngineTrainable):
 
 class Parametrized:
     """``tune.with_parameters(trainable, **objects)``: the objects go to Ray's object store
-    once (when the run starts, or at once if Ray is up) and each trial fetches them."""
+    once (when the run starts, or at once if Ray is up) and each trial fetches them.
+
+    It is also callable, as Tune's is: a library may wrap it in a function of its own
+    (Hugging Face's ``hyperparameter_search`` does, with ``functools.wraps``), which then
+    calls it with the config in the worker. For that, once put, it pickles its
+    ObjectRefs instead of the objects (they stay out of every trial's payload), and it
+    has no ``__dict__``, so ``functools.wraps`` copies no object onto the wrapper."""
+
+    __slots__ = ("_refs", "inner", "params")
 
     def __init__(self, inner: Any, params: Mapping[str, Any]) -> None:
         self.inner = inner
         self.params = dict(params)
-        self.__name__ = trainable_name(inner)
         self._refs: tuple[str, dict[str, Any]] | None = None  # (Ray job, its ObjectRefs)
 
+    @property
+    def __name__(self) -> str:
+        return trainable_name(self.inner)
+
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_refs": None}  # references live as long as their Ray
+        # References live as long as their Ray: a pickle for another one has the objects.
+        return {"inner": self.inner, "params": self._current_refs() or self.params}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.inner, self.params, self._refs = state["inner"], state["params"], None
+
+    def __call__(self, config: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        """Call the function with the objects (fetched once per call: in a trial)."""
+        user, params, _ = unwrap(self, put=False)
+        return user(config, *args, **kwargs, **_fetch(params))
+
+    def _current_refs(self) -> dict[str, Any] | None:
+        if self._refs is None:
+            return None
+        import ray
+
+        if not ray.is_initialized() or ray.get_runtime_context().get_job_id() != self._refs[0]:
+            return None
+        return dict(self._refs[1])
 
     def put(self) -> dict[str, Any]:
         """The objects as ObjectRefs, put once per Ray session (Ray must be up)."""
@@ -216,7 +257,21 @@ def unwrap(trainable: Any, *, put: bool = True) -> tuple[Any, dict[str, Any], An
         elif resources is None:
             resources = trainable.resources
         trainable = trainable.inner
+    if put:
+        _put_wrapped(trainable)
     return trainable, params, resources
+
+
+def _put_wrapped(function: Any) -> None:
+    """Put the objects of a ``with_parameters`` that a function of the user's wraps
+    (``functools.wraps`` sets ``__wrapped__``), so that its pickle carries references."""
+    inner = getattr(function, "__wrapped__", None)
+    for _ in range(8):  # a chain of wrappers, never a cycle
+        if inner is None:
+            return
+        if isinstance(inner, Parametrized):
+            inner.put()
+        inner = getattr(inner, "__wrapped__", None) or getattr(inner, "inner", None)
 
 
 def check_trainable(trainable: Any) -> None:
@@ -260,6 +315,7 @@ def engine_trainable(trainable: Any, info: ctx.RunInfo, params: Mapping[str, Any
     check_trainable(trainable)
     if isinstance(trainable, type) and issubclass(trainable, Trainable):
         namespace = {
+            "_trialflow_alias": aliased_marker(),  # first: loaded before the user's class
             "tune_class": trainable,
             "info": info,
             "params": dict(params),

@@ -20,6 +20,7 @@ from typing import Any, Literal, NoReturn
 
 from orchestrator.errors import ConfigError
 from orchestrator.tune.errors import unsupported
+from orchestrator.tune.progress_reporter import check_reporter
 
 __all__ = ["CheckpointConfig", "FailureConfig", "RunConfig", "TuneConfig"]
 
@@ -197,10 +198,6 @@ class RunConfig:
                 "give storage_path as a path, s3://bucket/prefix or gs://bucket/prefix",
             ),
             "sync_config": (self.sync_config, "files go to storage_path directly"),
-            "progress_reporter": (
-                self.progress_reporter,
-                "the live progress table is built in; verbose=0 hides it",
-            ),
             "log_to_file": (
                 self.log_to_file or None,
                 "trial output reaches the driver prefixed with its trial; redirect it there",
@@ -210,6 +207,7 @@ class RunConfig:
         for name, (value, instead) in refused.items():
             if value is not None:
                 raise unsupported(f"RunConfig({name}=...)", instead)
+        check_reporter(self.progress_reporter, "RunConfig(progress_reporter=...)")
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             _bad("RunConfig", "name", _want("a non-empty str", self.name))
         path = self.storage_path

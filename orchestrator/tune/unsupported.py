@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestrator.tune.errors import unsupported
 
-__all__ = ["MODULES", "NAMES", "getattr_for", "install_finder"]
+__all__ = ["MODULES", "NAMES", "getattr_for", "install_finder", "refused_class"]
 
 _OPTUNA = "use OptunaSearch (from orchestrator.tune.search.optuna) or the default search"
 _REPORT = "call tune.report(metrics, checkpoint=...) from your framework's own callback or loop"
@@ -28,7 +28,6 @@ NAMES: dict[str, dict[str, str]] = {
         "Experiment": "use tune.Tuner(...) with tune.RunConfig(name=...)",
         "register_env": "RLlib environments are not covered; pass your trainable to tune.Tuner",
         "register_trainable": "pass the trainable itself to tune.Tuner (no registry)",
-        "CLIReporter": "the live progress table is on by default; RunConfig(verbose=0) hides it",
         "JupyterNotebookReporter": "the live progress table is on by default (verbose=0: off)",
         "ProgressReporter": "the live progress table is on by default (verbose=0: off)",
         "create_searcher": "build the searcher class itself (orchestrator.tune.search)",
@@ -45,7 +44,6 @@ NAMES: dict[str, dict[str, str]] = {
     },
     "schedulers": {
         "PB2": "use PopulationBasedTraining",
-        "HyperBandForBOHB": "use HyperBandScheduler",
         "ResourceChangingScheduler": (
             "a trial's resources are fixed (tune.with_resources); use another scheduler"
         ),
@@ -61,6 +59,10 @@ NAMES: dict[str, dict[str, str]] = {
         "create_searcher": "build the searcher class itself",
     },
     "stopper": {"NoopStopper": "leave RunConfig(stop=None)"},
+    "progress_reporter": {
+        "JupyterNotebookReporter": "the live progress table is on by default (verbose=0: off)",
+        "ProgressReporter": "the live progress table is on by default (verbose=0: off)",
+    },
 }
 
 #: Ray Tune's modules the facade does not have (relative to ``ray.tune``) -> instead.
@@ -81,7 +83,6 @@ MODULES: dict[str, str] = {
     ),
     "examples": "Ray Tune's examples: import them from ray.tune.examples",
     "execution": "Ray Tune's controller internals have no counterpart here",
-    "progress_reporter": "the live progress table is on by default (verbose=0: off)",
 }
 
 _PACKAGE = "orchestrator.tune"
@@ -100,6 +101,19 @@ def getattr_for(module: str) -> Callable[[str], Any]:
         raise AttributeError(f"module {where!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def refused_class(name: str, module: str, instead: str) -> type:
+    """A stand-in for Tune's class ``name`` of ``module`` that imports (libraries import
+    it to test ``isinstance``, which is then always False) but refuses to be built."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise unsupported(f"Ray Tune's {name} ({_PACKAGE}.{module})", instead)
+
+    doc = f"Ray Tune's {name}: not covered ({instead}); importable for isinstance checks."
+    return type(
+        name, (), {"__init__": __init__, "__module__": f"{_PACKAGE}.{module}", "__doc__": doc}
+    )
 
 
 class _UnsupportedModules(importlib.abc.MetaPathFinder):
