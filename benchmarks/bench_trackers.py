@@ -2,7 +2,8 @@
 hangs, and with a working MLflow (a file store).
 
 Two trials of ``--steps`` trivial steps each (0.25 CPU each) run on a private local Ray
-(2 CPUs), under three hooks lists, interleaved (the order rotates between repeats;
+(2 CPUs; or, ``--fake-ray``, on the in-process fake Ray of the tests), under three
+hooks lists, interleaved (the order rotates between repeats;
 one short run first, not counted, warms the workers up):
 
 * ``none``: no hook;
@@ -62,10 +63,13 @@ def hooks_for(case: str, work: Path, silent_uri: str) -> list[Any]:
     return [MLflowHook(f"file://{work / 'mlruns'}", experiment_name="bench", close_grace=60)]
 
 
-async def one_run(case: str, steps: int, work: Path, silent_uri: str) -> dict[str, Any]:
+async def one_run(
+    case: str, steps: int, work: Path, silent_uri: str, backend: Any = None
+) -> dict[str, Any]:
     hooks = hooks_for(case, work, silent_uri)
+    extra = {"_ray_backend": backend} if backend is not None else {}
     async with Orchestrator(
-        storage=work / "runs", name=case, progress=False, loggers=[], hooks=hooks
+        storage=work / "runs", name=case, progress=False, loggers=[], hooks=hooks, **extra
     ) as orch:
         trials = [
             orch.add_trial(
@@ -100,22 +104,38 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10_000, help="steps per trial")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/trackers.json"))
+    parser.add_argument(
+        "--fake-ray",
+        action="store_true",
+        help="the trials on tests/fakeray.py (in-process) instead of a private Ray: the "
+        "driver's own cost, where a tracker's cost lies, without Ray's",
+    )
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses it otherwise
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.trackers import silent_server
 
-    init_private_ray(2)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-trackers-") as tmp, silent_server() as uri:
-        # Not counted: the first run here pays for the workers' start and first imports.
-        asyncio.run(one_run("none", min(args.steps, 500), Path(tmp) / "warm-up", uri))
+        backend = None
+        if args.fake_ray:
+            from tests.fakeray import FakeRay
+
+            backend = FakeRay(Path(tmp) / "nodes")
+        else:
+            init_private_ray(2)
+        # Not counted: the first run here pays for the workers' start and first imports;
+        # and MLflow is imported (once per driver, in the hook's thread at its first
+        # trial: 1-2 s of the driver's GIL, a one-off cost not compared here).
+        asyncio.run(one_run("none", min(args.steps, 500), Path(tmp) / "warm-up", uri, backend))
+        import mlflow.tracking  # noqa: F401
+
         for repeat in range(args.repeat):
             order = CASES[repeat % 3 :] + CASES[: repeat % 3]
             for case in order:
                 work = Path(tmp) / f"{case}-{repeat}"
-                row = asyncio.run(one_run(case, args.steps, work, uri))
+                row = asyncio.run(one_run(case, args.steps, work, uri, backend))
                 row["repeat"] = repeat
                 rows.append(row)
                 extra = f", sent {row['sent']}, dropped {row['dropped']}" if "sent" in row else ""
