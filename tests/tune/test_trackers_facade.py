@@ -62,6 +62,8 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
     inside = f"sqlite:///{tmp_path / 'inside.db'}"
     # Made here: two trials making one sqlite store's tables at once would race.
     MlflowClient(inside).create_experiment("inside")
+    # With its artifacts here (a sqlite store's default is ./mlruns, in the repository).
+    MlflowClient(outside).create_experiment("facade", (tmp_path / "artifacts").as_uri())
     grid = tune.Tuner(
         tune.with_resources(train, CPU),
         param_space={
