@@ -1,7 +1,8 @@
 """Ray Tune's examples on Ray Tune and on trialflow's facade, side by side.
 
 Each of the framework-free examples in the installed ``ray.tune.examples`` (and
-``xgboost_example``, ``lightgbm_example`` where their framework is installed) runs with
+``xgboost_example``, ``lightgbm_example``, ``mlflow_example`` where their framework is
+installed) runs with
 ``--smoke-test`` in a fresh process, once on Ray Tune and once rewritten for
 ``orchestrator.tune`` (only its import lines: :mod:`benchmarks.tune_examples`), the
 two systems interleaved (the order alternates between repeats), each run with its own

@@ -6,7 +6,8 @@ their import lines.
 every other line stay); ``run_example`` copies an example from the installed
 ``ray.tune.examples``, rewritten or not, into a directory and runs it with
 ``--smoke-test`` in a fresh Python, with a home directory of its own (so
-``~/ray_results`` is the run's), a private local Ray (``RAY_ADDRESS=local``), and
+``~/ray_results`` is the run's; and TMPDIR for those writing there), a private local Ray
+(``RAY_ADDRESS=local``), and
 optionally the RNGs seeded before the script starts and the configs of its trials
 written to a file (through a wrapper script: the example itself is not changed).
 
@@ -47,8 +48,22 @@ EXAMPLES = (
 )
 
 #: Examples of NEEDS_FRAMEWORK that run here once their framework is installed (the
-#: ``frameworks`` extra): the framework's module, to check for it.
-WITH_FRAMEWORK = {"xgboost_example": "xgboost", "lightgbm_example": "lightgbm"}
+#: ``frameworks`` and ``trackers`` extras): the framework's module, to check for it.
+#: (``mnist_ptl_mini`` and ``tune_mnist_keras`` download MNIST, and need torchvision and
+#: TensorFlow: they cannot run offline.)
+WITH_FRAMEWORK = {
+    "xgboost_example": "xgboost",
+    "lightgbm_example": "lightgbm",
+    "mlflow_example": "mlflow",
+}
+
+#: Examples whose smoke test writes into ``tempfile.gettempdir()`` (``mlflow_example``:
+#: its MLflow store, ``/tmp/mlruns``): each run gets its working directory as TMPDIR,
+#: Ray's own temporary directory staying where it was. And what else an example needs
+#: in its environment: MLflow 3 refuses the file store the smoke test uses unless told
+#: to allow it (on Ray Tune as here).
+PRIVATE_TMP = frozenset({"mlflow_example"})
+EXAMPLE_ENV = {"mlflow_example": {"MLFLOW_ALLOW_FILE_STORE": "true"}}
 
 #: The other examples shipped with ray.tune.examples, and what each needs.
 NEEDS_FRAMEWORK = {
@@ -191,8 +206,11 @@ def run_example(
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "TUNE_EXAMPLE_OUT": str(out),
         "TUNE_EXAMPLE_TUNER": "orchestrator.tune" if system == "ours" else "ray.tune",
+        **EXAMPLE_ENV.get(name, {}),
         **(extra_env or {}),
     }
+    if name in PRIVATE_TMP:
+        env.update(TMPDIR=str(workdir), RAY_TMPDIR=os.environ.get("RAY_TMPDIR", "/tmp"))
     if seed is not None:
         env["TUNE_EXAMPLE_SEED"] = str(seed)
     started = time.perf_counter()

@@ -19,6 +19,9 @@ import pytest
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# MLflow 3 refuses a file store unless allowed: Ray Tune's mlflow_example uses one, in
+# the driver and in the trials' workers (which inherit the session cluster's env).
+os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
 HEAD_CPUS = 4
 

@@ -90,6 +90,8 @@ def wandb_records(path: Path) -> Iterator[Any]:
         if length == 0 and kind == 0:
             pos += left  # padding to the end of the block
             continue
+        if pos + 7 + length > len(data):
+            return  # a record still being written (or cut short by a killed process)
         chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (_FULL, _FIRST):
@@ -108,19 +110,23 @@ def read_wandb(directory: Path, timeout: float = 60.0) -> dict[str, StoredRun]:
     the order written (a resumed run has one ``offline-run-*`` folder per process).
 
     W&B's service writes the files after ``run.finish()`` returns: this waits (up to
-    ``timeout``) until every file holds its run's exit record."""
+    ``timeout``) until each run's last file holds its exit record (an earlier file of
+    the run may have none: its process was killed)."""
     deadline = time.monotonic() + timeout
     while True:
-        runs, complete = _read_wandb(directory)
+        runs, complete = read_wandb_now(directory)
         if complete or time.monotonic() > deadline:
             assert complete, f"a W&B run under {directory} has no exit record yet"
             return runs
         time.sleep(0.2)
 
 
-def _read_wandb(directory: Path) -> tuple[dict[str, StoredRun], bool]:
+def read_wandb_now(directory: Path) -> tuple[dict[str, StoredRun], bool]:
+    """What the offline files hold now (a file being written is read up to its last
+    whole record), and whether each run's last file has its exit record."""
     runs: dict[str, StoredRun] = {}
-    complete = True
+    exited_last: dict[str, bool] = {}
+    # The folders are named by the time their process started the run: in order.
     for path in sorted((directory / "wandb").glob("offline-run-*/run-*.wandb")):
         run: StoredRun | None = None
         exited = False
@@ -152,8 +158,11 @@ def _read_wandb(directory: Path) -> tuple[dict[str, StoredRun], bool]:
             elif kind == "exit":
                 exited = True
                 run.status = "FINISHED" if record.exit.exit_code == 0 else "FAILED"
-        complete = complete and exited
-    return runs, complete
+        if run is not None:
+            exited_last[run.run_id] = exited
+        else:
+            exited_last[str(path)] = False  # its run record is not written yet
+    return runs, all(exited_last.values())
 
 
 def _config(run: StoredRun, items: Any) -> None:

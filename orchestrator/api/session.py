@@ -224,7 +224,9 @@ async def open_session(exp: Experiment) -> Session:
             journal.started_at = float(started_at)
         journal.set_extras(exp.journal_extras)
         builtins = _builtin_hooks(exp, store)
-        hooks = HookRunner([*opening.hooks, *builtins], slow_after=settings.hook_slow_after)
+        # The built-in logs first: a user's on_experiment_end finds them complete (a
+        # tracker storing the trials' directories, MLflow's save_artifact, relies on it).
+        hooks = HookRunner([*builtins, *opening.hooks], slow_after=settings.hook_slow_after)
         collector = CheckpointCollector(
             store,
             is_pinned=lambda key: dispatcher.is_pinned(key),

@@ -54,8 +54,15 @@ class Backend(Protocol):
         ...
 
     def finish(self, handle: RunHandle, status: str, artifact_dir: str | None) -> None:
-        """The trial ended (``FINISHED``, ``FAILED``) or the experiment did (``KILLED``)."""
+        """The trial ended (``FINISHED``, ``FAILED``) or the experiment did (``KILLED``);
+        ``artifact_dir`` (if not None) is stored with the run first."""
         ...
+
+    # Optional: ``log_artifacts(handle, directory)`` stores a directory with a run already
+    # finished (MLflow can). A backend that has it gets the trial's directory when the
+    # experiment ends, once the experiment's own logs in it are written (they are
+    # flushed every second: at the trial's end they may not be yet); one without it gets
+    # the directory at the trial's end, through ``finish``.
 
     def close(self) -> None: ...
 

@@ -107,11 +107,15 @@ class MLflowBackend:
 
     def finish(self, handle: RunHandle, status: str, artifact_dir: str | None) -> None:
         if artifact_dir is not None:
-            import os
-
-            if os.path.isdir(artifact_dir):
-                self.client().log_artifacts(handle.run, artifact_dir)
+            self.log_artifacts(handle, artifact_dir)
         self.client().set_terminated(handle.run, status)
+
+    def log_artifacts(self, handle: RunHandle, directory: str) -> None:
+        """MLflow stores files with a finished run too (see ``Backend``)."""
+        import os
+
+        if os.path.isdir(directory):
+            self.client().log_artifacts(handle.run, directory)
 
     def close(self) -> None:
         return None
@@ -140,7 +144,7 @@ class MLflowHook(TrackerHook):
     """A :class:`~orchestrator.integrations.tracker.TrackerHook` sending each trial to
     MLflow (``tracking_uri``: e.g. ``sqlite:///mlflow.db`` or ``http://host:5000``; None:
     MLflow's default). ``tags`` go on every run; ``artifact_dir(trial)`` is stored with
-    the run when the trial ends."""
+    the run when the experiment ends (once the experiment's logs in it are written)."""
 
     def __init__(
         self,

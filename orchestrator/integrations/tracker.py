@@ -104,12 +104,14 @@ class _Worker:
     """One worker thread's own state: a worker abandoned at close (stuck in a tracker
     call) never touches the runs of the one a later session starts."""
 
-    __slots__ = ("stop", "done", "handles")
+    __slots__ = ("stop", "done", "handles", "artifacts")
 
     def __init__(self) -> None:
         self.stop = threading.Event()
         self.done = threading.Event()
         self.handles: dict[str, RunHandle] = {}
+        #: (trial id, its finished run, its directory): stored when the experiment ends.
+        self.artifacts: list[tuple[str, RunHandle, str]] = []
 
 
 class _Book:
@@ -127,8 +129,10 @@ class TrackerHook:
     """A hook sending each trial's config and results to a tracker (see the module).
 
     ``run_name(trial)`` names a trial's run (default: the trial's id);
-    ``artifact_dir(trial)`` is a directory stored with the run when the trial ends
-    (None: nothing). ``excludes`` are result keys not to send.
+    ``artifact_dir(trial)`` is a directory stored with the run (None: nothing): when the
+    trial ends, or, by a backend that can add files to a finished run (MLflow), when the
+    experiment ends, so that the trial's logs in it are complete. ``excludes`` are
+    result keys not to send.
     """
 
     inline_hooks = frozenset(
@@ -377,9 +381,9 @@ class TrackerHook:
             self._flush_rows(handles, rows, order)
             if isinstance(op, _Close):
                 closing = True
-                self._finish_all(handles)
+                self._finish_all(worker)
             else:
-                self._guard(key, self._apply, handles, key, op)
+                self._guard(key, self._apply, worker, key, op)
         self._flush_rows(handles, rows, order)
         return closing
 
@@ -396,7 +400,8 @@ class TrackerHook:
         rows.clear()
         order.clear()
 
-    def _apply(self, handles: dict[str, RunHandle], key: str, op: Any) -> None:
+    def _apply(self, worker: _Worker, key: str, op: Any) -> None:
+        handles = worker.handles
         if isinstance(op, _Open):
             if key in handles:
                 return  # paused and resumed, restarted: the same run goes on
@@ -416,7 +421,11 @@ class TrackerHook:
             self.backend.set_config(handle, op.config)
         elif isinstance(op, _End):
             del handles[key]
-            self.backend.finish(handle, op.status, op.artifact_dir)
+            directory = op.artifact_dir
+            if directory is not None and hasattr(self.backend, "log_artifacts"):
+                worker.artifacts.append((key, handle, directory))
+                directory = None
+            self.backend.finish(handle, op.status, directory)
 
     def _log(self, handle: RunHandle, results: list[Mapping[str, Any]]) -> None:
         if not results:
@@ -439,7 +448,11 @@ class TrackerHook:
             handle.step = step
             self._sent += len(out)
 
-    def _finish_all(self, handles: dict[str, RunHandle]) -> None:
+    def _finish_all(self, worker: _Worker) -> None:
+        for key, handle, directory in worker.artifacts:
+            self._guard(key, self.backend.log_artifacts, handle, directory)  # type: ignore[attr-defined]
+        worker.artifacts.clear()
+        handles = worker.handles
         for key in list(handles):
             handle = handles.pop(key)
             self._guard(key, self.backend.finish, handle, "KILLED", None)

@@ -82,8 +82,10 @@ class WandbBackend:
         return RunHandle(run, step=max(step, 0), extra={"id": run_id})
 
     def log(self, handle: RunHandle, rows: list[tuple[int, dict[str, float]]]) -> None:
+        # Committed at once: W&B otherwise holds a step's row until a later step comes,
+        # so a driver killed then lost its last step while the steps file counted it.
         for step, metrics in rows:
-            handle.run.log(metrics, step=step)
+            handle.run.log(metrics, step=step, commit=True)
         self._store_step(handle.extra["id"], rows[-1][0])
 
     def set_config(self, handle: RunHandle, config: Mapping[str, Any]) -> None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from orchestrator import Trial, TrialState
 from orchestrator.integrations.mlflow import MLflowHook
@@ -202,3 +204,30 @@ async def test_a_tracker_that_never_answers_slows_no_trial(
     assert sum("is not keeping up" in w for w in warnings) == 1, warnings
     assert sum("made no progress for 0.5 s" in w for w in warnings) == 1, warnings
     assert any(uri in w for w in warnings)
+
+
+async def test_a_trials_directory_is_stored_with_its_run_once_its_logs_are_written(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    # The trial ends well within the logs' first flush (each second): its directory is
+    # stored when the experiment ends, after the built-in logs' own end wrote it whole.
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    client.create_experiment("files", (tmp_path / "artifacts").as_uri())
+    runs = tmp_path / "runs"
+    hook = MLflowHook(
+        uri,
+        experiment_name="files",
+        artifact_dir=lambda t: str(runs / "x" / t.id),
+        close_grace=GRACE,
+    )
+    async with orchestrator(storage=runs, name="x", progress=False, hooks=[hook]) as orch:
+        orch.add_trial(
+            FakeRecorder, {}, trial_id="t", stop={"training_iteration": 3}, resources=CPU
+        )
+        await orch.run()
+    run = read_mlflow(uri, "files")["t"]
+    assert run.status == "FINISHED"
+    stored = Path(client.download_artifacts(run.run_id, "result.json", str(tmp_path)))
+    lines = [json.loads(line) for line in stored.read_text().splitlines()]
+    assert [r["training_iteration"] for r in lines] == [1, 2, 3]

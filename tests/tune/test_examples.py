@@ -9,10 +9,12 @@ import io
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks.tune_examples import examples_dir, rewrite
+from benchmarks.tune_examples import examples_dir, rewrite, run_example
+from tests.trackers import read_mlflow
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -74,3 +76,35 @@ def test_a_tune_example_runs_after_only_the_import_rewrite(
             p for p in (tmp_path / "ray_results" / "hyperband_test").iterdir() if p.is_symlink()
         ]
         assert len(links) == 5 and all(p.name.endswith("_123") for p in links)
+
+
+def test_the_mlflow_example_runs_after_only_the_import_rewrite(
+    tmp_path: Path, ray_local: Any
+) -> None:
+    """In a fresh process on the session's Ray (its smoke test's MLflow store is the
+    run's: TMPDIR), read back: the callback's runs (with the trial's files, from
+    ``save_artifact=True``) and ``setup_mlflow``'s, five trials each."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    workdir = tmp_path / "run"
+    done = run_example(
+        "mlflow_example", "ours", workdir, timeout=300, extra_env={"RAY_ADDRESS": ray_local.address}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "failed for trial" not in done.stderr, done.stderr[-3000:]  # no tracker call failed
+    store = str(workdir / "mlruns")
+    callback = read_mlflow(store, "example")
+    assert len(callback) == 5
+    for run in callback.values():
+        assert run.status == "FINISHED" and {"width", "height", "steps"} <= set(run.params)
+        assert run.steps("mean_loss") == [1, 2, 3, 4, 5]  # one step per result
+        artifacts = {a.path for a in MlflowClient(store).list_artifacts(run.run_id)}
+        assert "result.json" in artifacts, artifacts
+    inside = read_mlflow(store, "mixin_example")  # one run per trial (by its trial_id tag)
+    assert len(inside) == 5
+    for run in inside.values():
+        # (Its status is left RUNNING: nothing ends setup_mlflow's run when the function
+        # returns, and the session's workers live on.)
+        assert run.steps("mean_loss") == [0, 1, 2, 3, 4]  # the function's own steps
+        assert {"width", "height"} <= set(run.params)

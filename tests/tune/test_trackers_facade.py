@@ -1,7 +1,8 @@
 """Ray's tracker integrations under the facade, on Ray, with the real MLflow (sqlite) and
-W&B (offline): ``MLflowLoggerCallback`` and ``WandbLoggerCallback`` in the driver,
-``setup_mlflow`` in the trainable; and ``ray.air.integrations.*`` resolved to them by
-``python -m orchestrator tune``'s import alias."""
+W&B (offline): ``MLflowLoggerCallback`` (with ``save_artifact``) and
+``WandbLoggerCallback`` in the driver, ``setup_mlflow`` in the trainable, one trial
+raising once and restarted (``max_failures=1``); and ``ray.air.integrations.*``
+resolved to them by ``python -m orchestrator tune``'s import alias."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator import tune
+from orchestrator.integrations.tracker import ROLLBACK_METRIC
 from orchestrator.integrations.wandb import run_id_for
 from orchestrator.tune.integration.mlflow import MLflowLoggerCallback, setup_mlflow
 from orchestrator.tune.integration.wandb import WandbLoggerCallback
@@ -24,6 +26,9 @@ from ..trackers import read_mlflow, read_wandb
 
 CPU = {"cpu": 0.25}
 STEPS = 5
+#: The trial of this lr raises once, after reporting this step (it has no checkpoint:
+#: restarted, it runs from the start).
+FAILS, FAILS_AFTER = 0.1, 3
 
 
 @pytest.fixture
@@ -42,6 +47,10 @@ def train(config: dict[str, Any]) -> None:
     for step in range(1, STEPS + 1):
         mlflow.log_metric("inside", float(step), step=step)
         tune.report({"loss": config["lr"] / step, "nested": {"acc": step / 10}})
+        flag = Path(config["fails"]) / "failed"
+        if config["lr"] == FAILS and step == FAILS_AFTER and not flag.exists():
+            flag.touch()
+            raise RuntimeError("planned one-off failure")
 
 
 @pytest.mark.usefixtures("ray_local", "wandb_ended")
@@ -53,22 +62,33 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
     inside = f"sqlite:///{tmp_path / 'inside.db'}"
     # Made here: two trials making one sqlite store's tables at once would race.
     MlflowClient(inside).create_experiment("inside")
+    # With its artifacts here (a sqlite store's default is ./mlruns, in the repository).
+    MlflowClient(outside).create_experiment("facade", (tmp_path / "artifacts").as_uri())
     grid = tune.Tuner(
         tune.with_resources(train, CPU),
-        param_space={"lr": tune.grid_search([0.1, 0.2]), "inside": inside},
+        param_space={
+            "lr": tune.grid_search([FAILS, 0.2]),
+            "inside": inside,
+            "fails": str(tmp_path),
+        },
         run_config=tune.RunConfig(
             storage_path=str(tmp_path / "runs"),
             name="facade",
             verbose=0,
+            failure_config=tune.FailureConfig(max_failures=1),
             callbacks=[
-                MLflowLoggerCallback(outside, experiment_name="facade", tags={"k": "v"}),
+                MLflowLoggerCallback(
+                    outside, experiment_name="facade", tags={"k": "v"}, save_artifact=True
+                ),
                 WandbLoggerCallback(project="p", dir=str(tmp_path), mode="offline"),
             ],
         ),
     ).fit()
     assert grid.num_errors == 0 and len(grid) == 2
+    assert (tmp_path / "failed").exists()
     trial_ids = sorted(r.metrics["trial_id"] for r in grid)
     lrs = {r.metrics["trial_id"]: r.config["lr"] for r in grid}
+    failed = next(t for t, lr in lrs.items() if lr == FAILS)
     assert not [r for r in caplog.records if "cannot be pickled" in r.getMessage()]
 
     runs = read_mlflow(outside, "facade")
@@ -79,11 +99,20 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
         assert run.steps("loss") == list(range(1, STEPS + 1))
         assert run.steps("nested/acc") == list(range(1, STEPS + 1))
         assert "config/lr" not in run.metrics  # the config is params, not metrics
+        # save_artifact: the trial's directory (its result logs) stored with its run.
+        artifacts = {a.path for a in MlflowClient(outside).list_artifacts(run.run_id)}
+        assert "result.json" in artifacts, artifacts
+    # The restarted trial went on in its run: its re-run steps 1-3 were not sent again,
+    # and step 4, the first new one, carries the mark (back to the start: 0).
+    assert runs[failed].metrics[ROLLBACK_METRIC] == [(FAILS_AFTER + 1, 0.0)]
+    assert ROLLBACK_METRIC not in runs[next(t for t in trial_ids if t != failed)].metrics
 
     mine = read_mlflow(inside, "inside")
-    assert sorted(mine) == trial_ids
-    for run in mine.values():
-        assert run.steps("inside") == list(range(1, STEPS + 1))
+    assert sorted(mine) == trial_ids  # the restarted trial's setup_mlflow found its run
+    for trial_id, run in mine.items():
+        # The trainable's own log calls are its own: the re-run logged 1-3 again.
+        again = list(range(1, FAILS_AFTER + 1)) if trial_id == failed else []
+        assert run.steps("inside") == sorted([*range(1, STEPS + 1), *again])
 
     stored = read_wandb(tmp_path)
     assert sorted(stored) == sorted(run_id_for("p", "facade", t) for t in trial_ids)
@@ -92,6 +121,10 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
         assert run.group == "facade" and run.name.endswith(trial_id)
         assert run.params["lr"] == lrs[trial_id] and run.status == "FINISHED"
         assert run.steps("loss") == list(range(1, STEPS + 1))
+        assert run.segments == 1  # the restarted trial's run was not reopened
+    assert stored[run_id_for("p", "facade", failed)].metrics[ROLLBACK_METRIC] == [
+        (FAILS_AFTER + 1, 0.0)
+    ]
 
 
 def test_the_script_alias_maps_ray_air_integrations_onto_the_facade() -> None:

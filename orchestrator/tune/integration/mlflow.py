@@ -25,7 +25,8 @@ __all__ = ["MLflowLoggerCallback", "setup_mlflow"]
 class MLflowLoggerCallback(TrackerCallback):
     """Ray Tune's ``MLflowLoggerCallback``: one MLflow run per trial, named after it, the
     config as params and each result a step. ``save_artifact`` stores the trial's
-    directory with its run when it ends. ``log_params_on_trial_end`` is accepted; the
+    directory with its run when the Tune run ends (Tune's: when the trial does; here the
+    trial's logs in it are then complete). ``log_params_on_trial_end`` is accepted; the
     params are logged when the run is made either way."""
 
     def __init__(
