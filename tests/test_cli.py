@@ -113,7 +113,7 @@ def test_demo_sweep_recovers_a_killed_actor(tmp_path: Path) -> None:
     proc = _run_cli(
         "demo",
         "--trials",
-        "8",
+        "4",
         "--iterations",
         str(iterations),
         "--no-live",
@@ -128,7 +128,7 @@ def test_demo_sweep_recovers_a_killed_actor(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{proc.stderr}"
 
     rows = {row["trial"]: row for row in _table(out, "final:")}
-    assert sorted(rows) == [f"trial_{i:02d}" for i in range(8)], out
+    assert sorted(rows) == [f"trial_{i:02d}" for i in range(4)], out
     for row in rows.values():
         assert row["state"] == "TERMINATED", out
         assert row["iter"] == f"{iterations}/{iterations}", out
@@ -148,7 +148,7 @@ def test_demo_sweep_recovers_a_killed_actor(tmp_path: Path) -> None:
     assert {t: row["failures"] for t, row in rows.items()} == {
         t: "1" if t == victim else "0" for t in rows
     }, out
-    assert "8/8 trials TERMINATED; 1 failure(s), 1 recovered" in out
+    assert "4/4 trials TERMINATED; 1 failure(s), 1 recovered" in out
 
     # Best first: the accuracies in the final table never increase going down.
     accuracies = [float(row["val acc"]) for row in rows.values()]
@@ -197,32 +197,18 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path, ray_cluster: Any) -
         ('{"rate": 1}', "TERMINATED", "3", "3"),
     ], out
     assert list((tmp_path / "results" / "tiny").rglob("state.json"))
-    # the finished experiment resumes as a no-op: nothing is re-run (on the session's
-    # cluster: the run above started a Ray of its own already)
-    proc = _run_cli(
-        "resume",
-        "--storage",
-        str(tmp_path / "results"),
-        "--name",
-        "tiny",
-        "--metric",
-        "score",
-        "--address",
-        ray_cluster.address,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert "resuming" in proc.stdout and "2 TERMINATED" in proc.stdout
-    assert "started" not in proc.stdout
-    assert "2/2 trials TERMINATED" in proc.stdout
-    # Finished trials need no code: it resumes where tinytrain cannot be imported...
+    # The finished experiment resumes as a no-op: nothing is re-run (on the session's
+    # cluster: the run above started a Ray of its own already). Finished trials need no
+    # code: it resumes where tinytrain cannot be imported...
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     resume = ("resume", "--storage", str(tmp_path / "results"), "--name", "tiny")
     resume += ("--address", ray_cluster.address)
-    proc = _run_cli(*resume, cwd=elsewhere, timeout=120)
+    proc = _run_cli(*resume, "--metric", "score", cwd=elsewhere, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "resuming" in proc.stdout and "2 TERMINATED" in proc.stdout
+    assert "started" not in proc.stdout
+    assert "2/2 trials TERMINATED" in proc.stdout
     # ...but a trial that is to run again does, and says where it looked.
     journal = tmp_path / "results" / "tiny" / "experiment_state.json"
     doc = json.loads(journal.read_text())
@@ -266,11 +252,18 @@ SIGINT_AT_START: dict[str, Callable[[], None] | None] = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("inherited", list(SIGINT_AT_START))
-def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path, inherited: str) -> None:
+def test_an_interrupted_run_says_how_to_resume_it(
+    tmp_path: Path, inherited: str, ray_cluster: Any
+) -> None:
+    """With SIGINT as the user's shell leaves it, the run starts its own Ray (and stops
+    it on the way out); with SIGINT blocked or ignored it joins the session's cluster:
+    what it inherited is set right at the top of ``python -m orchestrator``, before any
+    Ray, and a private Ray more would only cost seconds."""
     (tmp_path / "slowtrain.py").write_text(textwrap.dedent(LONG_TRAINABLE))
     store = tmp_path / "results"
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
     env.pop("RAY_ADDRESS", None)
+    address = [] if inherited == "as is" else ["--address", ray_cluster.address]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -286,6 +279,7 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path: Path, inherited: str
             str(store),
             "--name",
             "slow",
+            *address,
         ],
         cwd=tmp_path,
         env=env,
@@ -601,7 +595,7 @@ class Quad(Trainable):
 
 @pytest.mark.slow
 def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
-    tmp_path: Path,
+    tmp_path: Path, ray_cluster: Any
 ) -> None:
     from .test_driver_crash import kill_with_its_ray, read_journal
 
@@ -668,7 +662,7 @@ def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     before = read_journal(journal) or {}
     finished_before = {t["id"] for t in before.values() if t["state"] == "TERMINATED"}
     assert len(finished_before) == 2
-    proc = _run_cli(
+    proc = _run_cli(  # on another Ray (new node ids): the session's, one start fewer
         "resume",
         "--storage",
         str(store),
@@ -676,6 +670,8 @@ def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
         "sw",
         "--metric",
         "score",
+        "--address",
+        ray_cluster.address,
         cwd=tmp_path,
         timeout=240,
     )

@@ -38,9 +38,9 @@ DRIVER = textwrap.dedent(
             result = await orch.sweep(
                 Objective,
                 {{"x": uniform(-1, 1), "marks": {marks!r}, "delay": 0.05,
-                  "gate": {gate!r}, "gate_passes": 3}},
-                num_samples=10, metric="loss", mode="min", searcher=RandomSearch(seed=5),
-                max_concurrent_trials=2, stop={{"training_iteration": 12}},
+                  "gate": {gate!r}, "gate_passes": 2}},
+                num_samples=6, metric="loss", mode="min", searcher=RandomSearch(seed=5),
+                max_concurrent_trials=2, stop={{"training_iteration": 8}},
                 checkpoint_every=4, resources={{"cpu": 0.25}})
         with open({report!r}, "w") as f:
             json.dump({{t.id: [t.state.value, t.config["x"],
@@ -55,7 +55,7 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
     from .test_driver_crash import kill_with_its_ray, read_journal
 
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
-    gate = tmp_path / "gate"  # 3 trials pass, the next wait there: the sweep cannot end
+    gate = tmp_path / "gate"  # 2 trials pass, the next wait there: the sweep cannot end
     marks.mkdir()
     gate.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -73,7 +73,7 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
     )
     journal = storage / "crash" / JOURNAL_KEY
     try:
-        # The kill lands while the 3 trials let through have ended and the 2 after them
+        # The kill lands while the 2 trials let through have ended and the 2 after them
         # (max_concurrent_trials) are held at their first step: no other can start.
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
@@ -81,7 +81,7 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
             assert first.poll() is None, "the driver exited while its trials were held"
             trials = read_journal(journal) or {}
             done = [t for t in trials.values() if t["state"] == "TERMINATED"]
-            if len(done) == 3 and len(list(gate.glob("*.held"))) == 2:
+            if len(done) == 2 and len(list(gate.glob("*.held"))) == 2:
                 break
         else:
             pytest.fail("the sweep made no progress")
@@ -90,7 +90,7 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
     (gate / "open").touch()
     before = read_journal(journal) or {}
     finished_before = {t["id"] for t in before.values() if t["state"] == "TERMINATED"}
-    assert len(finished_before) == 3 and len(before) < 10  # samples left to draw
+    assert len(finished_before) == 2 and len(before) < 6  # samples left to draw
     second = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -103,14 +103,14 @@ async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_l
     finally:
         await end_tree(second)
     trials = json.loads(report.read_text())
-    assert len(trials) == 10  # num_samples, no more
+    assert len(trials) == 6  # num_samples, no more
     for trial_id, (state, _x, its) in trials.items():
         assert state == "TERMINATED"
-        assert its == list(range(1, 13)), (trial_id, its)
+        assert its == list(range(1, 9)), (trial_id, its)
         setups = (marks / f"{trial_id}.setups").read_text()
         if trial_id in finished_before:
             assert setups == "x"  # never re-run
         else:
             assert len(setups) <= 2
     xs = [x for _state, x, _its in trials.values()]
-    assert len(set(xs)) == 10  # every sample drawn once: the searcher's state was restored
+    assert len(set(xs)) == 6  # every sample drawn once: the searcher's state was restored

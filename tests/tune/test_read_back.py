@@ -5,6 +5,7 @@ without the automatic keys, a missing metric's best a ``RuntimeError``, and
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,9 @@ def reporting(config: dict[str, Any]) -> None:
             )
 
 
-@pytest.fixture
-def results(tmp_path: Path) -> Any:
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory, ray_cluster: Any) -> Any:
+    """One finished run for the module's tests: they only read it (a move is a copy)."""
     keep = tune.CheckpointConfig(
         num_to_keep=2, checkpoint_score_attribute="loss", checkpoint_score_order="min"
     )
@@ -39,7 +41,10 @@ def results(tmp_path: Path) -> Any:
         reporting,
         param_space={"k": tune.grid_search([1, 2])},
         run_config=tune.RunConfig(
-            storage_path=str(tmp_path), name="back", verbose=0, checkpoint_config=keep
+            storage_path=str(tmp_path_factory.mktemp("runs")),
+            name="back",
+            verbose=0,
+            checkpoint_config=keep,
         ),
     ).fit()
 
@@ -69,8 +74,8 @@ def test_a_finished_run_reads_back_as_tune_reads_it(results: Any, tmp_path: Path
 
 
 def test_a_moved_run_has_its_checkpoints_where_it_is_now(results: Any, tmp_path: Path) -> None:
-    moved = tmp_path / "elsewhere"
-    Path(results.experiment_path).rename(moved)
+    moved = tmp_path / "elsewhere"  # a copy: the checkpoints must be found in it
+    shutil.copytree(results.experiment_path, moved, symlinks=True)
     for again in (
         tune.Tuner.restore(str(moved), reporting).get_results(),
         tune.ExperimentAnalysis(moved)._grid,
