@@ -128,6 +128,8 @@ async def test_pbt_exploits_a_distributed_trial_from_its_donors_checkpoint(
                 scheduler=scheduler,
                 stop={"training_iteration": 5},
                 resources=DRIVER,
+                # A trial asking for no resource leaves the sweep no bound of its own.
+                max_concurrent_trials=2,
             )
         )
 
