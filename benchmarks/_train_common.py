@@ -68,6 +68,7 @@ def train_loop(config: dict[str, Any]) -> None:
             "epoch": epoch + 1,
             "loss": float(loss.item()),
             "ranks": float(ranks.item()),
+            "t_fn": config["t_fn"],
             "t_loop": t_loop,
             "t_report": time.time(),
         }
@@ -84,12 +85,13 @@ def fit(config: dict[str, Any], callback: Any, name: str | None = None) -> None:
     """The trial's function body: a ``TorchTrainer`` of ``train_loop`` on
     ``config["workers"]`` workers of ``config["worker_cpu"]`` CPUs, reporting through
     ``callback``; Train's storage under ``config["train_storage"]``."""
+    t_fn = time.time()
     import ray.train
     from ray.train.torch import TorchTrainer
 
     TorchTrainer(
         train_loop,
-        train_loop_config=config,
+        train_loop_config={**config, "t_fn": t_fn},
         scaling_config=ray.train.ScalingConfig(
             num_workers=config["workers"], resources_per_worker={"CPU": config["worker_cpu"]}
         ),
@@ -149,13 +151,17 @@ def figures(
     * ``placed_to_first_s``: rank 0's loop start to the first result at the driver.
     * ``report_to_driver_s``: rank 0's first ``report`` call to its arrival at the driver.
     * ``start_to_placed_s``: the trial's start (driver) to rank 0's loop start: the
-      trial's actor, Train's controller and worker group, torch's process group.
+      trial's actor, Train's controller and worker group, torch's process group; split
+      into ``start_to_fn_s`` (to the trial's function calling ``fit``: the trial's
+      actor) and ``fn_to_placed_s`` (the rest: Train's).
     * ``last_to_next_start_s``: a trial's last result to the next trial's start (the
       gap between gangs when they run one after another).
     """
     placed: list[float] = []
     relay: list[float] = []
     start: list[float] = []
+    to_fn: list[float] = []
+    fn_to_loop: list[float] = []
     lasts: list[float] = []
     results = 0
     ranks_ok = True
@@ -166,8 +172,10 @@ def figures(
         arrived, first = arrivals[0]
         placed.append(arrived - first["t_loop"])
         relay.append(arrived - first["t_report"])
+        fn_to_loop.append(first["t_loop"] - first["t_fn"])
         if trial_id in clock.started:
             start.append(first["t_loop"] - clock.started[trial_id])
+            to_fn.append(first["t_fn"] - clock.started[trial_id])
         lasts.append(arrivals[-1][0])
     firsts = sorted(clock.started.values())
     gaps = [b - a for a, b in zip(sorted(lasts), firsts[1:], strict=False) if b > a]
@@ -180,6 +188,8 @@ def figures(
         "placed_to_first_s": _median(placed),
         "report_to_driver_s": _median(relay),
         "start_to_placed_s": _median(start),
+        "start_to_fn_s": _median(to_fn),
+        "fn_to_placed_s": _median(fn_to_loop),
         "last_to_next_start_s": _median(gaps),
         "results": results,
         "trials_reported": len(clock.arrived),

@@ -2,9 +2,10 @@
 2.60's documented pattern (``doc/source/train/doc_code/train_tune_interop.py``): a
 function trainable that builds a ``TorchTrainer`` with
 ``ray.tune.integration.ray_train.TuneReportCallback`` and a run name from the trial id,
-run by ``tune.Tuner`` with ``max_concurrent_trials``. The function asks for no CPU
-(``tune.with_resources(fn, {"cpu": 0})``, as ours): Tune's default of 1 CPU a trial
-would leave no room for a gang on 2 CPUs. Tune's defaults otherwise.
+run by ``tune.Tuner`` with ``max_concurrent_trials``. The function asks for 0.01 CPU
+(``tune.with_resources(fn, {"cpu": 0.01})``: Tune refuses a trial of no resources, and
+its default of 1 CPU would leave no room for a gang on 2 CPUs; the docs' example gives
+the function 0.01 of a custom resource). Tune's defaults otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from ray.tune.schedulers import ASHAScheduler
 from ._core_common import NUM_CPUS
 from ._shared import init_private_ray
 from ._train_common import LEARNING_RATES, Clock, figures, fit, space_constants
+
+#: The trial function's CPU (see the module's docstring); ``bench_train`` sizes the
+#: workers so that a gang and this fit.
+TRIAL_CPU = 0.01
 
 
 def train_driver_fn(config: dict[str, Any]) -> None:
@@ -56,7 +61,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             else None
         )
         tuner = tune.Tuner(
-            tune.with_resources(train_driver_fn, {"cpu": 0}),
+            tune.with_resources(train_driver_fn, {"cpu": TRIAL_CPU}),
             param_space={
                 "lr": tune.grid_search(list(LEARNING_RATES[: spec["trials"]])),
                 **space_constants(spec, f"{tmp}/train"),
