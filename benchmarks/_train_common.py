@@ -84,11 +84,17 @@ def train_loop(config: dict[str, Any]) -> None:
 def fit(config: dict[str, Any], callback: Any, name: str | None = None) -> None:
     """The trial's function body: a ``TorchTrainer`` of ``train_loop`` on
     ``config["workers"]`` workers of ``config["worker_cpu"]`` CPUs, reporting through
-    ``callback``; Train's storage under ``config["train_storage"]``."""
+    ``callback`` (and ``_train_stamps``' probe with ``config["stamps"]``); Train's
+    storage under ``config["train_storage"]``."""
     t_fn = time.time()
     import ray.train
     from ray.train.torch import TorchTrainer
 
+    callbacks = [callback]
+    if config.get("stamps"):
+        from ._train_stamps import StampCallback
+
+        callbacks.append(StampCallback(config["train_storage"], t_fn))
     TorchTrainer(
         train_loop,
         train_loop_config={**config, "t_fn": t_fn},
@@ -98,7 +104,7 @@ def fit(config: dict[str, Any], callback: Any, name: str | None = None) -> None:
         run_config=ray.train.RunConfig(
             name=name,
             storage_path=config["train_storage"],
-            callbacks=[callback],
+            callbacks=callbacks,
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
         ),
     ).fit()
@@ -112,6 +118,7 @@ def space_constants(spec: Mapping[str, Any], train_storage: str) -> dict[str, An
         "workers": spec["workers"],
         "worker_cpu": spec["worker_cpu"],
         "train_storage": train_storage,
+        "stamps": bool(spec.get("stamps")),
     }
 
 
@@ -200,3 +207,25 @@ def figures(
     if extra:
         out.update(extra)
     return out
+
+
+def stamp_figures(spec: Mapping[str, Any], train_storage: str) -> dict[str, float | None]:
+    """Medians over the runs' Train start-up steps (``_train_stamps``): the trial's
+    function building the trainer -> Train's controller started -> its worker group
+    starting (placement group asked) -> started (placed, workers up); and the whole
+    ``fit()`` in the controller (to its finish)."""
+    if not spec.get("stamps"):
+        return {}
+    from ._train_stamps import read_stamps
+
+    runs = read_stamps(train_storage)
+
+    def phase(a: str, b: str) -> float | None:
+        return _median([r[b] - r[a] for r in runs if a in r and b in r])
+
+    return {
+        "fn_to_controller_s": phase("t_fn", "controller_started"),
+        "controller_to_group_s": phase("controller_started", "group_starting"),
+        "group_start_s": phase("group_starting", "group_started"),
+        "fit_s": phase("t_fn", "finished"),
+    }

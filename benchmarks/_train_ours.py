@@ -16,7 +16,14 @@ from orchestrator.schedulers import ASHA
 from orchestrator.search import grid
 
 from ._core_common import NUM_CPUS
-from ._train_common import LEARNING_RATES, Clock, figures, fit, space_constants
+from ._train_common import (
+    LEARNING_RATES,
+    Clock,
+    figures,
+    fit,
+    space_constants,
+    stamp_figures,
+)
 
 
 def distributed_trial(config: dict[str, Any]) -> None:
@@ -73,6 +80,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
             errors = len(result.errors)
             checkpoints = sum(len(t.checkpoints) for t in result.trials)
             states = sorted({t.state.value for t in result.trials})
+        stamps = stamp_figures(spec, f"{tmp}/train")
     return figures(
         spec,
         clock,
@@ -81,5 +89,5 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
         t_end=t_end,
         errors=errors,
         checkpoints=checkpoints,
-        extra={"states": states},
+        extra={"states": states, **stamps},
     )

@@ -20,7 +20,14 @@ from ray.tune.schedulers import ASHAScheduler
 
 from ._core_common import NUM_CPUS
 from ._shared import init_private_ray
-from ._train_common import LEARNING_RATES, Clock, figures, fit, space_constants
+from ._train_common import (
+    LEARNING_RATES,
+    Clock,
+    figures,
+    fit,
+    space_constants,
+    stamp_figures,
+)
 
 #: The trial function's CPU (see the module's docstring); ``bench_train`` sizes the
 #: workers so that a gang and this fit.
@@ -84,7 +91,15 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         results = [grid[i] for i in range(len(grid))]
         errors = sum(r.error is not None for r in results)
         checkpoints = sum(1 for r in results if r.metrics and r.metrics.get("checkpoint_path"))
+        stamps = stamp_figures(spec, f"{tmp}/train")
         ray.shutdown()
     return figures(
-        spec, clock, t0=t0, t_ray=t_ray, t_end=t_end, errors=errors, checkpoints=checkpoints
+        spec,
+        clock,
+        t0=t0,
+        t_ray=t_ray,
+        t_end=t_end,
+        errors=errors,
+        checkpoints=checkpoints,
+        extra=stamps,
     )

@@ -25,7 +25,11 @@ alternate across repeats and the machine rests (and settles) before each run. Fi
 * ``start->placed``: the trial started (driver) to rank 0's loop start, of which
   ``start->fn`` to the trial's function calling ``fit`` (the trial's actor) and
   ``fn->placed`` the rest (Train's controller, worker group and process group);
-* ``gap``: a trial's last result to the next trial's start (one gang after another).
+* ``gap``: a trial's last result to the next trial's start (one gang after another);
+* with ``--stamps``, Train's start split by a probe callback in its controller
+  (``_train_stamps``, on both): the function building the trainer -> the controller
+  started -> its worker group starting -> started (gang placed, workers up); ``fit``:
+  the function building the trainer -> the controller finished.
 
 Usage::
 
@@ -72,6 +76,10 @@ FIELDS = (
     "start_to_fn_s",
     "fn_to_placed_s",
     "last_to_next_start_s",
+    "fn_to_controller_s",
+    "controller_to_group_s",
+    "group_start_s",
+    "fit_s",
     "results",
     "checkpoints",
     "load_before",
@@ -97,6 +105,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--concurrency", type=int, default=None, help="default: gangs 2 CPUs hold")
     parser.add_argument("--scheduler", choices=("fifo", "asha"), default="fifo")
+    parser.add_argument(
+        "--stamps", action="store_true", help="also where Train's start goes (_train_stamps)"
+    )
     parser.add_argument("--systems", default="ours,tune", help=f"subset of {SYSTEMS}")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--cooldown", type=float, default=10.0, help="rest before each run, s")
@@ -159,6 +170,19 @@ def print_report(summary: dict[str, Any], args: argparse.Namespace) -> None:
             f"{fmt_spread(row['last_to_next_start_s']):>15} "
             f"{fmt_spread(row['load_before']):>15}{'' if row['ok'] else '  FAILED'}"
         )
+    if args.stamps:
+        print("\nRay Train's start (stamps in its controller; medians over a run's trials)")
+        head = (
+            f"{'system':<9} {'fn->controller':>17} {'controller->group':>18} "
+            f"{'group start':>17} {'fit':>17}"
+        )
+        print(head + "\n" + "-" * len(head))
+        for system, row in summary["rows"].items():
+            print(
+                f"{LABELS[system]:<9} {fmt_spread(row['fn_to_controller_s']):>17} "
+                f"{fmt_spread(row['controller_to_group_s']):>18} "
+                f"{fmt_spread(row['group_start_s']):>17} {fmt_spread(row['fit_s']):>17}"
+            )
     ratios = summary["ratios"]
     if ratios:
         print("\nratios of medians")
@@ -176,7 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     spec = {
         k: getattr(args, k)
-        for k in ("trials", "epochs", "steps", "workers", "worker_cpu", "concurrency", "scheduler")
+        for k in (
+            "trials",
+            "epochs",
+            "steps",
+            "workers",
+            "worker_cpu",
+            "concurrency",
+            "scheduler",
+            "stamps",
+        )
     }
     runner = Runner(args.cooldown, args.rest_ratio, args.timeout, len(args.systems) * args.repeat)
     runs: list[dict[str, Any]] = []
