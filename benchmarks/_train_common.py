@@ -84,14 +84,14 @@ def train_loop(config: dict[str, Any]) -> None:
 def fit(config: dict[str, Any], callback: Any, name: str | None = None) -> None:
     """The trial's function body: a ``TorchTrainer`` of ``train_loop`` on
     ``config["workers"]`` workers of ``config["worker_cpu"]`` CPUs, reporting through
-    ``callback`` (and ``_train_stamps``' probe with ``config["stamps"]``); Train's
+    ``callback`` (and ``_train_stamps``' probe with ``config["profile"]``); Train's
     storage under ``config["train_storage"]``."""
     t_fn = time.time()
     import ray.train
     from ray.train.torch import TorchTrainer
 
     callbacks = [callback]
-    if config.get("stamps"):
+    if config.get("profile"):
         from ._train_stamps import StampCallback
 
         callbacks.append(StampCallback(config["train_storage"], t_fn))
@@ -118,7 +118,7 @@ def space_constants(spec: Mapping[str, Any], train_storage: str) -> dict[str, An
         "workers": spec["workers"],
         "worker_cpu": spec["worker_cpu"],
         "train_storage": train_storage,
-        "stamps": bool(spec.get("stamps")),
+        "profile": bool(spec.get("profile")),
     }
 
 
@@ -214,7 +214,7 @@ def stamp_figures(spec: Mapping[str, Any], train_storage: str) -> dict[str, floa
     function building the trainer -> Train's controller started -> its worker group
     starting (placement group asked) -> started (placed, workers up); and the whole
     ``fit()`` in the controller (to its finish)."""
-    if not spec.get("stamps"):
+    if not spec.get("profile"):
         return {}
     from ._train_stamps import read_stamps
 

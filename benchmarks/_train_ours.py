@@ -24,6 +24,7 @@ from ._train_common import (
     space_constants,
     stamp_figures,
 )
+from ._train_stamps import CpuByProcess
 
 
 def distributed_trial(config: dict[str, Any]) -> None:
@@ -59,6 +60,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
         )
         async with orch:
             t_ray = time.time()
+            sampler = CpuByProcess() if spec.get("profile") else None
             scheduler = (
                 ASHA(max_t=spec["epochs"], grace_period=1, reduction_factor=2)
                 if spec["scheduler"] == "asha"
@@ -77,6 +79,7 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
                 resources={"cpu": 0},
             )
             t_end = time.time()
+            cpu = sampler.stop() if sampler is not None else None
             errors = len(result.errors)
             checkpoints = sum(len(t.checkpoints) for t in result.trials)
             states = sorted({t.state.value for t in result.trials})
@@ -89,5 +92,5 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
         t_end=t_end,
         errors=errors,
         checkpoints=checkpoints,
-        extra={"states": states, **stamps},
+        extra={"states": states, "cpu_s": cpu, **stamps},
     )

@@ -1,6 +1,8 @@
-"""Where a Ray Train run's start goes, for ``bench_train --stamps``: a callback given to
+"""Where a Ray Train run's time goes, for ``bench_train --profile``: a callback given to
 both systems' trainers beside their report callback, stamping Train's controller's
-steps (``time.time()``) into a file of the run's Train storage, one file a run.
+steps (``time.time()``) into a file of the run's Train storage, one file a run; and
+the run's CPU seconds by kind of process (robust to other users' load, unlike wall
+time).
 
 It uses Train V2's developer callback interfaces (as ``TrialReportCallback`` does), so
 it is a probe for the benchmark only: the same on both sides, a few file writes a run.
@@ -18,7 +20,9 @@ from typing import Any
 
 from ray.train.v2._internal.execution.callback import ControllerCallback, WorkerGroupCallback
 
-__all__ = ["StampCallback", "read_stamps"]
+from ._core_common import CpuSampler, _process_kind
+
+__all__ = ["CpuByProcess", "StampCallback", "read_stamps"]
 
 #: The stamps, in the order a run passes them.
 STEPS = ("controller_started", "group_starting", "group_started", "finished")
@@ -59,3 +63,29 @@ def read_stamps(directory: str) -> list[Mapping[str, float]]:
         except (OSError, ValueError):
             continue
     return runs
+
+
+class CpuByProcess(CpuSampler):
+    """CPU seconds by kind of process, finer than ``CpuSampler``'s: each Ray worker by
+    the actor class it runs (``ray::TrainController``, ``ray::RayTrainWorker``, a
+    trial's actor...), then raylet, GCS and the rest."""
+
+    def _sample(self) -> None:
+        psutil = self._psutil
+        try:
+            children = self._me.children(recursive=True)
+        except psutil.Error:
+            return
+        for proc in children:
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    command = " ".join(proc.cmdline())
+            except psutil.Error:
+                continue
+            if command.startswith("ray::"):
+                kind = command.split(" ", 1)[0].split(".", 1)[0]
+            else:
+                kind = _process_kind(command)
+            # The latest name wins: a worker is "ray::IDLE" until its actor starts.
+            self._seen[proc.pid] = (kind, times.user + times.system)

@@ -28,6 +28,7 @@ from ._train_common import (
     space_constants,
     stamp_figures,
 )
+from ._train_stamps import CpuByProcess
 
 #: The trial function's CPU (see the module's docstring); ``bench_train`` sizes the
 #: workers so that a gang and this fit.
@@ -62,6 +63,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         t0 = time.time()
         init_private_ray(NUM_CPUS)
         t_ray = time.time()
+        sampler = CpuByProcess() if spec.get("profile") else None
         scheduler = (
             ASHAScheduler(max_t=spec["epochs"], grace_period=1, reduction_factor=2)
             if spec["scheduler"] == "asha"
@@ -88,6 +90,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         )
         grid = tuner.fit()
         t_end = time.time()
+        cpu = sampler.stop() if sampler is not None else None
         results = [grid[i] for i in range(len(grid))]
         errors = sum(r.error is not None for r in results)
         checkpoints = sum(1 for r in results if r.metrics and r.metrics.get("checkpoint_path"))
@@ -101,5 +104,5 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         t_end=t_end,
         errors=errors,
         checkpoints=checkpoints,
-        extra=stamps,
+        extra={"cpu_s": cpu, **stamps},
     )

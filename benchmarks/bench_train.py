@@ -26,10 +26,12 @@ alternate across repeats and the machine rests (and settles) before each run. Fi
   ``start->fn`` to the trial's function calling ``fit`` (the trial's actor) and
   ``fn->placed`` the rest (Train's controller, worker group and process group);
 * ``gap``: a trial's last result to the next trial's start (one gang after another);
-* with ``--stamps``, Train's start split by a probe callback in its controller
+* with ``--profile``, Train's start split by a probe callback in its controller
   (``_train_stamps``, on both): the function building the trainer -> the controller
   started -> its worker group starting -> started (gang placed, workers up); ``fit``:
-  the function building the trainer -> the controller finished.
+  the function building the trainer -> the controller finished; and the CPU seconds
+  of the sweep (Ray up to the end) by kind of process (each Ray worker by its actor's
+  class), which other users' load does not inflate as it does wall time.
 
 Usage::
 
@@ -106,7 +108,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=None, help="default: gangs 2 CPUs hold")
     parser.add_argument("--scheduler", choices=("fifo", "asha"), default="fifo")
     parser.add_argument(
-        "--stamps", action="store_true", help="also where Train's start goes (_train_stamps)"
+        "--profile",
+        action="store_true",
+        help="also where Train's start and the CPU go (_train_stamps)",
     )
     parser.add_argument("--systems", default="ours,tune", help=f"subset of {SYSTEMS}")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
@@ -140,6 +144,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if mine:
             rows[system] = {"n": len(mine), "ok": all(r.get("ok") for r in mine)}
             rows[system].update({f: spread([r.get(f) for r in mine]) for f in FIELDS})
+            kinds = sorted({k for r in mine for k in (r.get("cpu_s") or {})})
+            rows[system]["cpu_s"] = {
+                k: spread([(r.get("cpu_s") or {}).get(k) for r in mine]) for k in kinds
+            }
     ratios: dict[str, float | None] = {}
     if "ours" in rows and "tune" in rows:
         for field in ("sweep_s", "e2e_s", "placed_to_first_s", "report_to_driver_s"):
@@ -170,7 +178,7 @@ def print_report(summary: dict[str, Any], args: argparse.Namespace) -> None:
             f"{fmt_spread(row['last_to_next_start_s']):>15} "
             f"{fmt_spread(row['load_before']):>15}{'' if row['ok'] else '  FAILED'}"
         )
-    if args.stamps:
+    if args.profile:
         print("\nRay Train's start (stamps in its controller; medians over a run's trials)")
         head = (
             f"{'system':<9} {'fn->controller':>17} {'controller->group':>18} "
@@ -183,6 +191,14 @@ def print_report(summary: dict[str, Any], args: argparse.Namespace) -> None:
                 f"{fmt_spread(row['controller_to_group_s']):>18} "
                 f"{fmt_spread(row['group_start_s']):>17} {fmt_spread(row['fit_s']):>17}"
             )
+        print("\nCPU seconds of the sweep by process (medians [min-max])")
+        for system, row in summary["rows"].items():
+            cpu = ", ".join(
+                f"{kind.removeprefix('ray::')} {fmt_spread(value)}"
+                for kind, value in row["cpu_s"].items()
+                if kind != "workers_n"
+            )
+            print(f"{LABELS[system]:<9} {cpu}")
     ratios = summary["ratios"]
     if ratios:
         print("\nratios of medians")
@@ -208,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             "worker_cpu",
             "concurrency",
             "scheduler",
-            "stamps",
+            "profile",
         )
     }
     runner = Runner(args.cooldown, args.rest_ratio, args.timeout, len(args.systems) * args.repeat)
