@@ -24,6 +24,7 @@ from orchestrator.tune.context import RunInfo
 from orchestrator.tune.errors import TuneError, unsupported
 from orchestrator.tune.hooks import TuneHooks
 from orchestrator.tune.plan import RunPlan, plan_run
+from orchestrator.tune.ray_configs import as_ours
 from orchestrator.tune.result_grid import ResultGrid
 from orchestrator.tune.schedulers.base import TuneScheduler
 from orchestrator.tune.serializable import check_serializable
@@ -52,8 +53,8 @@ class Tuner:
         check_serializable(trainable)
         self._trainable = trainable
         self._param_space = param_space
-        self._tune_config = tune_config or TuneConfig()
-        self._run_config = run_config or RunConfig()
+        self._tune_config = as_ours(tune_config, TuneConfig) or TuneConfig()
+        self._run_config = as_ours(run_config, RunConfig) or RunConfig()
         self._resume_errored: bool | Literal["restart"] = False
         self._restored_sweep: str | None = None
         self._plan = plan_run(trainable, param_space, self._tune_config, self._run_config)
