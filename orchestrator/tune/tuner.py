@@ -199,8 +199,8 @@ class Tuner:
             budget = plan.stop.budget_s
             loop = asyncio.get_running_loop()
             timer = loop.call_later(budget, end) if budget is not None else None
-            try:
-                result = await orch.sweep(
+            sweep = asyncio.ensure_future(
+                orch.sweep(
                     engine,
                     plan.space,
                     plan.num_samples,
@@ -216,7 +216,16 @@ class Tuner:
                     name=plan.sweep_name,
                     fail_fast=bool(plan.fail_fast),
                 )
+            )
+            hooks.abort = lambda: loop.call_soon_threadsafe(sweep.cancel)
+            try:
+                result = await sweep
+            except asyncio.CancelledError:
+                if hooks.failed is None:
+                    raise
+                raise hooks.failed from None  # closing the run keeps it resumable
             finally:
+                hooks.abort = None
                 if timer is not None:
                     timer.cancel()
         failed = [t.error for t in result.trials if t.state.value == "ERROR" and t.error]
