@@ -210,3 +210,29 @@ def case_train_configs_and_checkpoint_in_tune(s: System) -> None:
     ).fit()
     assert rg.num_errors == 0 and rg[0].metrics["step"] == 2
     assert len(_checkpoint_dirs(rg[0].path)) == 1
+
+
+@case(FN)
+def case_tune_run_retry_keeps_one_row_per_iteration(s: System) -> None:
+    tune = s.tune
+    analysis = tune.run(
+        _resuming(s, 10, crash_at=6),
+        max_failures=3,
+        storage_path=str(s.tmp),
+        name="retry",
+        verbose=0,
+    )
+    [frame] = list(analysis.trial_dataframes.values())
+    assert list(frame["training_iteration"]) == list(range(1, 11))
+    assert list(frame["step"]) == list(range(1, 11))
+
+
+@case(FN)
+def case_tune_run_keep_checkpoints_num_keeps_the_last(s: System) -> None:
+    tune = s.tune
+    analysis = tune.run(
+        _resuming(s, 6), keep_checkpoints_num=3, storage_path=str(s.tmp), name="k", verbose=0
+    )
+    [trial] = analysis.trials
+    assert _load(trial.checkpoint) == 6 and _load(analysis.get_last_checkpoint()) == 6
+    assert len(_checkpoint_dirs(trial.local_path)) == 3
