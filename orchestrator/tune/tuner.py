@@ -217,7 +217,11 @@ class Tuner:
                     fail_fast=bool(plan.fail_fast),
                 )
             )
-            hooks.abort = lambda: loop.call_soon_threadsafe(sweep.cancel)
+
+            def abort() -> None:  # from a hook's thread
+                loop.call_soon_threadsafe(sweep.cancel)
+
+            hooks.abort = abort
             try:
                 result = await sweep
             except asyncio.CancelledError:
