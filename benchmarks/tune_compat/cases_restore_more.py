@@ -235,4 +235,4 @@ def case_tune_run_keep_checkpoints_num_keeps_the_last(s: System) -> None:
     )
     [trial] = analysis.trials
     assert _load(trial.checkpoint) == 6 and _load(analysis.get_last_checkpoint()) == 6
-    assert len(_checkpoint_dirs(trial.local_path)) == 3
+    assert len(_checkpoint_dirs(os.path.dirname(trial.checkpoint.path))) == 3
