@@ -158,6 +158,22 @@ async def test_a_runs_journal_reads_as_the_run_left_its_trials(tmp_path: Path) -
     assert record.best("score", "max") == ("steady", 6.0)
 
 
+async def test_a_moved_experiments_checkpoints_are_where_it_is_now(tmp_path: Path) -> None:
+    """The journal names a checkpoint by its key: after the directory moves, a resume
+    loads each from the new place, not from where it was written."""
+    await run_tiny_experiment(tmp_path / "before", "tiny")
+    moved = tmp_path / "after" / "renamed"
+    moved.parent.mkdir()
+    (tmp_path / "before" / "tiny").rename(moved)
+    async with open_storage(moved) as store:
+        trials = {t.id: t for t in await load_journal(store) or []}
+    checkpoints = trials["steady"].checkpoints
+    assert [c.iteration for c in checkpoints] == [2, 4, 6]
+    for ckpt in checkpoints:
+        assert ckpt.uri == f"file://{moved / ckpt.key}" and ckpt.path == str(moved / ckpt.key)
+        assert Path(ckpt.path).is_dir()
+
+
 # -- heads written by hand -------------------------------------------------------------
 
 

@@ -35,6 +35,7 @@ def load_cases() -> dict[str, Any]:
     from benchmarks.tune_compat import (  # noqa: F401
         cases_function,
         cases_more,
+        cases_restore_more,
         cases_results,
         cases_sample,
         cases_search,

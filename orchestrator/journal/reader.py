@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.core.checkpoints import Checkpoint
@@ -86,10 +86,12 @@ async def load_experiment(storage: Any) -> JournalContents | None:
         for raw in entry["checkpoints"]:
             ckpt = Checkpoint.from_dict(raw)
             if await committed(trial_id, ckpt):
-                checkpoints.append(ckpt)
+                checkpoints.append(_where_now(storage, ckpt))
         origin = Checkpoint.from_dict(entry["origin"]) if entry.get("origin") else None
         if origin is not None and not await committed(trial_id, origin):
             origin = None
+        if origin is not None:
+            origin = _where_now(storage, origin)
         if trial_id not in stored:
             stored[trial_id] = frozenset(await storage.list_checkpoints(trial_id))
         spec = spec_fields(entry)
@@ -112,6 +114,18 @@ async def load_experiment(storage: Any) -> JournalContents | None:
         )
     extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
     return JournalContents(trials, extras)
+
+
+def _where_now(storage: Any, ckpt: Checkpoint) -> Checkpoint:
+    """``ckpt`` at its key in ``storage``: the journal's ``uri`` and ``path`` say where it
+    was written, which an experiment moved since (another directory, bucket or prefix)
+    no longer is; its key (checked in this storage above) says where it is now."""
+    where = storage.uri_for(ckpt.key)
+    local = storage.scheme == "file"
+    uri = "file://" + where if local else where
+    if uri == ckpt.uri:
+        return ckpt
+    return replace(ckpt, uri=uri, path=where if local else None)
 
 
 async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:

@@ -15,12 +15,14 @@ import inspect
 import numbers
 import os
 import pickle
+import types
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from orchestrator.actor.trainable import Trainable as EngineTrainable
 from orchestrator.core.wire import REPORTED_CHECKPOINT
 from orchestrator.tune import context as ctx
+from orchestrator.tune import train_names
 from orchestrator.tune.alias import aliased_marker
 from orchestrator.tune.errors import unsupported
 from orchestrator.tune.result import DEFAULT_METRIC, SHOULD_CHECKPOINT
@@ -34,6 +36,9 @@ __all__ = [
     "with_parameters",
     "with_resources",
 ]
+
+if train_names.in_ray_worker():  # before a trainable is unpickled here (train_names)
+    train_names.install()
 
 #: Where a class trainable's dict checkpoint is pickled (Ray Tune's file name).
 DICT_CHECKPOINT = "_dict_checkpoint.pkl"
@@ -77,6 +82,7 @@ class FunctionAdapter:
 
         context = ctx.TrialContext(current_trial_id(), config, self.info)
         ctx.enter(context)
+        train_names.install()
         ctx.to_trial_dir(context)
         output = self.function(config, **_fetch(self.params))
         if inspect.isgenerator(output):  # Tune's legacy API: each value yielded is reported
@@ -122,6 +128,7 @@ class ClassAdapter(EngineTrainable):
     def setup(self, config: dict[str, Any]) -> None:
         self._context = ctx.TrialContext(self.trial_id, config, self.info)
         ctx.enter(self._context)
+        train_names.install()
         ctx.to_trial_dir(self._context)
         token = building.set((self, self._context, _fetch(self.params)))
         try:
@@ -232,15 +239,25 @@ class Parametrized:
         return dict(self._refs[1])
 
 
+#: Where :func:`with_resources` puts a function's resources (Ray Tune's attribute).
+RESOURCES = "_resources"
+
+
+def _check_resources(resources: Any) -> None:
+    if not (isinstance(resources, Mapping) or callable(resources)):
+        raise unsupported(
+            f"tune.with_resources(..., {type(resources).__name__})",
+            "give a dict like {'cpu': 2, 'gpu': 1} or a function config -> such a dict",
+        )
+
+
 class WithResources:
-    """``tune.with_resources(trainable, resources)``: a dict, or a function of the config."""
+    """A trainable and its trials' resources (a dict, or a function of the config):
+    ``tune.with_resources`` of a class, and ``tune.run(resources_per_trial=...)`` (which
+    leaves the user's function as it is)."""
 
     def __init__(self, inner: Any, resources: Any) -> None:
-        if not (isinstance(resources, Mapping) or callable(resources)):
-            raise unsupported(
-                f"tune.with_resources(..., {type(resources).__name__})",
-                "give a dict like {'cpu': 2, 'gpu': 1} or a function config -> such a dict",
-            )
+        _check_resources(resources)
         self.inner = inner
         self.resources = resources
         self.__name__ = trainable_name(inner)
@@ -248,18 +265,21 @@ class WithResources:
 
 def unwrap(trainable: Any, *, put: bool = True) -> tuple[Any, dict[str, Any], Any]:
     """(the user's function or class, the with_parameters objects (as ObjectRefs with
-    ``put``: Ray must be up), the with_resources resources or None)."""
+    ``put``: Ray must be up), the with_resources resources or None: the outermost)."""
     params: dict[str, Any] = {}
     resources = None
-    while isinstance(trainable, (Parametrized, WithResources)):
+    while True:
+        if resources is None and not isinstance(trainable, type):
+            resources = getattr(trainable, RESOURCES, None)
         if isinstance(trainable, Parametrized):
             params.update(trainable.put() if put else trainable.params)
-        elif resources is None:
-            resources = trainable.resources
+        elif isinstance(trainable, WithResources):
+            resources = trainable.resources if resources is None else resources
+        else:
+            if put:
+                _put_wrapped(trainable)
+            return trainable, params, resources
         trainable = trainable.inner
-    if put:
-        _put_wrapped(trainable)
-    return trainable, params, resources
 
 
 def _put_wrapped(function: Any) -> None:
@@ -337,7 +357,29 @@ def with_parameters(trainable: Any, **kwargs: Any) -> Parametrized:
     return Parametrized(trainable, kwargs)
 
 
-def with_resources(trainable: Any, resources: Any) -> WithResources:
+def with_resources(trainable: Any, resources: Any) -> Any:
     """Ray Tune's ``with_resources``: every trial of ``trainable`` asks for ``resources``
-    (a dict such as ``{"cpu": 2, "gpu": 1}``, or a function of the config returning one)."""
-    return WithResources(trainable, resources)
+    (a dict such as ``{"cpu": 2, "gpu": 1}``, or a function of the config returning one).
+
+    As on Tune, a function comes back as itself with the resources as its ``_resources``
+    attribute (a bound method as a plain function wrapping it), so what takes a function
+    still does (``ray.remote(tune.with_resources(f, ...))``); a class comes back wrapped.
+    """
+    if isinstance(trainable, type):
+        return WithResources(trainable, resources)
+    _check_resources(resources)
+    if isinstance(trainable, types.MethodType):
+        method = trainable
+
+        def trainable(config: dict[str, Any], **params: Any) -> Any:
+            return method(config, **params)
+
+        trainable.__name__ = method.__name__
+    try:
+        setattr(trainable, RESOURCES, resources)
+    except AttributeError:
+        raise unsupported(
+            f"tune.with_resources({type(trainable).__name__} object, ...) (it takes no attributes)",
+            "wrap it in a plain function: def f(config): return obj(config)",
+        ) from None
+    return trainable

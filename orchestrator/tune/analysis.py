@@ -159,8 +159,15 @@ class ExperimentAnalysis:
             return result.checkpoint
         return result.get_best_checkpoint(metric, mode or self.default_mode or "max")
 
-    def get_last_checkpoint(self, trial: TuneTrial | None = None) -> Checkpoint | None:
-        trial = trial or self.best_trial
+    def get_last_checkpoint(
+        self,
+        trial: TuneTrial | None = None,
+        metric: str = "training_iteration",
+        mode: str = "max",
+    ) -> Checkpoint | None:
+        """``trial``'s newest checkpoint; without a trial, the best trial's by ``metric``
+        and ``mode`` (by default the trial that ran the most iterations), as on Tune."""
+        trial = trial or self.get_best_trial(metric, mode)
         return trial.checkpoint if trial is not None else None
 
     # -- the data --------------------------------------------------------------------------

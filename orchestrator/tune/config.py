@@ -21,6 +21,7 @@ from typing import Any, Literal, NoReturn
 from orchestrator.errors import ConfigError
 from orchestrator.tune.errors import unsupported
 from orchestrator.tune.progress_reporter import check_reporter
+from orchestrator.tune.ray_configs import as_ours
 
 __all__ = ["CheckpointConfig", "FailureConfig", "RunConfig", "TuneConfig"]
 
@@ -192,6 +193,15 @@ class RunConfig:
     local_dir: Any = None
 
     def __post_init__(self) -> None:
+        self.failure_config = as_ours(self.failure_config, FailureConfig)
+        self.checkpoint_config = as_ours(self.checkpoint_config, CheckpointConfig)
+        for argument, kind in (
+            ("failure_config", FailureConfig),
+            ("checkpoint_config", CheckpointConfig),
+        ):
+            value = getattr(self, argument)
+            if value is not None and not isinstance(value, kind):
+                _bad("RunConfig", argument, _want(f"a tune.{kind.__name__}", value))
         refused = {
             "storage_filesystem": (
                 self.storage_filesystem,

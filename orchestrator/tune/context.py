@@ -213,10 +213,21 @@ def get_context() -> TuneContext:
     return TuneContext(context)
 
 
-def report(metrics: Mapping[str, Any], *, checkpoint: Checkpoint | str | None = None) -> None:
+def report(
+    metrics: Mapping[str, Any],
+    checkpoint: Checkpoint | str | None = None,
+    checkpoint_dir_name: str | None = None,
+) -> None:
     """Report one iteration's ``metrics`` (and a checkpoint directory to persist: its
     files are moved, leaving the directory empty and free to reuse or delete)."""
     from orchestrator.actor.function import report as report_here
+
+    if checkpoint_dir_name is not None:
+        raise unsupported(
+            "tune.report(checkpoint_dir_name=...)",
+            "a checkpoint's directory is named by the trial's iteration; keep your own "
+            "names in files inside the checkpoint",
+        )
 
     if not isinstance(metrics, Mapping):
         raise TypeError(f"tune.report() takes a dict of metrics, got {type(metrics).__name__}")
@@ -226,7 +237,7 @@ def report(metrics: Mapping[str, Any], *, checkpoint: Checkpoint | str | None = 
         context.add_keys(result)
     path = None
     if checkpoint is not None:
-        path = checkpoint.path if isinstance(checkpoint, Checkpoint) else os.fspath(checkpoint)
+        path = _checkpoint_path(checkpoint)
         if "://" in path:
             raise unsupported(
                 f"tune.report(checkpoint=Checkpoint({path!r}))",
@@ -236,6 +247,23 @@ def report(metrics: Mapping[str, Any], *, checkpoint: Checkpoint | str | None = 
         report_here(result, checkpoint=path)
     except NotInTrial as err:
         raise _outside("report", err) from None
+
+
+def _checkpoint_path(checkpoint: Any) -> str:
+    """A reported checkpoint's directory: ours, a path, or Ray's ``Checkpoint``
+    (``ray.train.Checkpoint.from_directory(d)``, as Tune's docs write it) of a local one."""
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint.path
+    filesystem = getattr(checkpoint, "filesystem", None)
+    if filesystem is not None and isinstance(getattr(checkpoint, "path", None), str):
+        if type(filesystem).__name__ != "LocalFileSystem":
+            raise unsupported(
+                f"report(checkpoint=Checkpoint({checkpoint.path!r}) on "
+                f"{type(filesystem).__name__})",
+                "report a local directory; it is persisted to the run's storage",
+            )
+        return str(checkpoint.path)
+    return os.fspath(checkpoint)
 
 
 def get_checkpoint() -> Checkpoint | None:

@@ -13,10 +13,12 @@ controller steps: ``on_step_begin`` comes before its callbacks and ``on_step_end
 
 A callback that sets ``SHOULD_CHECKPOINT`` in a result asks for a checkpoint: the trial
 saves right after its next result (the step in flight, since callbacks run beside the
-trials; on Tune, before any further step). The same hook carries out
-``trial_dirname_creator`` (the trial's directory is also reachable by that name: a
-symbolic link, with local storage). ``FailureConfig(fail_fast=...)`` is the sweep's own
-``fail_fast``: it must act on the loop, before any other result is recorded.
+trials; on Tune, before any further step). A callback that raises ends the run as on
+Tune: ``fit()`` raises its exception, and ``Tuner.restore`` continues what was left.
+The same hook carries out ``trial_dirname_creator`` (the trial's directory is also
+reachable by that name: a symbolic link, with local storage).
+``FailureConfig(fail_fast=...)`` is the sweep's own ``fail_fast``: it must act on the
+loop, before any other result is recorded.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ class TuneHooks:
         self._lock = threading.Lock()
         self._iteration = 0
         self.loop: asyncio.AbstractEventLoop | None = None  # the run's (set by the Tuner)
+        #: The first exception a callback raised: ``fit()`` raises it, as Tune's does,
+        #: once ``abort`` (set by the Tuner; any thread) has ended the run, leaving the
+        #: trials not finished to ``Tuner.restore``. No callback is called after it.
+        self.failed: Exception | None = None
+        self.abort: Callable[[], None] | None = None
         self._prefix = prefix  # the run's trials' ids start with it (the sweep's name)
         if not self.callbacks:  # no per-result hook call for nothing
             for name in ("on_trial_result", "on_checkpoint", "on_trial_restore"):
@@ -82,8 +89,14 @@ class TuneHooks:
     def _call(self, name: str, *args: Any, **kwargs: Any) -> None:
         for callback in self.callbacks:
             method = getattr(callback, name, None)
-            if method is not None:
+            if method is None or self.failed is not None:
+                continue
+            try:
                 method(*args, **kwargs)
+            except Exception as err:  # Tune's rule: a failing callback ends the run
+                self.failed = err
+                if self.abort is not None:
+                    self.abort()
 
     def _trial_call(self, name: str, trial: Any, **kwargs: Any) -> None:
         if not self.callbacks or not self._mine(trial):

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from orchestrator.tune.adapters import trainable_name, unwrap, with_resources
+from orchestrator.tune.adapters import WithResources, trainable_name, unwrap
 from orchestrator.tune.analysis import ExperimentAnalysis
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from orchestrator.tune.errors import TuneError, unsupported
@@ -99,7 +99,7 @@ def run(
                 "tune.run: resources_per_trial and tune.with_resources(...) both set a "
                 "trial's resources; keep one"
             )
-        trainable = with_resources(trainable, resources_per_trial)
+        trainable = WithResources(trainable, resources_per_trial)
     tune_config = TuneConfig(
         mode=mode,
         metric=metric,

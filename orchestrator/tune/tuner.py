@@ -24,6 +24,7 @@ from orchestrator.tune.context import RunInfo
 from orchestrator.tune.errors import TuneError, unsupported
 from orchestrator.tune.hooks import TuneHooks
 from orchestrator.tune.plan import RunPlan, plan_run
+from orchestrator.tune.ray_configs import as_ours
 from orchestrator.tune.result_grid import ResultGrid
 from orchestrator.tune.schedulers.base import TuneScheduler
 from orchestrator.tune.serializable import check_serializable
@@ -52,8 +53,8 @@ class Tuner:
         check_serializable(trainable)
         self._trainable = trainable
         self._param_space = param_space
-        self._tune_config = tune_config or TuneConfig()
-        self._run_config = run_config or RunConfig()
+        self._tune_config = as_ours(tune_config, TuneConfig) or TuneConfig()
+        self._run_config = as_ours(run_config, RunConfig) or RunConfig()
         self._resume_errored: bool | Literal["restart"] = False
         self._restored_sweep: str | None = None
         self._plan = plan_run(trainable, param_space, self._tune_config, self._run_config)
@@ -198,8 +199,8 @@ class Tuner:
             budget = plan.stop.budget_s
             loop = asyncio.get_running_loop()
             timer = loop.call_later(budget, end) if budget is not None else None
-            try:
-                result = await orch.sweep(
+            sweep = asyncio.ensure_future(
+                orch.sweep(
                     engine,
                     plan.space,
                     plan.num_samples,
@@ -215,7 +216,20 @@ class Tuner:
                     name=plan.sweep_name,
                     fail_fast=bool(plan.fail_fast),
                 )
+            )
+
+            def abort() -> None:  # from a hook's thread
+                loop.call_soon_threadsafe(sweep.cancel)
+
+            hooks.abort = abort
+            try:
+                result = await sweep
+            except asyncio.CancelledError:
+                if hooks.failed is None:
+                    raise
+                raise hooks.failed from None  # closing the run keeps it resumable
             finally:
+                hooks.abort = None
                 if timer is not None:
                     timer.cancel()
         failed = [t.error for t in result.trials if t.state.value == "ERROR" and t.error]

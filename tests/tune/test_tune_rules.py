@@ -311,3 +311,16 @@ def test_the_result_keys_are_tunes() -> None:
 
     for name in result.__all__:
         assert getattr(result, name) == getattr(ray_result, name), name
+
+
+def test_the_last_checkpoint_without_a_trial_is_the_longest_trials_newest() -> None:
+    from types import SimpleNamespace
+
+    trials = [FakeTrial("a", [5.0, 1.0, 4.0]), FakeTrial("b", [3.0])]
+    trials[0].latest_checkpoint = SimpleNamespace(path="/tmp/exp/a/checkpoint_000003", uri="")
+    found = tune.ExperimentAnalysis.of(ResultGrid(trials, "/tmp/exp", None, None), "train")
+    last = found.get_last_checkpoint()  # no metric set: Tune's training_iteration, max
+    assert last is not None and last.path == "/tmp/exp/a/checkpoint_000003"
+    assert found.get_last_checkpoint(found.trials[1]) is None
+    assert found.get_last_checkpoint(metric="loss", mode="min") is None  # b: none
+    assert found.get_last_checkpoint(metric="loss", mode="max") is not None
