@@ -47,7 +47,7 @@ OUTSIDE = {
 #: CamelCase names of other libraries (Python's, Ray's, Ray Tune's) the page mentions.
 OUTSIDE_NAMES = {
     "BaseException", "CapacityLimiter", "ExceptionGroup", "KeyboardInterrupt",
-    "MlflowClient", "SystemExit", "TaskGroup", "TorchTrainer", "TuneError", "ValueError",
+    "MlflowClient", "SystemExit", "TaskGroup", "TorchTrainer", "XGBoostTrainer", "TuneError", "ValueError",
     "WorkerCallback", "ConnectionError", "TimeoutError", "RuntimeError", "None", "NaN",
     "Infinity",
 }  # fmt: skip

@@ -253,7 +253,8 @@ def _check_resources(resources: Any) -> None:
 
 class WithResources:
     """A trainable and its trials' resources (a dict, or a function of the config):
-    ``tune.with_resources`` of a class, and ``tune.run(resources_per_trial=...)`` (which
+    ``tune.with_resources`` of a class or of a ``with_parameters``, and
+    ``tune.run(resources_per_trial=...)`` (which
     leaves the user's function as it is)."""
 
     def __init__(self, inner: Any, resources: Any) -> None:
@@ -365,7 +366,8 @@ def with_resources(trainable: Any, resources: Any) -> Any:
     attribute (a bound method as a plain function wrapping it), so what takes a function
     still does (``ray.remote(tune.with_resources(f, ...))``); a class comes back wrapped.
     """
-    if isinstance(trainable, type):
+    if isinstance(trainable, (type, Parametrized)):
+        # A class, or a with_parameters (slotted: it carries no attribute), is wrapped.
         return WithResources(trainable, resources)
     _check_resources(resources)
     if isinstance(trainable, types.MethodType):

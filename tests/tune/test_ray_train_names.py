@@ -73,11 +73,17 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("installed")
-def test_outside_a_facade_trial_ray_train_names_are_ray_trains() -> None:
+def test_outside_a_facade_trial_ray_train_names_are_ray_trains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contextvars
+
     from orchestrator.tune import context
 
-    if context.current() is not None:
-        pytest.skip("a facade context was entered in this process by another test")
+    # Other tests run facade trials in this process: this one is outside any trial.
+    monkeypatch.setattr(context, "_LATEST", [])
+    monkeypatch.setattr(context, "_current", contextvars.ContextVar("outside", default=None))
+    assert context.current() is None
     assert all(hasattr(getattr(ray.train, name), "_trialflow_original") for name in NAMES)
     with pytest.raises(RuntimeError, match="outside of a Ray Train training function"):
         ray.train.report({"x": 1})
