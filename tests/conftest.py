@@ -126,3 +126,14 @@ def wait_until_dead(node_ids: list[str]) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"nodes still alive {NODE_DEATH_TIMEOUT_S} s after removal")
         time.sleep(0.2)
+
+
+@pytest.fixture(autouse=True)
+def _working_directory_kept() -> Iterator[None]:
+    """A test that runs a facade trial in this process enters the trial's directory, as
+    Tune does; Ray starts later workers in the driver's working directory, so one left
+    elsewhere would keep them from importing ``tests``. Every test ends where it began."""
+    before = os.getcwd()
+    yield
+    if os.getcwd() != before:
+        os.chdir(before)

@@ -47,9 +47,9 @@ OUTSIDE = {
 #: CamelCase names of other libraries (Python's, Ray's, Ray Tune's) the page mentions.
 OUTSIDE_NAMES = {
     "BaseException", "CapacityLimiter", "ExceptionGroup", "KeyboardInterrupt",
-    "MlflowClient", "SystemExit", "TaskGroup", "TorchTrainer", "XGBoostTrainer", "TuneError", "ValueError",
+    "MlflowClient", "SystemExit", "TaskGroup", "TorchTrainer", "TuneError", "ValueError",
     "WorkerCallback", "ConnectionError", "TimeoutError", "RuntimeError", "None", "NaN",
-    "Infinity",
+    "Infinity", "XGBoostTrainer",
 }  # fmt: skip
 #: Paths the page names that are places on disk a run writes, not code.
 DATA_PATHS = {"wandb/trialflow-steps/", "../shared/design.md", "trialflow/rollback", "a/b"}
