@@ -49,6 +49,30 @@ MAX_EVENTS = 200
 class TrialRuntime:
     """One trial as the loop tracks it (see the module docstring)."""
 
+    # Slots: every trial's record stays in the driver for the whole experiment (issue 36).
+    __slots__ = (
+        "spec",
+        "machine",
+        "config",
+        "config_pickle",
+        "results",
+        "last_result",
+        "discarded_results",
+        "runs_started",
+        "events",
+        "stored_keys",
+        "code_loaded",
+        "node_id",
+        "host_name",
+        "actor",
+        "host",
+        "seq",
+        "observer",
+        "report_config",
+        "waiters",
+        "handle",
+    )
+
     def __init__(
         self,
         spec: TrialSpec,
