@@ -59,6 +59,8 @@ async def test_finished_trials_keep_no_per_trial_tables_or_dicts(
         assert exp.dispatcher.executor._keys == {}
         # nothing about the results' warnings per trial (none was warned about)
         assert not hasattr(exp.dispatcher.bookkeeper._result_warnings, "_by_trial")
+        # no uploads (local storage): no record of the log files each trial changed
+        assert exp.logger is not None and exp.logger._sink._changed == {}
         # a settled trial's spec is kept once, inside its head (not beside it too)
         assert exp.journal._specs == {}
         assert sorted(exp.journal._heads) == sorted(rt.id for rt in runtimes)

@@ -23,6 +23,8 @@ __all__ = ["TrialRecord", "UndeclaredMove"]
 _Record = TypeVar("_Record", bound="TrialRecord")
 
 _NOWHERE: frozenset[TrialState] = frozenset()
+#: One empty set for every record: ``frozenset()`` is a new object per call (issue 36).
+_NO_KEYS: frozenset[str] = frozenset()
 
 
 class UndeclaredMove(InvalidTransition):
@@ -136,7 +138,7 @@ class TrialRecord:
         # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
         self.restore_config: Mapping[str, Any] | None = None
-        self.bad_checkpoints: frozenset[str] = frozenset()
+        self.bad_checkpoints: frozenset[str] = _NO_KEYS
         self.storage_down = False  # a save could not be persisted: no final save either
 
     @classmethod
