@@ -44,6 +44,7 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
                 name="warm-up",
             )
             t0 = time.time()
+            cpu0 = time.process_time()  # this process: the driver and the fake actors
             rss0 = rss_bytes()
             result = await orch.sweep(
                 SleepyTrainable,
@@ -57,12 +58,14 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
                 seed=spec.get("seed"),
             )
             t_end = time.time()
+            cpu = time.process_time() - cpu0
             rss1 = rss_bytes()
             done = [last_of(t.last_result)[0] for t in result.trials]
         fake.close()
     return {
         "ok": sum(done) == spec["trials"] * spec["steps"] and not result.errors,
         "after_ray_s": t_end - t0,
+        "driver_cpu_s": cpu,
         "rss_after_ray_mib": rss0 / 2**20,
         "rss_end_mib": rss1 / 2**20,
     }

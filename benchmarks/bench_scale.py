@@ -5,9 +5,11 @@ each, one run per size, timed once Ray is up. Each run is a fresh child process
 (``_scale_child``): ours on real Ray, ours on the tests' fake Ray (``--systems fake``:
 the engine's own cost, no Ray processes, quick), and Ray Tune at the smallest size.
 
-Printed per run: wall time per trial (Ray's start left out), the driver's peak RSS, its
-RSS growth over the sweep, and that growth per trial. Then, per system, the slopes
-between sizes (extra time and extra RSS per extra trial: the fixed costs cancel out).
+Printed per run: wall time per trial (Ray's start left out), the driver's CPU time per
+trial (a steadier measure on a loaded machine; on the fake Ray it includes the in-process
+actors'), the driver's peak RSS, its RSS growth over the sweep, and that growth per
+trial. Then, per system, the slopes between sizes (extra time and extra RSS per extra
+trial: the fixed costs cancel out).
 Targets (issue 36): time per trial at N=10,000 within 1.15x of N=1,000's; RSS growth from
 N=1,000 to N=10,000 <= 20 MiB (about 2 KiB per finished trial).
 
@@ -69,8 +71,10 @@ def run_child(system: str, trials: int, timeout: float) -> dict[str, Any]:
         figures["ms_per_trial"] = 1000 * figures["after_ray_s"] / trials
         figures["rss_growth_mib"] = figures["rss_end_mib"] - figures["rss_after_ray_mib"]
         figures["rss_growth_per_trial_kib"] = figures["rss_growth_mib"] * 1024 / trials
+        figures["cpu_ms_per_trial"] = 1000 * figures.get("driver_cpu_s", 0.0) / trials
         print(
-            f"{figures['ms_per_trial']:.1f} ms/trial, peak RSS "
+            f"{figures['ms_per_trial']:.1f} ms/trial ({figures['cpu_ms_per_trial']:.2f} "
+            "ms driver CPU), peak RSS "
             f"{figures.get('peak_rss_mib', 0):.0f} MiB, growth "
             f"{figures['rss_growth_mib']:.1f} MiB ({figures['rss_growth_per_trial_kib']:.1f} "
             f"KiB/trial){'' if figures.get('ok') else ' NOT OK'}",
@@ -96,6 +100,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         out[system] = {
             "sizes": [small["trials"], big["trials"]],
             "time_per_trial_ratio": big["ms_per_trial"] / small["ms_per_trial"],
+            "cpu_per_trial_ratio": big["cpu_ms_per_trial"] / (small["cpu_ms_per_trial"] or 1e-9),
             "ms_per_extra_trial": 1000 * (big["after_ray_s"] - small["after_ray_s"]) / extra,
             "rss_end_growth_mib": big["rss_end_mib"] - small["rss_end_mib"],
             "kib_per_extra_trial": (big["rss_growth_mib"] - small["rss_growth_mib"]) * 1024 / extra,
@@ -124,7 +129,8 @@ def main() -> int:
         a, b = row["sizes"]
         print(
             f"{system}: N={a}->{b}: time/trial x{row['time_per_trial_ratio']:.2f} "
-            f"(target <= {TIME_TARGET}), {row['ms_per_extra_trial']:.1f} ms per extra trial; "
+            f"(target <= {TIME_TARGET}; driver CPU/trial x{row['cpu_per_trial_ratio']:.2f}, "
+            "steadier under load), {row['ms_per_extra_trial']:.1f} ms per extra trial; "
             f"RSS +{row['rss_end_growth_mib']:.1f} MiB (target <= {RSS_TARGET_MIB} for "
             f"1k->10k), {row['kib_per_extra_trial']:.1f} KiB per extra trial"
         )
