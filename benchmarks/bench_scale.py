@@ -130,7 +130,7 @@ def main() -> int:
         print(
             f"{system}: N={a}->{b}: time/trial x{row['time_per_trial_ratio']:.2f} "
             f"(target <= {TIME_TARGET}; driver CPU/trial x{row['cpu_per_trial_ratio']:.2f}, "
-            "steadier under load), {row['ms_per_extra_trial']:.1f} ms per extra trial; "
+            f"steadier under load), {row['ms_per_extra_trial']:.1f} ms per extra trial; "
             f"RSS +{row['rss_end_growth_mib']:.1f} MiB (target <= {RSS_TARGET_MIB} for "
             f"1k->10k), {row['kib_per_extra_trial']:.1f} KiB per extra trial"
         )
