@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import orchestrator.journal.writer as journal_module
-from orchestrator import ConfigError, Orchestrator, Trial
+from orchestrator import ConfigError, Orchestrator, Trial, TrialState
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX
 from orchestrator.errors import JournalDamaged
 from orchestrator.journal.reader import load as load_journal
@@ -377,3 +377,44 @@ async def test_closing_while_an_urgent_write_is_asked_for_returns(tmp_path: Path
             await asyncio.sleep(0.02)
             journal.urgent()
             await asyncio.wait_for(journal.aclose(), 60)
+
+
+async def test_a_write_serialises_the_trials_that_changed_not_every_settled_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36: a write re-serialised every trial's part of the head, so its cost grew
+    with every trial the experiment ever had. A settled trial's part is now built again
+    only when something in it changed, and then it is written as it is now."""
+    trials = _trials(tmp_path, "a", "b", "c")
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal = Journal(store, name="exp", interval=0.01)
+        for trial in trials.values():
+            journal.track(trial._rt)
+        for trial_id in ("b", "c"):
+            trials[trial_id]._rt.machine._state = TrialState.TERMINATED
+        await journal.flush()
+        first = {t["id"]: t for t in json.loads(await store.read_bytes(JOURNAL_KEY))["trials"]}
+        real = journal_module.dumps
+        built: list[str] = []
+
+        def counting(value: Any) -> str:
+            if isinstance(value, dict) and "id" in value:
+                built.append(value["id"])
+            return real(value)
+
+        monkeypatch.setattr(journal_module, "dumps", counting)
+        await journal.flush()
+        assert built == ["a"]  # b and c are settled and unchanged
+        trials["b"]._rt.machine.num_failures = 1
+        trials["c"]._rt.last_result = {"n": 1}
+        built.clear()
+        await journal.flush()
+        assert built == ["a", "b", "c"]
+        now = {t["id"]: t for t in json.loads(await store.read_bytes(JOURNAL_KEY))["trials"]}
+        assert now["b"] == {**first["b"], "num_failures": 1}
+        assert now["c"] == {**first["c"], "last_result": {"n": 1}}
+        built.clear()
+        await journal.flush()
+        assert built == ["a"]
+        loaded = await load_journal(store)
+        assert loaded is not None and sorted(t.id for t in loaded) == ["a", "b", "c"]

@@ -50,6 +50,7 @@ from orchestrator.core.machine import (
     UndeclaredMove,
     state_diagram,
 )
+from orchestrator.core.machine.record import TrialRecord
 from orchestrator.errors import InvalidTransition
 
 from .test_lifecycle import ckpt, machine, result
@@ -113,7 +114,8 @@ def drive_to(state: TrialState) -> TrialMachine:
 def record_of(m: TrialMachine) -> dict[str, Any]:
     """Everything the machine holds (its containers are replaced, never changed in
     place, except ``dropped``, which is copied here)."""
-    return {**vars(m), "dropped": dict(m.dropped)}
+    fields = {name: getattr(m, name) for name in TrialRecord.__slots__}
+    return {**fields, "dropped": dict(m.dropped)}
 
 
 def name_of(key: Input) -> str:

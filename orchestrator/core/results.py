@@ -19,6 +19,7 @@ per value, and a comparison per float.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -74,41 +75,36 @@ class ResultWarnings:
 
     def __init__(self) -> None:
         self._said: set[tuple[str, str, bool]] = set()
-        self._by_trial: dict[str, Callable[[str, Any], None]] = {}
 
     def for_trial(self, trial_id: str) -> Callable[[str, Any], None]:
-        warn = self._by_trial.get(trial_id)
-        if warn is None:
-            warn = self._by_trial[trial_id] = self._make(trial_id)
-        return warn
+        # Built per call, not kept per trial: a finished trial leaves nothing here
+        # unless it was warned about (issue 36: the driver stays flat in N).
+        return functools.partial(self._warn, trial_id)
 
-    def _make(self, trial_id: str) -> Callable[[str, Any], None]:
-        def warn(key: str, value: Any) -> None:
-            non_finite = type(value) is float
-            if (trial_id, key, non_finite) in self._said:
-                return
-            self._said.add((trial_id, key, non_finite))
-            if non_finite:
-                log.warning(
-                    "trial %s: result key %r is %r, not a finite number; it is kept as "
-                    "reported, never counts as the best value, and JSON files (logs, "
-                    'journal) hold it as the string "%s"',
-                    trial_id,
-                    key,
-                    value,
-                    json_spelling(value),
-                )
-                return
+    def _warn(self, trial_id: str, key: str, value: Any) -> None:
+        non_finite = type(value) is float
+        if (trial_id, key, non_finite) in self._said:
+            return
+        self._said.add((trial_id, key, non_finite))
+        if non_finite:
             log.warning(
-                "trial %s: result key %r holds a %s, which results cannot keep (JSON); it "
-                "is recorded as its repr. Report numbers, strings, lists or dicts (numpy "
-                "values are converted)",
+                "trial %s: result key %r is %r, not a finite number; it is kept as "
+                "reported, never counts as the best value, and JSON files (logs, "
+                'journal) hold it as the string "%s"',
                 trial_id,
                 key,
-                type(value).__name__,
+                value,
+                json_spelling(value),
             )
-
-        return warn
+            return
+        log.warning(
+            "trial %s: result key %r holds a %s, which results cannot keep (JSON); it "
+            "is recorded as its repr. Report numbers, strings, lists or dicts (numpy "
+            "values are converted)",
+            trial_id,
+            key,
+            type(value).__name__,
+        )
 
 
 def json_spelling(value: float) -> str:

@@ -153,7 +153,8 @@ class Executor:
         """Remember the keys the trial used before (what its record and, after a
         resume, storage hold), so that a new save never takes one of them."""
         used = {c.key for c in rt.machine.checkpoints} | set(rt.stored_keys)
-        self._keys.setdefault(rt.id, set()).update(used)
+        if used:  # none: no set kept (a sweep's trials that never save, issue 36)
+            self._keys.setdefault(rt.id, set()).update(used)
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:

@@ -42,12 +42,39 @@ class Observer(Protocol):
     def on_settled(self, rt: TrialRuntime) -> None: ...
 
 
+#: One empty set for every record: ``frozenset()`` is a new object per call (issue 36).
+_NO_KEYS: frozenset[str] = frozenset()
+
 #: Events kept per trial for ``show`` and ``plot`` (restores, failures, exploits).
 MAX_EVENTS = 200
 
 
 class TrialRuntime:
     """One trial as the loop tracks it (see the module docstring)."""
+
+    # Slots: every trial's record stays in the driver for the whole experiment (issue 36).
+    __slots__ = (
+        "spec",
+        "machine",
+        "config",
+        "config_pickle",
+        "results",
+        "last_result",
+        "discarded_results",
+        "runs_started",
+        "events",
+        "stored_keys",
+        "code_loaded",
+        "node_id",
+        "host_name",
+        "actor",
+        "host",
+        "seq",
+        "observer",
+        "report_config",
+        "waiters",
+        "handle",
+    )
 
     def __init__(
         self,
@@ -69,7 +96,7 @@ class TrialRuntime:
         self.events: list[dict[str, Any]] = []
         # Checkpoint keys storage held for the trial when a resumed driver adopted it:
         # a new save never reuses one (some may be an abandoned run's, still deleting).
-        self.stored_keys: frozenset[str] = frozenset()
+        self.stored_keys: frozenset[str] = _NO_KEYS
         # A trial resumed from a journal that will not run was rebuilt without its code
         # (``TrialSpec.from_json(load_code=False)``); it is loaded if it runs again.
         self.code_loaded = code_loaded

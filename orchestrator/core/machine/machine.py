@@ -25,6 +25,8 @@ class TrialMachine(TrialSteps):
     :class:`InvalidTransition` and changes nothing.
     """
 
+    __slots__ = ()
+
     def handle(self, event: Event) -> list[Action]:
         if isinstance(event, ActorEvent) and (
             event.generation != self.generation or not self._state.has_actor

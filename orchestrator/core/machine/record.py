@@ -23,6 +23,8 @@ __all__ = ["TrialRecord", "UndeclaredMove"]
 _Record = TypeVar("_Record", bound="TrialRecord")
 
 _NOWHERE: frozenset[TrialState] = frozenset()
+#: One empty set for every record: ``frozenset()`` is a new object per call (issue 36).
+_NO_KEYS: frozenset[str] = frozenset()
 
 
 class UndeclaredMove(InvalidTransition):
@@ -38,6 +40,50 @@ class TrialRecord:
     grows), so a snapshot of the attributes taken before an input is enough to undo
     everything it did when it turns out to be illegal (see ``TrialMachine.handle``).
     """
+
+    # Slots, not a __dict__: a finished trial's record stays in the driver for the whole
+    # experiment (issue 36: ~1.5 KiB a trial as a dict of this many fields), and a
+    # snapshot per input is a tuple of them.
+    __slots__ = (
+        "trial_id",
+        "policy",
+        "_state",
+        "_may_move_to",
+        "_then",
+        "generation",
+        "iteration",
+        "checkpoints",
+        "origin",
+        "dropped",
+        "num_failures",
+        "failures_counted",
+        "consecutive_failures",
+        "error",
+        "errors",
+        "metrics_checked",
+        "last_metrics",
+        "last_step_s",
+        "longest_step_s",
+        "train_in_flight",
+        "saves_in_flight",
+        "saved_iteration",
+        "intent",
+        "intent_checkpoint",
+        "intent_config",
+        "held",
+        "results_reported",
+        "results_hooked",
+        "reported_at_call",
+        "waiting_for_hooks",
+        "grace_armed",
+        "grace_extended",
+        "save_wanted",
+        "grace_token",
+        "restore_target",
+        "restore_config",
+        "bad_checkpoints",
+        "storage_down",
+    )
 
     def __init__(self, trial_id: str, policy: TrialPolicy | None = None) -> None:
         self.trial_id = trial_id
@@ -92,7 +138,7 @@ class TrialRecord:
         # with which new config (None: the one it was set up with).
         self.restore_target: Checkpoint | None = None
         self.restore_config: Mapping[str, Any] | None = None
-        self.bad_checkpoints: frozenset[str] = frozenset()
+        self.bad_checkpoints: frozenset[str] = _NO_KEYS
         self.storage_down = False  # a save could not be persisted: no final save either
 
     @classmethod
@@ -127,7 +173,8 @@ class TrialRecord:
         resumed sweep's journaled trial gets its scheduler's judge this way when the
         sweep's call claims it. The policies themselves never change."""
         machine = type(self).__new__(type(self))
-        machine.__dict__.update(self.__dict__)
+        for name in TrialRecord.__slots__:
+            setattr(machine, name, getattr(self, name))
         machine.policy = policy
         return machine
 
@@ -147,17 +194,17 @@ class TrialRecord:
             )
         self._state = target
 
-    def _snapshot(self) -> tuple[dict[str, Any], int]:
-        return self.__dict__.copy(), len(self.dropped)
+    def _snapshot(self) -> tuple[tuple[Any, ...], int]:
+        return tuple(getattr(self, name) for name in TrialRecord.__slots__), len(self.dropped)
 
-    def _rollback(self, snapshot: tuple[dict[str, Any], int]) -> None:
+    def _rollback(self, snapshot: tuple[tuple[Any, ...], int]) -> None:
         """Undo everything since :meth:`_snapshot` (see the class docstring)."""
         saved, dropped = snapshot
-        grown = saved["dropped"]
+        grown = saved[TrialRecord.__slots__.index("dropped")]
         for key in list(grown)[dropped:]:
             del grown[key]
-        self.__dict__.clear()
-        self.__dict__.update(saved)
+        for name, value in zip(TrialRecord.__slots__, saved, strict=True):
+            setattr(self, name, value)
 
     # -- what it holds -----------------------------------------------------------------
 

@@ -36,6 +36,8 @@ __all__ = ["TrialSteps"]
 class TrialSteps(TrialRecord):
     """A trial's record with the moves its handlers are made of (see the module)."""
 
+    __slots__ = ()
+
     # -- its actor -----------------------------------------------------------------------
 
     def _start_actor(self, target: Checkpoint | None, delay: float = 0.0) -> list[Action]:

@@ -44,6 +44,7 @@ class Flusher:
     ) -> None:
         self._sink = sink
         self._storage = storage
+        sink.track_changes = storage is not None  # no uploads: no list of what changed
         self._flush_interval = flush_interval
         self._upload_interval = upload_interval
         self._max_pending = max_pending

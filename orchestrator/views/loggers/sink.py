@@ -9,8 +9,9 @@ counted), since a full disk would otherwise log once per result.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,17 @@ def _segments(ops: Sequence[Op]) -> Iterator[Segment]:
 
 
 class _TrialLog:
-    def __init__(self, trial_id: str, directory: Path, names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        trial_id: str,
+        directory: Path,
+        names: Sequence[str],
+        changed: Callable[[_TrialLog, str], None],
+    ) -> None:
         self.trial_id = trial_id
         self.directory = directory
-        self.changed: set[str] = set()
         self.writers: dict[str, TrialWriter] = {
-            name: WRITERS[name](directory, self.changed.add) for name in names
+            name: WRITERS[name](directory, functools.partial(changed, self)) for name in names
         }
 
     def apply(self, segments: Sequence[Segment]) -> list[BaseException]:
@@ -95,6 +101,11 @@ class LogSink:
         self._by_dirname: dict[str, _TrialLog] = {}
         self._failed: set[str] = set()
         self.failures = 0
+        # The files changed since the last take_changed, by trial: only the trials
+        # that changed, and nothing at all when nobody uploads (issue 36: a finished
+        # trial leaves no set behind, and a listing costs what changed).
+        self.track_changes = True
+        self._changed: dict[_TrialLog, set[str]] = {}
 
     @property
     def failed_trials(self) -> frozenset[str]:
@@ -107,7 +118,9 @@ class LogSink:
             trial = self._trials.get(trial_id)
             if trial is None:
                 directory = self.logdir / trial_dirname(trial_id)
-                trial = self._trials[trial_id] = _TrialLog(trial_id, directory, self.names)
+                trial = self._trials[trial_id] = _TrialLog(
+                    trial_id, directory, self.names, self._note_changed
+                )
                 self._by_dirname[directory.name] = trial
             for err in trial.apply(list(_segments(ops))):
                 self._fail(trial_id, err)
@@ -118,18 +131,22 @@ class LogSink:
         """``(key, path)`` of every file changed since the last call, and forget them;
         ``key`` is ``<trial dir>/<relative path>``."""
         changed: list[tuple[str, Path]] = []
-        for trial in self._trials.values():
+        for trial, names in self._changed.items():
             prefix = trial.directory.name
-            changed.extend((f"{prefix}/{name}", trial.directory / name) for name in trial.changed)
-            trial.changed.clear()
+            changed.extend((f"{prefix}/{name}", trial.directory / name) for name in names)
+        self._changed = {}
         return sorted(changed)
+
+    def _note_changed(self, trial: _TrialLog, name: str) -> None:
+        if self.track_changes:
+            self._changed.setdefault(trial, set()).add(name)
 
     def mark_changed(self, key: str) -> None:
         """Upload ``key`` again next time (its upload failed)."""
         prefix, _, name = key.partition("/")
         trial = self._by_dirname.get(prefix)
         if trial is not None:
-            trial.changed.add(name)
+            self._note_changed(trial, name)
 
     def close(self) -> None:
         for trial_id, trial in self._trials.items():
