@@ -2,9 +2,8 @@
 journal saved), one line saying how to resume, the shell's exit status, no traceback;
 and the experiment resumes and finishes.
 
-The script runs in a real subprocess, with its own Ray where Ray's own handlers are
-in play (SIGTERM), else on the session's cluster; the signal is sent once its trial has
-announced (a file) that it runs past a checkpoint.
+The script runs in a real subprocess with its own Ray; the signal is sent once its
+trial has announced (a file) that it runs past a checkpoint.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -54,22 +52,15 @@ asyncio.run(main())
 
 
 def _start_script(
-    tmp_path: Path,
-    source: str,
-    *args: Path,
-    drop_ray_address: bool = True,
-    join: str | None = None,
+    tmp_path: Path, source: str, *args: Path, drop_ray_address: bool = True
 ) -> subprocess.Popen[str]:
     """``source`` as ``train.py`` in a subprocess, with ``args``; without
-    ``drop_ray_address`` it inherits a ``RAY_ADDRESS`` the test session has; with
-    ``join`` (an address) it joins that cluster, else it starts a Ray of its own."""
+    ``drop_ray_address`` it inherits a ``RAY_ADDRESS`` the test session has."""
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
     if drop_ray_address:
         env.pop("RAY_ADDRESS", None)
-    if join is not None:
-        env["RAY_ADDRESS"] = join
     return subprocess.Popen(
         [sys.executable, str(script), *map(str, args)],
         cwd=tmp_path,
@@ -127,19 +118,17 @@ def _newest_checkpoint(journal: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("ray_local")
 @pytest.mark.parametrize(
-    ("signum", "status", "own_ray"),
-    # Interrupted ends Python as a Ctrl-C does: by SIGINT (130 in a shell). SIGTERM's
-    # script starts its own Ray (whose core worker takes SIGTERM over: ours must win,
-    # and Ray be shut down); SIGINT's joins the session's cluster, a Ray start fewer.
-    [(signal.SIGINT, -signal.SIGINT, False), (signal.SIGTERM, 143, True)],
+    ("signum", "status"),
+    # Interrupted ends Python as a Ctrl-C does: by SIGINT (130 in a shell).
+    [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 143)],
 )
 async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
-    tmp_path: Path, signum: int, status: int, own_ray: bool, ray_local: Any
+    tmp_path: Path, signum: int, status: int
 ) -> None:
     store, mark = tmp_path / "results", tmp_path / "running"
-    join = None if own_ray else ray_local.address
-    proc = _start_script(tmp_path, SCRIPT, store, mark, join=join)
+    proc = _start_script(tmp_path, SCRIPT, store, mark)
     try:
         await asyncio.to_thread(_wait_for_file, mark, proc, 150)
         # The trial ran past step 6 in its actor; its checkpoint of step 6 is journaled
@@ -190,15 +179,13 @@ print("run_sync() returned")
 
 
 @pytest.mark.slow
-async def test_ctrl_c_while_a_plain_hook_blocks_abandons_it_and_says_so(
-    tmp_path: Path, ray_local: Any
-) -> None:
+@pytest.mark.usefixtures("ray_local")
+async def test_ctrl_c_while_a_plain_hook_blocks_abandons_it_and_says_so(tmp_path: Path) -> None:
     """The hook's thread once held the process until the hook returned (90 s in the
     issue), after a line saying "stopped cleanly": now it is abandoned after a short
-    grace, named, and the process ends at once; "cleanly" is not said. (The script
-    joins the session's cluster: the hook, not Ray, is the point.)"""
+    grace, named, and the process ends at once; "cleanly" is not said."""
     store, mark = tmp_path / "results", tmp_path / "blocking"
-    proc = _start_script(tmp_path, BLOCKING_HOOK, store, mark, join=ray_local.address)
+    proc = _start_script(tmp_path, BLOCKING_HOOK, store, mark)
     try:
         await asyncio.to_thread(_wait_for_file, mark, proc, 150)
         proc.send_signal(signal.SIGINT)
