@@ -214,14 +214,18 @@ class WatchedSearch(RandomSearch):
         super().__init__()
         WatchedSearch.fake = fake
         self.actors_at_setup: int | None = None
+        self.pids_at_setup: set[int] = set()
 
     def setup(self, space: Any, **kwargs: Any) -> None:
         assert WatchedSearch.fake is not None
         self.actors_at_setup = len(WatchedSearch.fake.trial_actors())
+        self.pids_at_setup = {a.pid for a in WatchedSearch.fake.trial_actors()}
         super().setup(space, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "actors_at_setup"}
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("actors_at_setup", "pids_at_setup")
+        }
 
 
 async def test_a_sweep_starts_its_workers_before_its_searcher_is_set_up(
@@ -239,10 +243,11 @@ async def test_a_sweep_starts_its_workers_before_its_searcher_is_set_up(
             resources=CPU,
         )
     assert all(t.state is TrialState.TERMINATED for t in result.trials)
-    # One worker per trial running at once, started first; the trials ran in them.
+    # One worker per trial running at once, started first; the trials ran in them. (How
+    # many later trials reuse them rather than a new worker depends on which of a trial's
+    # end and the next admission comes first: the bound is tested below.)
     assert searcher.actors_at_setup == 3
-    assert len(fake_ray.trial_actors(alive=False)) == 3
-    assert len({r["pid"] for t in result.trials for r in t.results}) == 3
+    assert searcher.pids_at_setup <= {r["pid"] for t in result.trials for r in t.results}
 
 
 async def test_workers_started_for_a_sweep_are_bounded_by_its_trials_and_the_cluster(
