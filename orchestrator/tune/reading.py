@@ -19,16 +19,7 @@ def read_run(path: Any, what: str) -> tuple[str, list[Any], str]:
     error (a path that holds no run of ours, or one Ray Tune wrote)."""
     from orchestrator.tune.records import RecordedTrial
 
-    text = restoring.path_text(path)
-    storage_path, name = saved.split(text)
-    uri = saved.experiment_uri(storage_path, name)
-    if not saved.is_experiment(uri, tuner=False):
-        if restoring.written_by_ray_tune(uri):
-            raise restoring.ray_tune_refusal(text)
-        raise TuneError(
-            f"{what}: {text} is not an experiment (no experiment_state.json there); give "
-            "the directory fit() wrote: <storage_path>/<name>"
-        )
+    _, _, _, uri = restoring.run_at(path, what)
     record = saved.read_records(uri)
     trials = [RecordedTrial(t, uri) for t in (record.trials if record is not None else [])]
     name_of = "trainable"

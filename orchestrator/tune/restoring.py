@@ -31,6 +31,7 @@ __all__ = [
     "local_filesystem",
     "path_text",
     "ray_tune_refusal",
+    "run_at",
     "written_by_ray_tune",
 ]
 
@@ -85,6 +86,23 @@ def ray_tune_refusal(path: str) -> TuneError:
         "changes with Ray's version); start a new run with tune.Tuner(...), or finish "
         "this one with Ray Tune's own Tuner.restore"
     )
+
+
+def run_at(path: Any, what: str) -> tuple[str, str, str, str]:
+    """``(path as text, storage_path, name, uri)`` of the run of ours at ``path``, for
+    ``what`` (the caller, named in the error): a directory Ray Tune wrote, or one that
+    holds no run, is refused in one line."""
+    text = path_text(path)
+    storage_path, name = saved.split(text)
+    uri = saved.experiment_uri(storage_path, name)
+    if not saved.is_experiment(uri, tuner=False):
+        if written_by_ray_tune(uri):
+            raise ray_tune_refusal(text)
+        raise TuneError(
+            f"{what}: {text} is not an experiment (no experiment_state.json there); give "
+            "the directory fit() wrote: <storage_path>/<name>"
+        )
+    return text, storage_path, name, uri
 
 
 def warn_ray_tune(path: str) -> None:

@@ -114,16 +114,7 @@ class Tuner:
             )
         if not restoring.local_filesystem(storage_filesystem) or _resume_config is not None:
             raise unsupported("Tuner.restore(storage_filesystem/_resume_config)", "give a path")
-        path = restoring.path_text(path)
-        storage_path, name = saved.split(path)
-        uri = saved.experiment_uri(storage_path, name)
-        if not saved.is_experiment(uri, tuner=False):
-            if restoring.written_by_ray_tune(uri):
-                raise restoring.ray_tune_refusal(path)
-            raise TuneError(
-                f"Tuner.restore: {path} is not an experiment (no experiment_state.json there); "
-                "give the directory fit() wrote: <storage_path>/<name>"
-            )
+        path, storage_path, name, uri = restoring.run_at(path, "Tuner.restore")
         if not saved.is_experiment(uri):
             raise TuneError(
                 f"Tuner.restore: {path} is a trialflow experiment but not a Tuner's run (no "
