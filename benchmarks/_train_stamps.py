@@ -20,7 +20,7 @@ from typing import Any
 
 from ray.train.v2._internal.execution.callback import ControllerCallback, WorkerGroupCallback
 
-from ._core_common import CpuSampler, _process_kind
+from ._core_common import CpuSampler
 
 __all__ = ["CpuByProcess", "StampCallback", "read_stamps"]
 
@@ -70,22 +70,9 @@ class CpuByProcess(CpuSampler):
     the actor class it runs (``ray::TrainController``, ``ray::RayTrainWorker``, a
     trial's actor...), then raylet, GCS and the rest."""
 
-    def _sample(self) -> None:
-        psutil = self._psutil
-        try:
-            children = self._me.children(recursive=True)
-        except psutil.Error:
-            return
-        for proc in children:
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    command = " ".join(proc.cmdline())
-            except psutil.Error:
-                continue
-            if command.startswith("ray::"):
-                kind = command.split(" ", 1)[0].split(".", 1)[0]
-            else:
-                kind = _process_kind(command)
-            # The latest name wins: a worker is "ray::IDLE" until its actor starts.
-            self._seen[proc.pid] = (kind, times.user + times.system)
+    def _kind(self, cmdline: str) -> str:
+        # The latest name wins (the sampler classifies each time): a worker is
+        # "ray::IDLE" until its actor starts.
+        if cmdline.startswith("ray::"):
+            return cmdline.split(" ", 1)[0].split(".", 1)[0]
+        return super()._kind(cmdline)
