@@ -26,6 +26,7 @@ from orchestrator import Orchestrator, TrialState
 from orchestrator.cli import main
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX
 from orchestrator.core.json_codec import dumps
+from orchestrator.errors import JournalDamaged
 from orchestrator.journal.reader import load_experiment
 from orchestrator.journal.repair import RepairReport, repair_experiment
 from orchestrator.journal.sources import CSV_LOG, JSON_LOG
@@ -131,6 +132,12 @@ def _truncated(data: bytes) -> bytes | None:
     return data[: start + max(1, (end - start) // 2)]
 
 
+def _cut_at_a_line(data: bytes) -> bytes | None:
+    """Cut just after the newline before the object's half: every line left is whole,
+    so only what the lines add up to (or the head's count) shows the loss."""
+    return data[: data.rfind(b"\n", 0, len(data) // 2) + 1]
+
+
 def _zeroed(data: bytes) -> bytes | None:
     return bytes(len(data))
 
@@ -145,6 +152,7 @@ def _missing(data: bytes) -> bytes | None:
 
 KINDS: dict[str, Callable[[bytes], bytes | None]] = {
     "truncated": _truncated,
+    "cut-at-a-line": _cut_at_a_line,
     "zeroed": _zeroed,
     "garbage": _garbage,
     "missing": _missing,
@@ -209,8 +217,8 @@ def check_report(report: RepairReport, store: Any, damaged: list[str], kind: str
     for name in damaged:
         if store.uri_for(name) in text:
             continue
-        if name.endswith(("/" + JSON_LOG, "/" + CSV_LOG)) and kind == "missing":
-            continue  # a log may never have been written: its absence is no damage
+        if name.endswith(("/" + JSON_LOG, "/" + CSV_LOG)) and kind in ("missing", "cut-at-a-line"):
+            continue  # a log never written, or written less far, is no damage
         # The first segment gone with every head that listed it: named by the lines
         # after it, which continue trials' results from a later position.
         assert name.endswith("-000000.jsonl") and kind == "missing", (name, text)
@@ -439,3 +447,18 @@ async def test_repair_on_s3_keeps_every_result(
         report = await repair_experiment(store)
         check_report(report, store, damaged, kind)
         assert await repaired_results(store) == truth
+
+
+async def test_a_segment_cut_at_a_lines_end_is_refused_not_read_with_results_moved(
+    copy: Path,
+) -> None:
+    """Every line left parses; replaying them would put a trial's later results in the
+    places of the lost ones. A resume refuses the journal and names the segment after
+    the hole."""
+    async with open_storage(copy) as store:
+        keys = await store.list("")
+        await damage(store, [segment(0)], "cut-at-a-line")
+        with pytest.raises(JournalDamaged) as caught:
+            await load_experiment(store)
+    assert caught.value.where == store.uri_for(segment(1)(keys))
+    assert "lines of theirs are lost" in caught.value.what

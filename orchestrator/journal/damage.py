@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.core.json_codec import loads
@@ -26,6 +26,7 @@ __all__ = [
     "check_entry",
     "damage_of",
     "damage_of_segment",
+    "discontinuity",
     "parse_head",
     "parse_segment",
     "repair_command",
@@ -190,6 +191,41 @@ def _segment_lines(
             '{"trial", "from", "rows"} record'
         )
     return parts, None
+
+
+def discontinuity(
+    head: Mapping[str, Any], segments: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+) -> tuple[str, str] | None:
+    """Where a head's segments (each ``(where, parsed lines)``, in the head's order) stop
+    adding up, and how, in words; None when they do.
+
+    A segment cut just after a newline, or one that lost a whole line, still parses:
+    every line left is whole. Only the arithmetic shows the loss. The writer stores each
+    trial's new rows from where its last line ended, so a line that starts past the rows
+    before it, or a head that counts more rows than the lines hold, means lines are
+    gone; replaying them anyway would move a trial's later results into the places of
+    the lost ones.
+    """
+    have: dict[str, int] = {}
+    for where, parts in segments:
+        for part in parts:
+            trial, start = part["trial"], part["from"]
+            if start > have.get(trial, 0):
+                return where, (
+                    f"continues trial {trial}'s results from #{start + 1}, but the segments "
+                    f"before it hold {have.get(trial, 0)}: lines of theirs are lost"
+                )
+            have[trial] = start + len(part["rows"])
+    for entry in head.get("trials") or []:
+        count = entry.get("results_count")
+        held = have.get(entry["id"], 0)
+        if isinstance(count, int) and count > held:
+            where = segments[-1][0] if segments else "the head"
+            return where, (
+                f"is the last of the segments that hold {held} result(s) of trial "
+                f"{entry['id']}, where the head counts {count}: lines of theirs are lost"
+            )
+    return None
 
 
 def salvage_head(data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:

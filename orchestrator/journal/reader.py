@@ -22,7 +22,7 @@ from orchestrator.core.journal_format import (
     spec_fields,
 )
 from orchestrator.errors import JournalError
-from orchestrator.journal.damage import damaged, parse_head, parse_segment
+from orchestrator.journal.damage import damaged, discontinuity, parse_head, parse_segment
 
 __all__ = ["JournalContents", "load", "load_experiment"]
 
@@ -150,5 +150,8 @@ async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[
                 f"{where}, which cannot be read ({err}); the experiment "
                 "cannot be resumed with its result history"
             ) from err
-        segments.append(parse_segment(data, where, storage.uri))
-    return replay_parts(doc, segments)
+        segments.append((where, parse_segment(data, where, storage.uri)))
+    broken = discontinuity(doc, segments)
+    if broken is not None:
+        raise damaged(storage.uri, *broken)
+    return replay_parts(doc, [parts for _, parts in segments])

@@ -50,7 +50,7 @@ from orchestrator.core.journal_format import (
 )
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import ConfigError, JournalDamaged
-from orchestrator.journal.damage import parse_head, parse_segment, salvage_head
+from orchestrator.journal.damage import discontinuity, parse_head, parse_segment, salvage_head
 from orchestrator.journal.reader import load_experiment
 from orchestrator.journal.recovery import Lost, Recovered, merge_trial
 from orchestrator.journal.repair_report import RepairReport
@@ -175,7 +175,10 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
         positional, segments = exact.positional, exact.segments
     else:
         header, entries = _salvaged(found.head, found.backup)
-        positional, segments = await segment_rows(store, header, found.keys, damaged)
+        counts = {
+            e["id"]: e["results_count"] for e in entries if isinstance(e.get("results_count"), int)
+        }
+        positional, segments = await segment_rows(store, header, found.keys, damaged, counts)
     for entry in entries:
         inline = entry.pop("results", None)  # a format-1 head's
         rows = positional.setdefault(entry["id"], [])
@@ -304,12 +307,15 @@ async def _exact(store: Any, found: _Found) -> _Exact | None:
             continue
         try:
             doc = parse_head(data, "", store.uri)
-            parts = []
+            parts: list[tuple[str, list[dict[str, Any]]]] = []
             for segment in doc.get("segments") or []:
-                parts.append(parse_segment(await store.read_bytes(segment), segment, store.uri))
+                lines = await store.read_bytes(segment)
+                parts.append((segment, parse_segment(lines, segment, store.uri)))
         except Exception:  # damaged, or a listed segment is: not exact
             continue
-        results: dict[str, list[Any]] = dict(replay_parts(doc, parts))
+        if discontinuity(doc, parts) is not None:  # lines lost from a segment
+            continue
+        results: dict[str, list[Any]] = dict(replay_parts(doc, [p for _, p in parts]))
         header = {k: v for k, v in doc.items() if k != "trials"}
         return _Exact(header, list(doc["trials"]), results, len(parts), key == BACKUP_KEY, data)
     return None

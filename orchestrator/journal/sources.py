@@ -207,13 +207,21 @@ def _put(row: dict[str, Any], path: list[str], value: Any) -> None:
 
 
 async def segment_rows(
-    store: Any, header: Mapping[str, Any], keys: list[str], damaged: list[Damaged]
+    store: Any,
+    header: Mapping[str, Any],
+    keys: list[str],
+    damaged: list[Damaged],
+    counts: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, list[Any]], int]:
     """Every trial's results by position from every segment that survives (oldest
     first, whole lines only; a hole where rows are lost), and how many segments were
     read, of ``keys`` (every key the experiment holds). Each damaged or missing segment
     is added to ``damaged``, with what it held: the rows still read from it, and each
-    hole that only it can have held."""
+    hole that only it can have held. ``counts`` (a trial's results as a head counted
+    them) shows the holes at a trial's end.
+
+    A segment cut just after a newline reads whole; a hole after its lines (or past its
+    end, by ``counts``) with no damaged segment that can have held it names it."""
     present = sorted(k for k in keys if k.startswith(SEGMENTS_PREFIX + "/"))
     listed = header.get("segments")
     missing = {k for k in listed if isinstance(k, str)} if isinstance(listed, list) else set()
@@ -237,6 +245,27 @@ async def segment_rows(
         problems[key] = (f"is missing ({why})", "")
     lost_in: dict[str, list[str]] = {key: [] for key in problems}
     before: list[str] = []  # holes no surviving or named segment can have held
+
+    # A driver's first segment (``-000000``) is a base: a line from #1 for every trial.
+    # Before one, nothing is missing; before any other, a segment gone may have been.
+    based = bool(slots) and slots[0].endswith("-000000.jsonl")
+
+    def blame(between: list[str], trial: str, first: int, last: int) -> bool:
+        """Name the segments that can have held a trial's results #first-last: the
+        damaged ones among ``between``, else those that read whole (one cut at a line's
+        end) unless a segment gone before them all may have held them; False when none
+        is named."""
+        suspects = [k for k in between if k in problems]
+        if not suspects and (trial in seen or based):
+            suspects = [k for k in between if k in parts_of]
+        for k in suspects:
+            if k not in problems:
+                problems[k] = (CUT_AT_A_LINE, "")
+                lost_in[k] = []
+            alone = "with it" if len(suspects) == 1 else "with it or another one"
+            lost_in[k].append(f"trial {trial}: results #{first}-{last} gone {alone}")
+        return bool(suspects)
+
     seen: dict[str, int] = {}  # trial -> the slot of its last line
     lengths: dict[str, int] = {}
     parts = []
@@ -244,19 +273,16 @@ async def segment_rows(
         for part in parts_of.get(key, []):
             trial, start = part["trial"], part["from"]
             have = lengths.get(trial, 0)
-            if start > have:
-                hole = f"trial {trial}: results #{have + 1}-{start} gone with it"
-                suspects = [k for k in slots[seen.get(trial, -1) + 1 : index] if k in problems]
-                if len(suspects) == 1:
-                    lost_in[suspects[0]].append(hole)
-                elif suspects:
-                    for k in suspects:
-                        lost_in[k].append(hole.replace("with it", "with it or another one"))
-                else:
-                    before.append(f"trial {trial}: results #{have + 1}-{start}")
+            between = slots[seen.get(trial, -1) + 1 : index]
+            if start > have and not blame(between, trial, have + 1, start):
+                before.append(f"trial {trial}: results #{have + 1}-{start}")
             lengths[trial] = start + len(part["rows"])
             seen[trial] = index
             parts.append(part)
+    for trial, count in (counts or {}).items():
+        have = lengths.get(trial, 0)
+        if count > have:
+            blame(slots[seen.get(trial, -1) + 1 :], trial, have + 1, count)
     for key in slots:
         if key in problems:
             what, held = problems[key]
@@ -274,6 +300,13 @@ async def segment_rows(
             )
         )
     return replay_with_holes(parts), len(present)
+
+
+#: A segment that parses whole but lost lines: cut at a line's end, or a line deleted.
+CUT_AT_A_LINE = (
+    "reads whole, but lines written to it are gone (cut at a line's end, or a line "
+    "removed): the lines after it, or the head's count, go past it"
+)
 
 
 def gaps(keys: list[str]) -> list[str]:
