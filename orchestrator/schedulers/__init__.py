@@ -2,7 +2,8 @@
 
 The engine feeds a scheduler trial snapshots (:class:`TrialInfo`) and a view of the
 population, and carries out the :class:`Decision` objects it returns. Nothing here
-imports Ray or asyncio; see :mod:`orchestrator.schedulers.base` for the contract.
+imports Ray or asyncio; see :mod:`orchestrator.schedulers.base` for the contract, and
+:mod:`orchestrator.schedulers.registry` for the kinds the front ends offer.
 """
 
 from __future__ import annotations
@@ -18,12 +19,19 @@ from orchestrator.schedulers.base import (
     Population,
     Resume,
     Scheduler,
+    SchedulerDisplay,
     Stop,
     TrialInfo,
 )
 from orchestrator.schedulers.hyperband import HyperBand
 from orchestrator.schedulers.median import MedianStopping
 from orchestrator.schedulers.pbt import PBT
+from orchestrator.schedulers.registry import (
+    SchedulerKind,
+    register_scheduler,
+    scheduler_kind,
+    scheduler_kinds,
+)
 
 __all__ = [
     "Scheduler",
@@ -41,4 +49,9 @@ __all__ = [
     "Hold",
     "Resume",
     "Exploit",
+    "SchedulerDisplay",
+    "SchedulerKind",
+    "register_scheduler",
+    "scheduler_kind",
+    "scheduler_kinds",
 ]
