@@ -43,11 +43,15 @@ def add_sweep_args(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="samples of the space (x every grid combination; default 1)",
     )
+    from orchestrator.search import searcher_kinds
+
+    searchers = [kind for kind in searcher_kinds() if kind.command_line]
     group.add_argument(
         "--searcher",
-        choices=("random", "optuna"),
+        choices=[kind.name for kind in searchers],
         default="random",
-        help="how configs are chosen (default random; optuna needs trialflow[optuna])",
+        help="how configs are chosen (default random): "
+        + "; ".join(f"{kind.name}: {kind.help}" for kind in searchers),
     )
     from orchestrator.schedulers import scheduler_kinds
 
@@ -88,7 +92,7 @@ def handle_sweep(
     args: argparse.Namespace, console: Console, trainable: Any, base: dict[str, Any]
 ) -> int:
     from orchestrator.core.machine import TrialState
-    from orchestrator.search import OptunaSearch, RandomSearch, space_from_json
+    from orchestrator.search import searcher_kind, space_from_json
 
     if args.grid is not None:
         raise ConfigError('--grid and --space: put the grid in --space as {"key": {"grid": [...]}}')
@@ -105,9 +109,7 @@ def handle_sweep(
             "give at least one --stop METRIC=VALUE (e.g. --stop training_iteration=10), "
             "or the trials would run forever"
         )
-    searcher = (
-        OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
-    )
+    searcher = searcher_kind(args.searcher).cls(seed=args.seed)  # type: ignore[call-arg]
     from orchestrator.cli.common import report_trials
 
     orch = cli_args.orchestrator_from(args, console, default_name="run")

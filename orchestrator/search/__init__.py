@@ -41,6 +41,12 @@ from orchestrator.search.more_domains import (
 from orchestrator.search.numpy_search import NumpySearch
 from orchestrator.search.optuna_search import OptunaSearch
 from orchestrator.search.random_search import RandomSearch
+from orchestrator.search.registry import (
+    SearcherKind,
+    register_searcher,
+    searcher_kind,
+    searcher_kinds,
+)
 from orchestrator.search.searcher import Searcher
 from orchestrator.search.space import SearchSpace, space_from_json
 
@@ -63,6 +69,7 @@ __all__ = [
     "SampleFrom",
     "SearchSpace",
     "Searcher",
+    "SearcherKind",
     "Uniform",
     "choice",
     "grid",
@@ -75,7 +82,10 @@ __all__ = [
     "quniform",
     "randint",
     "randn",
+    "register_searcher",
     "sample_from",
+    "searcher_kind",
+    "searcher_kinds",
     "space_from_json",
     "uniform",
 ]
