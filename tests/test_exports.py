@@ -68,16 +68,15 @@ def test_the_tune_facade_covers_or_refuses_a_name_never_both() -> None:
 
 
 def test_every_tune_domain_function_is_trialflows_under_tunes_class() -> None:
-    """A Tune search-space function (``tune.qrandn``) is at Tune's two paths, returns
-    trialflow's domain of the same name as Tune's class; and every domain of
-    ``orchestrator.search`` has its Tune class."""
+    """A Tune search-space function (``tune.qrandn``) is at Tune's two paths
+    (``tune.X``, ``tune.search.sample.X``) and is trialflow's of the same name; and
+    every domain of ``orchestrator.search`` has its Tune class."""
     import orchestrator.tune as tune
-    from orchestrator.tune import sample as old_path
     from orchestrator.tune.search import sample as tune_sample
 
     functions = [n for n in tune_sample.__all__ if n[0].islower() and n != "grid_search"]
     for name in functions:
-        assert name in tune.__all__ and name in old_path.__all__, name
+        assert name in tune.__all__, name
         assert name in search.__all__, f"{name}: trialflow's own domain function"
     domains = {
         getattr(search, n)
