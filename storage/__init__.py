@@ -41,6 +41,20 @@ if TYPE_CHECKING:
     from .gcs import GCSStorage
     from .s3 import S3Storage
 
+#: The built-in schemes (a driver is imported when a URI of its scheme is first opened).
+for _scheme in (
+    Scheme("file", "storage.local:LocalStorage", form="path"),
+    Scheme(
+        "s3",
+        "storage.s3:S3Storage",
+        extra="s3",
+        endpoint_hint="storage_options={'endpoint_url': ...} or $AWS_ENDPOINT_URL",
+    ),
+    Scheme("gs", "storage.gcs:GCSStorage", extra="gcs", endpoint_hint="$STORAGE_EMULATOR_HOST"),
+):
+    register_scheme(_scheme)
+del _scheme
+
 __all__ = [
     "MANIFEST_NAME",
     "BucketNotFound",

@@ -3,10 +3,10 @@
 :func:`storage.open_storage` reads this table, and so do everything else that needs a
 driver from a URI (the options a driver takes, checked before Ray starts; the package a
 missing SDK comes from; the schemes an error lists). Adding a backend is one module
-(``storage/<name>.py``, a :class:`~storage.base.Storage` subclass) plus one entry in
-:data:`_BUILT_IN` (or one :func:`register_scheme` call, for a driver that lives outside
-this package); ``tests/storage/test_schemes.py`` then fails until a contract test class
-covers the new scheme.
+(``storage/<name>.py``, a :class:`~storage.base.Storage` subclass) plus one
+:func:`register_scheme` call (the built-in ones are in ``storage/__init__.py``; a
+driver outside this package makes its own); ``tests/storage/test_schemes.py`` then
+fails until a contract test class covers the new scheme.
 
 A driver is named by ``"module:Class"`` and imported on first use, so that importing
 ``storage`` never loads an SDK a run does not use.
@@ -47,18 +47,8 @@ class Scheme:
         return self.driver.partition(":")[2]
 
 
-_BUILT_IN = (
-    Scheme("file", "storage.local:LocalStorage", form="path"),
-    Scheme(
-        "s3",
-        "storage.s3:S3Storage",
-        extra="s3",
-        endpoint_hint="storage_options={'endpoint_url': ...} or $AWS_ENDPOINT_URL",
-    ),
-    Scheme("gs", "storage.gcs:GCSStorage", extra="gcs", endpoint_hint="$STORAGE_EMULATOR_HOST"),
-)
-
-_SCHEMES: dict[str, Scheme] = {scheme.name: scheme for scheme in _BUILT_IN}
+#: Every registered scheme by name (``storage/__init__.py`` registers the built-in ones).
+_SCHEMES: dict[str, Scheme] = {}
 
 
 def register_scheme(scheme: Scheme) -> None:
@@ -73,7 +63,7 @@ def register_scheme(scheme: Scheme) -> None:
 
 
 def schemes() -> tuple[Scheme, ...]:
-    """Every registered scheme, built-in ones first."""
+    """Every registered scheme, in the order registered (built-in ones first)."""
     return tuple(_SCHEMES.values())
 
 

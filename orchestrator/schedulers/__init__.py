@@ -33,6 +33,42 @@ from orchestrator.schedulers.registry import (
     scheduler_kinds,
 )
 
+#: The built-in kinds: what the command line and the Tune facade offer.
+for _kind in (
+    SchedulerKind(
+        "fifo", FIFO, "none: trials run to their --stop", tune_classes=("FIFOScheduler",)
+    ),
+    SchedulerKind(
+        "asha",
+        ASHA,
+        "asynchronous successive halving (uses --max-t)",
+        takes_max_t=True,
+        tune_classes=("ASHAScheduler", "AsyncHyperBandScheduler"),
+    ),
+    SchedulerKind(
+        "hyperband",
+        HyperBand,
+        "synchronous HyperBand brackets (uses --max-t)",
+        takes_max_t=True,
+        tune_classes=("HyperBandScheduler",),
+    ),
+    SchedulerKind(
+        "median",
+        MedianStopping,
+        "stop a trial below the median of the others at the same time",
+        tune_classes=("MedianStoppingRule",),
+    ),
+    SchedulerKind(
+        "pbt",
+        PBT,
+        "population based training (needs its mutations: from Python only)",
+        command_line=False,
+        tune_classes=("PopulationBasedTraining",),
+    ),
+):
+    register_scheduler(_kind)
+del _kind
+
 __all__ = [
     "Scheduler",
     "FIFO",

@@ -1,24 +1,19 @@
 """The registry of schedulers: each kind once, with what every front end needs of it.
 
-The command line (``run --scheduler NAME``), the Ray Tune facade's checks and messages
-(:mod:`orchestrator.tune.plan`) and ``tests/schedulers/test_registry.py`` all read
-:data:`_BUILT_IN`. Adding a scheduler is its module (a :class:`Scheduler` subclass,
-with :meth:`~Scheduler.state_dict` and, if people should see something of it, a
-:meth:`~Scheduler.display`) and one entry here; the registry's test then holds it to
-what the others do (its journal state survives a reload, its display is declared, the
-command line and the facade list it). Its export from :mod:`orchestrator.schedulers`
-is checked by that test too.
+The command line (``run --scheduler NAME``), the Ray Tune facade's messages
+(:mod:`orchestrator.tune.plan`) and the tests read it. Adding a scheduler is its module
+(a :class:`Scheduler` subclass, with :meth:`~Scheduler.state_dict` and, if people
+should see something of it, :meth:`~Scheduler.display`) and one
+:func:`register_scheduler` call beside its export in ``schedulers/__init__.py``; the
+tests then hold it to what the others do (its journal state survives a reload, its
+display is declared and follows the state, the command line and the facade list it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.schedulers.asha import ASHA
-from orchestrator.schedulers.base import FIFO, Scheduler
-from orchestrator.schedulers.hyperband import HyperBand
-from orchestrator.schedulers.median import MedianStopping
-from orchestrator.schedulers.pbt import PBT
+from orchestrator.schedulers.base import Scheduler
 
 __all__ = ["SchedulerKind", "register_scheduler", "scheduler_kind", "scheduler_kinds"]
 
@@ -42,40 +37,8 @@ class SchedulerKind:
     tune_classes: tuple[str, ...] = ()
 
 
-_BUILT_IN = (
-    SchedulerKind(
-        "fifo", FIFO, "none: trials run to their --stop", tune_classes=("FIFOScheduler",)
-    ),
-    SchedulerKind(
-        "asha",
-        ASHA,
-        "asynchronous successive halving (uses --max-t)",
-        takes_max_t=True,
-        tune_classes=("ASHAScheduler", "AsyncHyperBandScheduler"),
-    ),
-    SchedulerKind(
-        "hyperband",
-        HyperBand,
-        "synchronous HyperBand brackets (uses --max-t)",
-        takes_max_t=True,
-        tune_classes=("HyperBandScheduler",),
-    ),
-    SchedulerKind(
-        "median",
-        MedianStopping,
-        "stop a trial below the median of the others at the same time",
-        tune_classes=("MedianStoppingRule",),
-    ),
-    SchedulerKind(
-        "pbt",
-        PBT,
-        "population based training (needs its mutations: from Python only)",
-        command_line=False,
-        tune_classes=("PopulationBasedTraining",),
-    ),
-)
-
-_KINDS: dict[str, SchedulerKind] = {kind.name: kind for kind in _BUILT_IN}
+#: Every registered kind by name (``schedulers/__init__.py`` registers the built-in ones).
+_KINDS: dict[str, SchedulerKind] = {}
 
 
 def register_scheduler(kind: SchedulerKind) -> None:
@@ -86,7 +49,7 @@ def register_scheduler(kind: SchedulerKind) -> None:
 
 
 def scheduler_kinds() -> tuple[SchedulerKind, ...]:
-    """Every registered kind, built-in ones first."""
+    """Every registered kind, in the order registered (built-in ones first)."""
     return tuple(_KINDS.values())
 
 

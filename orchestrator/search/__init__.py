@@ -50,6 +50,26 @@ from orchestrator.search.registry import (
 from orchestrator.search.searcher import Searcher
 from orchestrator.search.space import SearchSpace, space_from_json
 
+#: The built-in kinds: what the command line and the Tune facade offer.
+for _kind in (
+    SearcherKind("random", RandomSearch, "random draws, every grid combination (the default)"),
+    SearcherKind(
+        "optuna",
+        OptunaSearch,
+        "Optuna's TPE (needs trialflow[optuna])",
+        tune_classes=("optuna.OptunaSearch",),
+    ),
+    SearcherKind(
+        "numpy",
+        NumpySearch,
+        "random draws from NumPy's generator, as Ray Tune's default searcher draws them",
+        command_line=False,
+        tune_classes=("BasicVariantGenerator",),
+    ),
+):
+    register_searcher(_kind)
+del _kind
+
 __all__ = [
     "Choice",
     "Domain",

@@ -1,20 +1,17 @@
 """The registry of searchers: each kind once, with what every front end needs of it.
 
-The command line (``run --searcher NAME``) builds a kind from this table, and
+The command line (``run --searcher NAME``) reads it, and
 ``tests/search/test_registry.py`` holds every registered kind to what the others do
 (its state survives the journal: a fresh one given it suggests what the old one would
 have; the command line and the Ray Tune facade list it). Adding a searcher is its
-module (a :class:`Searcher` subclass) plus one entry in :data:`_BUILT_IN`; its export
-from :mod:`orchestrator.search` is checked by that test too.
+module (a :class:`Searcher` subclass) plus one :func:`register_searcher` call beside
+its export in ``search/__init__.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.search.numpy_search import NumpySearch
-from orchestrator.search.optuna_search import OptunaSearch
-from orchestrator.search.random_search import RandomSearch
 from orchestrator.search.searcher import Searcher
 
 __all__ = ["SearcherKind", "register_searcher", "searcher_kind", "searcher_kinds"]
@@ -36,24 +33,8 @@ class SearcherKind:
     tune_classes: tuple[str, ...] = ()
 
 
-_BUILT_IN = (
-    SearcherKind("random", RandomSearch, "random draws, every grid combination (the default)"),
-    SearcherKind(
-        "optuna",
-        OptunaSearch,
-        "Optuna's TPE (needs trialflow[optuna])",
-        tune_classes=("optuna.OptunaSearch",),
-    ),
-    SearcherKind(
-        "numpy",
-        NumpySearch,
-        "random draws from NumPy's generator, as Ray Tune's default searcher draws them",
-        command_line=False,
-        tune_classes=("BasicVariantGenerator",),
-    ),
-)
-
-_KINDS: dict[str, SearcherKind] = {kind.name: kind for kind in _BUILT_IN}
+#: Every registered kind by name (``search/__init__.py`` registers the built-in ones).
+_KINDS: dict[str, SearcherKind] = {}
 
 
 def register_searcher(kind: SearcherKind) -> None:
@@ -64,7 +45,7 @@ def register_searcher(kind: SearcherKind) -> None:
 
 
 def searcher_kinds() -> tuple[SearcherKind, ...]:
-    """Every registered kind, built-in ones first."""
+    """Every registered kind, in the order registered (built-in ones first)."""
     return tuple(_KINDS.values())
 
 
