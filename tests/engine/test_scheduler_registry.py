@@ -1,6 +1,6 @@
-"""A scheduler registered in one place is offered by the command line, runs a sweep,
-and what it declares to show (:meth:`Scheduler.display`) reaches the journal and the
-dashboard: no front end names it."""
+"""A scheduler registered in one place is offered by the command line and named by the
+Tune facade, runs a sweep, and what it declares to show (:meth:`Scheduler.display`)
+reaches the journal and the dashboard: no front end names it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator import TrialState
+from orchestrator import TrialState, tune
 from orchestrator.cli.main import build_parser
 from orchestrator.cli.sweep import _scheduler
 from orchestrator.schedulers import (
@@ -26,6 +26,7 @@ from orchestrator.schedulers import (
 )
 from orchestrator.schedulers.registry import _KINDS
 from orchestrator.search import grid
+from orchestrator.tune import TuneUnsupported
 from orchestrator.views.dashboard.payloads import experiment
 from orchestrator.views.dashboard.tail import JournalTail
 from storage import LocalStorage
@@ -65,7 +66,15 @@ class HalfWay(Scheduler):
 
 @pytest.fixture
 def halfway() -> Iterator[None]:
-    register_scheduler(SchedulerKind("halfway", HalfWay, "stop at max_t / 2", takes_max_t=True))
+    register_scheduler(
+        SchedulerKind(
+            "halfway",
+            HalfWay,
+            "stop at max_t / 2",
+            takes_max_t=True,
+            tune_classes=("HalfWayScheduler",),
+        )
+    )
     yield
     del _KINDS["halfway"]
 
@@ -84,6 +93,9 @@ async def test_a_scheduler_registered_once_is_seen_everywhere(
     )
     scheduler = _scheduler(args, None)
     assert isinstance(scheduler, HalfWay) and scheduler.max_t == 6
+    # The Tune facade names it among the schedulers it takes.
+    with pytest.raises(TuneUnsupported, match="MedianStoppingRule, .*HalfWayScheduler"):
+        tune.Tuner(lambda config: None, tune_config=tune.TuneConfig(scheduler=object()))
 
     async with orchestrator(storage=tmp_path, name="toy", progress=False) as orch:
         result = await orch.sweep(
