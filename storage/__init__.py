@@ -10,6 +10,7 @@ SDKs only when such a URI is opened.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -34,10 +35,25 @@ from .local import LocalStorage
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
 from .noise import quiet_sdk_noise
 from .retry import RetryPolicy
+from .schemes import Scheme, driver_class, register_scheme, scheme_named, schemes
 
 if TYPE_CHECKING:
     from .gcs import GCSStorage
     from .s3 import S3Storage
+
+#: The built-in schemes (a driver is imported when a URI of its scheme is first opened).
+for _scheme in (
+    Scheme("file", "storage.local:LocalStorage", form="path"),
+    Scheme(
+        "s3",
+        "storage.s3:S3Storage",
+        extra="s3",
+        endpoint_hint="storage_options={'endpoint_url': ...} or $AWS_ENDPOINT_URL",
+    ),
+    Scheme("gs", "storage.gcs:GCSStorage", extra="gcs", endpoint_hint="$STORAGE_EMULATOR_HOST"),
+):
+    register_scheme(_scheme)
+del _scheme
 
 __all__ = [
     "MANIFEST_NAME",
@@ -56,6 +72,7 @@ __all__ = [
     "PreconditionFailed",
     "RetryPolicy",
     "S3Storage",
+    "Scheme",
     "Storage",
     "StorageError",
     "StorageFull",
@@ -65,6 +82,7 @@ __all__ = [
     "Versioned",
     "open_storage",
     "quiet_sdk_noise",
+    "register_scheme",
     "storage_uri",
 ]
 
@@ -78,7 +96,8 @@ def open_storage(uri: str | os.PathLike[str], **options: Any) -> Storage:
     - ``s3://bucket/prefix``: :class:`S3Storage` (options ``endpoint_url``, ``region``;
       otherwise the standard AWS chain and ``AWS_ENDPOINT_URL``);
     - ``gs://bucket/prefix``: :class:`GCSStorage` (option ``service_file``; otherwise
-      standard Google credentials; honours ``STORAGE_EMULATOR_HOST``).
+      standard Google credentials; honours ``STORAGE_EMULATOR_HOST``);
+    - any scheme added with :func:`register_scheme`.
 
     Common options: ``part_size``, ``max_concurrency``, ``file_concurrency``,
     ``multipart_threshold``, ``retry`` (a :class:`RetryPolicy`).
@@ -89,45 +108,26 @@ def open_storage(uri: str | os.PathLike[str], **options: Any) -> Storage:
     if "\x00" in text:
         raise UnsupportedURI("storage URI contains NUL")
     if "://" not in text:
-        return LocalStorage(text, **options)
+        return driver_class(scheme_named("file", text), text)(text, **options)
     parts = urlsplit(text)
-    scheme = parts.scheme.lower()
-    if scheme == "file":
+    scheme = scheme_named(parts.scheme.lower(), text)
+    if scheme.form == "path":
         if parts.netloc not in ("", "localhost"):
-            raise UnsupportedURI(f"file URI must be file:///absolute/path, got {text!r}")
-        return LocalStorage(unquote(parts.path), **options)
-    if scheme in ("s3", "gs"):
-        bucket, prefix = parts.netloc, parts.path.strip("/")
-        if parts.query and bucket:  # pyarrow's s3://bucket?endpoint_override=... (Tune's)
-            how = (
-                "storage_options={'endpoint_url': ...} or $AWS_ENDPOINT_URL"
-                if scheme == "s3"
-                else "$STORAGE_EMULATOR_HOST"
-            )
             raise UnsupportedURI(
-                f"{text!r}: a storage URI takes no query string ({parts.query!r}); give "
-                f"{scheme}://{bucket}{'/' + prefix if prefix else ''} and another endpoint "
-                f"in {how}"
+                f"{scheme.name} URI must be {scheme.name}:///absolute/path, got {text!r}"
             )
-        if not bucket or parts.fragment:
-            raise UnsupportedURI(f"expected {scheme}://bucket[/prefix], got {text!r}")
-        try:
-            if scheme == "s3":
-                from .s3 import S3Storage
-
-                return S3Storage(bucket, prefix, **options)
-            from .gcs import GCSStorage
-
-            return GCSStorage(bucket, prefix, **options)
-        except ImportError as err:
-            raise MissingDriver(
-                f"{scheme}:// storage needs packages that are not installed ({err}): "
-                f"pip install 'trialflow[{scheme if scheme == 's3' else 'gcs'}]'",
-                uri=text,
-            ) from err
-    raise UnsupportedURI(
-        f"unknown storage scheme {scheme!r} in {text!r}; use a path, file://, s3:// or gs://"
-    )
+        return driver_class(scheme, text)(unquote(parts.path), **options)
+    bucket, prefix = parts.netloc, parts.path.strip("/")
+    if parts.query and bucket:  # pyarrow's s3://bucket?endpoint_override=... (Tune's)
+        raise UnsupportedURI(
+            f"{text!r}: a storage URI takes no query string ({parts.query!r}); give "
+            f"{scheme.name}://{bucket}{'/' + prefix if prefix else ''} and another endpoint "
+            f"in {scheme.endpoint_hint}"
+        )
+    if not bucket or parts.fragment:
+        raise UnsupportedURI(f"expected {scheme.name}://bucket[/prefix], got {text!r}")
+    driver: Callable[..., Storage] = driver_class(scheme, text)  # (bucket, prefix, ...)
+    return driver(bucket, prefix, **options)
 
 
 def storage_uri(storage: Storage, key: str) -> str:
@@ -137,12 +137,7 @@ def storage_uri(storage: Storage, key: str) -> str:
 
 def __getattr__(name: str) -> Any:
     # The SDK-backed drivers load on demand so that importing storage stays cheap.
-    if name == "S3Storage":
-        from .s3 import S3Storage
-
-        return S3Storage
-    if name == "GCSStorage":
-        from .gcs import GCSStorage
-
-        return GCSStorage
+    for scheme in schemes():
+        if scheme.class_name == name:
+            return driver_class(scheme)
     raise AttributeError(f"module 'storage' has no attribute {name!r}")

@@ -43,24 +43,33 @@ def add_sweep_args(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="samples of the space (x every grid combination; default 1)",
     )
+    from orchestrator.search import searcher_kinds
+
+    searchers = [kind for kind in searcher_kinds() if kind.command_line]
     group.add_argument(
         "--searcher",
-        choices=("random", "optuna"),
+        choices=[kind.name for kind in searchers],
         default="random",
-        help="how configs are chosen (default random; optuna needs trialflow[optuna])",
+        help="how configs are chosen (default random): "
+        + "; ".join(f"{kind.name}: {kind.help}" for kind in searchers),
     )
+    from orchestrator.schedulers import scheduler_kinds
+
+    kinds = [kind for kind in scheduler_kinds() if kind.command_line]
+    with_max_t = "/".join(kind.name for kind in kinds if kind.takes_max_t) or "none"
     group.add_argument(
         "--scheduler",
-        choices=("fifo", "asha", "hyperband", "median"),
+        choices=[kind.name for kind in kinds],
         default="fifo",
-        help="early stopping (default fifo: none); asha/hyperband use --max-t",
+        help="early stopping (default fifo): "
+        + "; ".join(f"{kind.name}: {kind.help}" for kind in kinds),
     )
     group.add_argument(
         "--max-t",
         type=cli_args.positive_int,
         default=None,
         metavar="N",
-        help="for asha/hyperband: the most iterations a trial may run (default: the "
+        help=f"for {with_max_t}: the most iterations a trial may run (default: the "
         "training_iteration of --stop, else 100)",
     )
     group.add_argument(
@@ -83,7 +92,7 @@ def handle_sweep(
     args: argparse.Namespace, console: Console, trainable: Any, base: dict[str, Any]
 ) -> int:
     from orchestrator.core.machine import TrialState
-    from orchestrator.search import OptunaSearch, RandomSearch, space_from_json
+    from orchestrator.search import searcher_kind, space_from_json
 
     if args.grid is not None:
         raise ConfigError('--grid and --space: put the grid in --space as {"key": {"grid": [...]}}')
@@ -100,9 +109,7 @@ def handle_sweep(
             "give at least one --stop METRIC=VALUE (e.g. --stop training_iteration=10), "
             "or the trials would run forever"
         )
-    searcher = (
-        OptunaSearch(seed=args.seed) if args.searcher == "optuna" else RandomSearch(args.seed)
-    )
+    searcher = searcher_kind(args.searcher).cls(seed=args.seed)  # type: ignore[call-arg]
     from orchestrator.cli.common import report_trials
 
     orch = cli_args.orchestrator_from(args, console, default_name="run")
@@ -142,19 +149,17 @@ def handle_sweep(
 
 
 def _scheduler(args: argparse.Namespace, stop: Mapping[str, float] | None) -> Any:
-    from orchestrator.schedulers import ASHA, HyperBand, MedianStopping
+    from orchestrator.schedulers import FIFO, scheduler_kind
 
-    if args.scheduler == "fifo":
+    kind = scheduler_kind(args.scheduler)
+    if kind.cls is FIFO:
         return None
-    if not args.metric:
+    if kind.cls.needs_objective and not args.metric:
         raise ConfigError(f"--scheduler {args.scheduler} needs --metric (and --mode)")
+    if not kind.takes_max_t:
+        return kind.cls()
     limit = (stop or {}).get("training_iteration")
-    max_t = args.max_t or (int(limit) if limit else 100)
-    if args.scheduler == "asha":
-        return ASHA(max_t=max_t)
-    if args.scheduler == "hyperband":
-        return HyperBand(max_t=max_t)
-    return MedianStopping()
+    return kind.cls(max_t=args.max_t or (int(limit) if limit else 100))  # type: ignore[call-arg]
 
 
 def print_best(result: Any, console: Console) -> None:

@@ -44,21 +44,13 @@ def open_checked(uri: str, options: Mapping[str, Any], name: str) -> Any:
 def _accepted(uri: str) -> set[str]:
     """The keyword options the driver for ``uri`` takes (its own and the common ones)."""
     import storage as storage_pkg
+    from storage.schemes import driver_class, scheme_named
 
-    scheme = uri.partition("://")[0].lower() if "://" in uri else "file"
+    name = uri.partition("://")[0].lower() if "://" in uri else "file"
     drivers: list[Any] = [storage_pkg.Storage]
     try:
-        if scheme == "s3":
-            from storage.s3 import S3Storage
-
-            drivers.append(S3Storage)
-        elif scheme == "gs":
-            from storage.gcs import GCSStorage
-
-            drivers.append(GCSStorage)
-        else:
-            drivers.append(storage_pkg.LocalStorage)
-    except ImportError:
+        drivers.append(driver_class(scheme_named(name, uri), uri))
+    except storage_pkg.StorageError:
         pass
     names: set[str] = set()
     for driver in drivers:

@@ -20,6 +20,7 @@ from orchestrator.schedulers.base import (
     Decision,
     Population,
     Scheduler,
+    SchedulerDisplay,
     Stop,
     TrialInfo,
     check_number,
@@ -133,6 +134,9 @@ class ASHA(Scheduler):
     def rungs(self) -> list[list[float]]:
         """Each bracket's rung milestones, ascending (a copy)."""
         return [list(m) for m in self._milestones]
+
+    def display(self) -> SchedulerDisplay:
+        return SchedulerDisplay(rungs=tuple(tuple(m) for m in self._milestones))
 
     def bracket_of(self, trial_id: str) -> int | None:
         """The bracket the trial was assigned to (None: unknown trial)."""

@@ -61,6 +61,7 @@ __all__ = [
     "ResumeQueue",
     "Resume",
     "Scheduler",
+    "SchedulerDisplay",
     "Stop",
     "TrialInfo",
     "check_number",
@@ -105,6 +106,28 @@ class Exploit(RestoreFrom):
         object.__setattr__(self, "checkpoint", checkpoint)
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "donor_id", donor_id)
+
+
+@dataclass(frozen=True)
+class SchedulerDisplay:
+    """What a scheduler shows people of itself (the dashboard, ``inspect``): the
+    journal's head records it beside :meth:`Scheduler.state_dict`, which is a pickle no
+    reader opens. Empty fields are not recorded."""
+
+    #: PBT's exploits, one mapping each (``trial_id``, ``time``, ``donor_id``,
+    #: ``donor_checkpoint_iteration``, ``old_config``, ``new_config``).
+    lineage: tuple[Mapping[str, Any], ...] = ()
+    #: Each bracket's rung milestones, ascending (ASHA's).
+    rungs: tuple[tuple[float, ...], ...] = ()
+
+    def journal_fields(self) -> dict[str, Any]:
+        """The fields as the journal's sweep record holds them (JSON lists)."""
+        fields: dict[str, Any] = {}
+        if self.lineage:
+            fields["lineage"] = [dict(exploit) for exploit in self.lineage]
+        if self.rungs:
+            fields["rungs"] = [list(milestones) for milestones in self.rungs]
+        return fields
 
 
 def is_live(info: TrialInfo | None) -> TypeGuard[TrialInfo]:
@@ -211,6 +234,11 @@ class Scheduler(abc.ABC):
         """The smallest ``time_attr`` value past the trial's current one at which this
         scheduler must see its result before it trains further; None: no such point."""
         return None
+
+    def display(self) -> SchedulerDisplay:
+        """What people are shown of this scheduler (cheap: called at each journal
+        write). Default: nothing."""
+        return SchedulerDisplay()
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from orchestrator.schedulers.base import (
     Resume,
     ResumeQueue,
     Scheduler,
+    SchedulerDisplay,
     TrialInfo,
     is_live,
     rng_state,
@@ -464,6 +465,9 @@ class PBT(Scheduler):
         )
 
     # -- state ----------------------------------------------------------------------
+
+    def display(self) -> SchedulerDisplay:
+        return SchedulerDisplay(lineage=tuple(self.lineage))
 
     def state_dict(self) -> dict[str, Any]:
         return {

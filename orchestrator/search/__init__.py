@@ -41,8 +41,34 @@ from orchestrator.search.more_domains import (
 from orchestrator.search.numpy_search import NumpySearch
 from orchestrator.search.optuna_search import OptunaSearch
 from orchestrator.search.random_search import RandomSearch
+from orchestrator.search.registry import (
+    SearcherKind,
+    register_searcher,
+    searcher_kind,
+    searcher_kinds,
+)
 from orchestrator.search.searcher import Searcher
 from orchestrator.search.space import SearchSpace, space_from_json
+
+#: The built-in kinds: what the command line and the Tune facade offer.
+for _kind in (
+    SearcherKind("random", RandomSearch, "random draws, every grid combination (the default)"),
+    SearcherKind(
+        "optuna",
+        OptunaSearch,
+        "Optuna's TPE (needs trialflow[optuna])",
+        tune_classes=("optuna.OptunaSearch",),
+    ),
+    SearcherKind(
+        "numpy",
+        NumpySearch,
+        "random draws from NumPy's generator, as Ray Tune's default searcher draws them",
+        command_line=False,
+        tune_classes=("BasicVariantGenerator",),
+    ),
+):
+    register_searcher(_kind)
+del _kind
 
 __all__ = [
     "Choice",
@@ -63,6 +89,7 @@ __all__ = [
     "SampleFrom",
     "SearchSpace",
     "Searcher",
+    "SearcherKind",
     "Uniform",
     "choice",
     "grid",
@@ -75,7 +102,10 @@ __all__ = [
     "quniform",
     "randint",
     "randn",
+    "register_searcher",
     "sample_from",
+    "searcher_kind",
+    "searcher_kinds",
     "space_from_json",
     "uniform",
 ]

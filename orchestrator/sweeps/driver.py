@@ -483,10 +483,5 @@ class Sweep:
         }
         if self._scheduler is not None:
             doc["scheduler_state"] = pickle_b64(self._scheduler.state_dict())
-            lineage = getattr(self._scheduler, "lineage", None)
-            if lineage:
-                doc["lineage"] = list(lineage)
-            rungs = getattr(self._scheduler, "rungs", None)
-            if rungs:  # ASHA's milestones, for the dashboard (its state is a pickle)
-                doc["rungs"] = rungs
+            doc.update(self._scheduler.display().journal_fields())  # PBT's lineage...
         return doc

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from orchestrator.schedulers import Scheduler
+from orchestrator.schedulers import Scheduler, scheduler_kinds
 from orchestrator.tune.adapters import check_trainable, unwrap
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from orchestrator.tune.errors import unsupported
@@ -196,9 +196,9 @@ def plan_run(
     if scheduler is not None and not isinstance(scheduler, Scheduler):
         raise unsupported(
             f"scheduler={type(scheduler).__name__}",
-            "use a scheduler from orchestrator.tune.schedulers (FIFOScheduler, "
-            "ASHAScheduler, HyperBandScheduler, MedianStoppingRule, "
-            "PopulationBasedTraining) or an orchestrator.schedulers.Scheduler",
+            "use a scheduler from orchestrator.tune.schedulers ("
+            + ", ".join(k.tune_classes[0] for k in scheduler_kinds() if k.tune_classes)
+            + ") or an orchestrator.schedulers.Scheduler",
         )
     if isinstance(scheduler, TuneScheduler):  # Tune's metric clash, refused now
         scheduler.set_search_properties(tune_config.metric, tune_config.mode)

@@ -1,11 +1,11 @@
-"""Ray Tune's search-space functions (``tune.uniform``...) as trialflow's domains.
+"""Ray Tune's ``grid_search`` and the reading of a Tune ``param_space`` (its literal
+forms and ``sample_from``'s function of ``spec``) as trialflow's.
 
-Each returns a domain of :mod:`orchestrator.search`, with Tune's arguments and
-semantics (bounds, quantization, ``randint``'s excluded upper bound). ``grid_search``
-returns a ``grid``; a literal ``{"grid_search": [...]}`` in a space is read as one too
-(:func:`translate_space`). ``sample_from`` takes Tune's function of ``spec``
-(``spec.config.x``, ``spec["config"]["x"]``, or the config itself: ``spec["x"]``,
-``spec.x``) or of nothing.
+``grid_search`` returns a ``grid``; a literal ``{"grid_search": [...]}`` in a space is
+read as one too (:func:`translate_space`). ``sample_from`` (in
+:mod:`orchestrator.tune.search.sample`, with Tune's other search-space functions) takes
+Tune's function of ``spec`` (``spec.config.x``, ``spec["config"]["x"]``, or the config
+itself: ``spec["x"]``, ``spec.x``) or of nothing, which :class:`_TuneFunction` adapts.
 """
 
 from __future__ import annotations
@@ -17,77 +17,7 @@ from typing import Any
 from orchestrator import search
 from orchestrator.tune.errors import unsupported
 
-__all__ = [
-    "choice",
-    "grid_search",
-    "lograndint",
-    "loguniform",
-    "qlograndint",
-    "qloguniform",
-    "qrandint",
-    "qrandn",
-    "quniform",
-    "randint",
-    "randn",
-    "sample_from",
-    "translate_space",
-    "uniform",
-]
-
-
-def _no_base(name: str, base: Any) -> None:
-    if base is not None:
-        raise unsupported(
-            f"tune.{name}(..., base=...)", "log scales use base e (as Tune's default)"
-        )
-
-
-def uniform(lower: float, upper: float) -> search.Uniform:
-    return search.uniform(lower, upper)
-
-
-def quniform(lower: float, upper: float, q: float) -> search.QUniform:
-    return search.quniform(lower, upper, q)
-
-
-def loguniform(lower: float, upper: float, base: Any = None) -> search.LogUniform:
-    _no_base("loguniform", base)
-    return search.loguniform(lower, upper)
-
-
-def qloguniform(lower: float, upper: float, q: float, base: Any = None) -> search.QLogUniform:
-    _no_base("qloguniform", base)
-    return search.qloguniform(lower, upper, q)
-
-
-def choice(categories: Sequence[Any]) -> search.Choice:
-    return search.choice(list(categories))
-
-
-def randint(lower: int, upper: int) -> search.RandInt:
-    return search.randint(lower, upper)
-
-
-def lograndint(lower: int, upper: int, base: Any = None) -> search.LogRandInt:
-    _no_base("lograndint", base)
-    return search.lograndint(lower, upper)
-
-
-def qrandint(lower: int, upper: int, q: int = 1) -> search.QRandInt:
-    return search.qrandint(lower, upper, q)
-
-
-def qlograndint(lower: int, upper: int, q: int, base: Any = None) -> search.QLogRandInt:
-    _no_base("qlograndint", base)
-    return search.qlograndint(lower, upper, q)
-
-
-def randn(mean: float = 0.0, sd: float = 1.0) -> search.RandN:
-    return search.randn(mean, sd)
-
-
-def qrandn(mean: float, sd: float, q: float) -> search.QRandN:
-    return search.qrandn(mean, sd, q)
+__all__ = ["grid_search", "translate_space"]
 
 
 def grid_search(values: Sequence[Any]) -> search.Grid:
@@ -145,10 +75,6 @@ class _Lazy(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._view)
-
-
-def sample_from(func: Callable[..., Any]) -> search.SampleFrom:
-    return search.sample_from(_TuneFunction(func))
 
 
 def translate_space(space: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import pickle
 import random
@@ -26,8 +27,10 @@ from orchestrator.schedulers import (
     Pause,
     Resume,
     Scheduler,
+    SchedulerDisplay,
     Stop,
     TrialInfo,
+    scheduler_kinds,
 )
 
 
@@ -84,9 +87,16 @@ def test_exports() -> None:
         "Hold",
         "Resume",
         "Exploit",
+        "SchedulerDisplay",
+        "SchedulerKind",
+        "register_scheduler",
+        "scheduler_kind",
+        "scheduler_kinds",
     }
     for name in schedulers.__all__:
         assert hasattr(schedulers, name)
+    for kind in schedulers.scheduler_kinds():  # a registered scheduler is exported
+        assert getattr(schedulers, kind.cls.__name__) is kind.cls, kind.name
 
 
 def test_no_ray_and_no_asyncio() -> None:
@@ -149,6 +159,10 @@ class Twin:
     def __call__(self, method: str, *args: Any) -> Any:
         got = getattr(self.a, method)(*args)
         assert getattr(self.b, method)(*args) == got, method
+        # What people are shown is declared, JSON, and follows the journal's state.
+        shown = self.a.display()
+        assert isinstance(shown, SchedulerDisplay) and self.b.display() == shown
+        json.dumps(shown.journal_fields())
         self.calls += 1
         if self.calls % 7 == 0:
             state = pickle.loads(pickle.dumps(self.b.state_dict()))
@@ -167,6 +181,15 @@ MAKERS = {
         metric="s", mode="max", perturbation_interval=3, synch=True, **PBT_ARGS
     ),
 }
+
+
+def test_every_registered_scheduler_runs_the_contract() -> None:
+    """A scheduler added to the registry is held to what the others do: it needs a
+    maker here, and then runs the random streams below (its journal state reloaded
+    every few calls, its display declared and reloaded with it)."""
+    for kind in scheduler_kinds():
+        assert kind.name in MAKERS, f"add a maker for scheduler {kind.name!r} to MAKERS"
+        assert type(MAKERS[kind.name]()) is kind.cls
 
 
 @pytest.mark.parametrize("name", sorted(MAKERS))

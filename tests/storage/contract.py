@@ -23,7 +23,7 @@ import os
 import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import pytest
 
@@ -39,6 +39,7 @@ from storage import (
     TransientError,
     UnsupportedFile,
 )
+from storage.schemes import driver_class, scheme_named
 
 from .conftest import FAKE_SECRET, FlakyProxy
 
@@ -86,10 +87,16 @@ BAD_KEYS = ["/abs", "../up", "a/../b", "a/./b", "a\x00b", "a//b", ".trialflow-tm
 
 
 class StorageContract:
+    #: The registered scheme (:mod:`storage.schemes`) whose driver this class checks;
+    #: ``tests/storage/test_schemes.py`` fails for a scheme that no contract class names.
+    scheme: ClassVar[str]
     #: A size that forces a multipart / resumable upload with the ``store`` options.
     big_size: int = 12 * MiB
     #: Whether uploads buffer parts under the storage's byte budget.
     uses_budget: bool = True
+
+    def test_store_is_the_registered_driver(self, store: Storage) -> None:
+        assert type(store) is driver_class(scheme_named(self.scheme, store.uri))
 
     # -- bytes ------------------------------------------------------------------------
 

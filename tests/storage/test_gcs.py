@@ -72,6 +72,7 @@ def prefix() -> str:
 
 
 class TestGCS(StorageContract, NetworkContract):
+    scheme = "gs"
     big_size = 1024 * KiB + 4321
     cut_at = 100 * KiB
 

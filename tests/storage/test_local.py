@@ -55,6 +55,7 @@ def root(tmp_path: Path) -> Path:
 
 
 class TestLocal(StorageContract):
+    scheme = "file"
     big_size = 12 * MiB + 123
     uses_budget = False
 

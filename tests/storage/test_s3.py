@@ -50,6 +50,7 @@ def prefix() -> str:
 
 
 class TestS3(StorageContract, NetworkContract):
+    scheme = "s3"
     big_size = 12 * MiB + 123
 
     @pytest.fixture

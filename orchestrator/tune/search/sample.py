@@ -1,8 +1,8 @@
 """``ray.tune.search.sample``: Tune's search-space ``Domain`` classes and functions.
 
 ``tune.uniform(0, 1)`` is at once trialflow's :class:`orchestrator.search.Uniform`
-(what the searchers and the sweep read, with the semantics of
-:mod:`orchestrator.tune.sample`) and Tune's :class:`Float` (what a Tune user reads:
+(what the searchers and the sweep read, with Tune's arguments and semantics: bounds,
+quantization, ``randint``'s excluded upper bound) and Tune's :class:`Float` (what a Tune user reads:
 ``isinstance(d, Float)``, ``d.lower``, ``d.sample(size=10)``, ``d.quantized(0.1)``).
 So each kind of trialflow domain has a subclass here that adds Tune's class as a
 mixin; the mixins define only Tune's names, never the engine's (``_draw``, ``kind``...),
@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrator import search
-from orchestrator.tune import sample as tune_sample
-from orchestrator.tune.sample import grid_search
+from orchestrator.tune.errors import unsupported
+from orchestrator.tune.sample import _TuneFunction, grid_search
 
 __all__ = [
     "Categorical",
@@ -415,53 +415,64 @@ def _tune(domain: search.Domain) -> Any:
     return cls(*values)
 
 
-# --- Tune's functions: tune_sample's semantics, Tune's classes ----------------------
+# --- Tune's functions: trialflow's domains with Tune's arguments, as Tune's classes ---
+
+
+def _no_base(name: str, base: Any) -> None:
+    if base is not None:
+        raise unsupported(
+            f"tune.{name}(..., base=...)", "log scales use base e (as Tune's default)"
+        )
 
 
 def uniform(lower: float, upper: float) -> Float:
-    return _tune(tune_sample.uniform(lower, upper))
+    return _tune(search.uniform(lower, upper))
 
 
 def quniform(lower: float, upper: float, q: float) -> Float:
-    return _tune(tune_sample.quniform(lower, upper, q))
+    return _tune(search.quniform(lower, upper, q))
 
 
 def loguniform(lower: float, upper: float, base: Any = None) -> Float:
-    return _tune(tune_sample.loguniform(lower, upper, base))
+    _no_base("loguniform", base)
+    return _tune(search.loguniform(lower, upper))
 
 
 def qloguniform(lower: float, upper: float, q: float, base: Any = None) -> Float:
-    return _tune(tune_sample.qloguniform(lower, upper, q, base))
+    _no_base("qloguniform", base)
+    return _tune(search.qloguniform(lower, upper, q))
 
 
 def randn(mean: float = 0.0, sd: float = 1.0) -> Float:
-    return _tune(tune_sample.randn(mean, sd))
+    return _tune(search.randn(mean, sd))
 
 
 def qrandn(mean: float, sd: float, q: float) -> Float:
-    return _tune(tune_sample.qrandn(mean, sd, q))
+    return _tune(search.qrandn(mean, sd, q))
 
 
 def randint(lower: int, upper: int) -> Integer:
-    return _tune(tune_sample.randint(lower, upper))
+    return _tune(search.randint(lower, upper))
 
 
 def lograndint(lower: int, upper: int, base: Any = None) -> Integer:
-    return _tune(tune_sample.lograndint(lower, upper, base))
+    _no_base("lograndint", base)
+    return _tune(search.lograndint(lower, upper))
 
 
 def qrandint(lower: int, upper: int, q: int = 1) -> Integer:
-    return _tune(tune_sample.qrandint(lower, upper, q))
+    return _tune(search.qrandint(lower, upper, q))
 
 
 def qlograndint(lower: int, upper: int, q: int, base: Any = None) -> Integer:
-    return _tune(tune_sample.qlograndint(lower, upper, q, base))
+    _no_base("qlograndint", base)
+    return _tune(search.qlograndint(lower, upper, q))
 
 
 def choice(categories: Sequence[Any]) -> Categorical:
-    return _tune(tune_sample.choice(categories))
+    return _tune(search.choice(list(categories)))
 
 
 def sample_from(func: Callable[..., Any]) -> Function:
     _checked_signature(func)
-    return _tune(tune_sample.sample_from(func))
+    return _tune(search.sample_from(_TuneFunction(func)))

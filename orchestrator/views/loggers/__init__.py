@@ -5,14 +5,24 @@ to each trial's history across rollbacks. Use :class:`ExperimentLogger` as a hoo
 from orchestrator.views.loggers.hook import ExperimentLogger, LoggerStatistics
 from orchestrator.views.loggers.sink import trial_dirname
 from orchestrator.views.loggers.values import flatten
-from orchestrator.views.loggers.writers import DEFAULT_LOGGERS, WRITERS, TrialWriter
+from orchestrator.views.loggers.writers import (
+    DEFAULT_LOGGERS,
+    LOGGERS,
+    WRITERS,
+    LoggerKind,
+    TrialWriter,
+    register_logger,
+)
 
 __all__ = [
     "DEFAULT_LOGGERS",
+    "LOGGERS",
     "WRITERS",
     "ExperimentLogger",
+    "LoggerKind",
     "LoggerStatistics",
     "TrialWriter",
     "flatten",
+    "register_logger",
     "trial_dirname",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,11 +22,14 @@ from orchestrator.views.loggers.tensorboard import TensorBoardWriter
 
 __all__ = [
     "DEFAULT_LOGGERS",
+    "LOGGERS",
     "WRITERS",
+    "LoggerKind",
     "TrialWriter",
     "WriterFactory",
     "check_logger_names",
     "line_logs",
+    "register_logger",
     "split_loggers",
 ]
 
@@ -52,18 +56,52 @@ class TrialWriter(Protocol):
 
 WriterFactory = Callable[[Path, Callable[[str], None]], TrialWriter]
 
-WRITERS: dict[str, WriterFactory] = {
-    "json": JsonWriter,
-    "csv": CsvWriter,
-    "tensorboard": TensorBoardWriter,
-}
 
-DEFAULT_LOGGERS = ("json", "csv", "tensorboard")
+@dataclass(frozen=True)
+class LoggerKind:
+    """One logger name (``Orchestrator(loggers=[name])``) and what stands behind it.
 
-_NEEDS = {"tensorboard": "tensorboardX"}
+    ``writer`` builds the trial's :class:`TrialWriter` from its directory and the
+    ``touched`` callback; ``needs`` is a module it imports (a missing one is said when
+    the name is chosen, not at the first result); ``line_logs`` are the files it
+    rewrites for a resumed trial (kept aside first when they hold more);
+    ``tune_class`` is the name of Ray Tune's callback for it in
+    :mod:`orchestrator.tune.logger`, if Tune has one."""
 
-#: The line logs each logger rewrites for a resumed trial.
-_LINE_LOGS = {"json": (RESULT_FILE, PARAMS_HISTORY_FILE), "csv": (PROGRESS_FILE,)}
+    name: str
+    writer: WriterFactory
+    needs: str | None = None
+    line_logs: tuple[str, ...] = ()
+    tune_class: str | None = None
+
+
+_BUILT_IN = (
+    LoggerKind(
+        "json",
+        JsonWriter,
+        line_logs=(RESULT_FILE, PARAMS_HISTORY_FILE),
+        tune_class="JsonLoggerCallback",
+    ),
+    LoggerKind("csv", CsvWriter, line_logs=(PROGRESS_FILE,), tune_class="CSVLoggerCallback"),
+    LoggerKind(
+        "tensorboard", TensorBoardWriter, needs="tensorboardX", tune_class="TBXLoggerCallback"
+    ),
+)
+
+#: Every logger by name: the registry (:func:`register_logger` adds to it).
+LOGGERS: dict[str, LoggerKind] = {kind.name: kind for kind in _BUILT_IN}
+
+#: The writer behind each logger name (a view of :data:`LOGGERS`, kept for its users).
+WRITERS: dict[str, WriterFactory] = {kind.name: kind.writer for kind in _BUILT_IN}
+
+#: The loggers on when ``Orchestrator(loggers=None)``: the built-in ones.
+DEFAULT_LOGGERS = tuple(kind.name for kind in _BUILT_IN)
+
+
+def register_logger(kind: LoggerKind) -> None:
+    """Offer ``kind.name`` as a logger name (replacing a registered one of that name)."""
+    LOGGERS[kind.name] = kind
+    WRITERS[kind.name] = kind.writer
 
 
 def line_logs(names: Iterable[str]) -> tuple[str, ...]:
@@ -71,7 +109,7 @@ def line_logs(names: Iterable[str]) -> tuple[str, ...]:
     loggers ``names`` rewrite for a resumed trial: a resume keeps one aside first when it
     holds more. (TensorBoard's event files are never shortened: a resumed writer starts a
     new one.)"""
-    return tuple(f for n in names for f in _LINE_LOGS.get(n, ()))
+    return tuple(f for n in names if n in LOGGERS for f in LOGGERS[n].line_logs)
 
 
 def check_logger_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -81,11 +119,11 @@ def check_logger_names(names: Iterable[str]) -> tuple[str, ...]:
         names = (names,)
     chosen = tuple(dict.fromkeys(names))
     for name in chosen:
-        if name not in WRITERS:
+        if name not in LOGGERS:
             raise ConfigError(
-                f"unknown logger {name!r}; the loggers are {', '.join(map(repr, WRITERS))}"
+                f"unknown logger {name!r}; the loggers are {', '.join(map(repr, LOGGERS))}"
             )
-        module = _NEEDS.get(name)
+        module = LOGGERS[name].needs
         if module is not None and importlib.util.find_spec(module) is None:
             others = tuple(n for n in chosen if n != name)
             raise ConfigError(
