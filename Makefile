@@ -7,6 +7,12 @@ PIP    := $(VENV)/bin/pip
 export RAY_AUTH_MODE ?= disabled
 export RAY_USAGE_STATS_ENABLED ?= 0
 
+# Two pytest workers (pytest-xdist), one test file at a time each, one Ray each: most of
+# the suite waits on Ray, subprocesses and storage, which two workers overlap on 2 cores.
+# The Ray Train files run on one worker, one after another (tests/conftest.py groups
+# them): two multi-node Train runs at once starve each other. PYTEST_WORKERS= runs serially.
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
+
 .PHONY: demo test bench lint typecheck docs clean chromium
 
 $(PY):
@@ -42,7 +48,7 @@ demo: $(VENV)/.base
 
 test: $(VENV)/.test chromium
 	$(PY) tools/check_layers.py
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_WORKERS)
 
 bench: $(VENV)/.bench
 	$(PY) -m benchmarks

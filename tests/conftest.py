@@ -41,6 +41,25 @@ HEALTH_CHECKS = {
 NODE_DEATH_TIMEOUT_S = 120.0
 
 
+#: Test files that share one pytest-xdist worker (``make test`` runs two), one after
+#: another: each starts Ray Train gangs of several processes on added nodes, and two at
+#: once on 2 cores starve each other's health checks.
+ONE_WORKER_GROUPS = {"ray-train": ("test_ray_train",)}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test file is one unit of work for pytest-xdist's ``loadgroup`` (as with
+    ``loadfile``: its module fixtures start once), except the files of a
+    :data:`ONE_WORKER_GROUPS` group, which are one unit together."""
+    for item in items:
+        name = item.path.name
+        group = next(
+            (g for g, prefixes in ONE_WORKER_GROUPS.items() if name.startswith(prefixes)),
+            str(item.path),
+        )
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
     """A real multi-node-capable Ray cluster, connected for the whole session."""
