@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from orchestrator.core.identity import TrialMatcher
     from orchestrator.core.judge import Judge
     from orchestrator.core.machine import TrialPolicy
+    from orchestrator.core.options import TrialOptions
     from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
@@ -97,18 +98,25 @@ class Experiment:
 
     # -- trials ----------------------------------------------------------------------
 
-    def trial_spec(self, trainable: Any, *args: Any, **kwargs: Any) -> TrialSpec:
-        """The validated spec ``add_trial(trainable, *args, **kwargs)`` would build."""
+    def trial_spec(
+        self,
+        trainable: Any,
+        config: Mapping[str, Any] | None,
+        options: TrialOptions,
+        trial_id: str | None = None,
+    ) -> TrialSpec:
+        """A new trial's validated spec (:func:`~orchestrator.api.specs.build_trial_spec`)."""
         from orchestrator.api.specs import build_trial_spec
 
         return build_trial_spec(
             self.settings,
             trainable,
-            *args,
+            config,
+            options,
+            trial_id=trial_id,
             index=len(self.trials),
             token=self.token,
             taken=self._taken_ids(),
-            **kwargs,
         )
 
     def add(

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.actor.trainable import Trainable
+from orchestrator.core.options import ResourcesSpec, TrialOptions, call_options
 from orchestrator.core.spec import ExperimentSettings
 from orchestrator.core.stopping import StopSpec
 from orchestrator.errors import ConfigError, OrchestratorError
@@ -309,8 +310,14 @@ class Orchestrator:
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         result_buffer: int | None = None,
+        options: TrialOptions | None = None,
     ) -> Trial:
         """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress.
+
+        ``stop``, ``checkpoint_every``, ``resources``, ``max_failures``,
+        ``keep_checkpoints``, ``checkpoint_score`` and ``result_buffer`` are the trial's
+        options (``None``: the experiment's); ``options=TrialOptions(...)`` gives them as
+        one value instead (to share between calls and sweeps), never both.
 
         With ``resume=True`` a call that matches a journaled trial adopts it instead
         (the returned handle is the resumed trial): see :mod:`orchestrator.core.identity`
@@ -318,19 +325,18 @@ class Orchestrator:
         order of the calls). Before entering, the first call reads the journal (so a
         missing experiment or a damaged journal is said then), and the handle has the
         adopted trial's id at once: it never changes."""
-        spec = self.trial_spec(
-            trainable,
-            config,
-            stop,
-            checkpoint_every,
-            resources,
-            trial_id=trial_id,
+        given = call_options(
+            "add_trial" if trial_id is None else f"trial {trial_id}",
+            options,
+            stop=stop,
+            checkpoint_every=checkpoint_every,
+            resources=resources,
             max_failures=max_failures,
             keep_checkpoints=keep_checkpoints,
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-        return self._exp.add_call(spec)
+        return self._exp.add_call(self._exp.trial_spec(trainable, config, given, trial_id))
 
     def trial_spec(
         self,
@@ -345,21 +351,22 @@ class Orchestrator:
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         result_buffer: int | None = None,
+        options: TrialOptions | None = None,
     ) -> TrialSpec:
-        """The validated spec ``add_trial`` would build: its arguments override the
-        experiment's defaults."""
-        return self._exp.trial_spec(
-            trainable,
-            config,
-            stop,
-            checkpoint_every,
-            resources,
-            trial_id=trial_id,
+        """The validated spec ``add_trial`` would build (the trial is not added): its
+        options override the experiment's defaults."""
+        given = call_options(
+            "add_trial" if trial_id is None else f"trial {trial_id}",
+            options,
+            stop=stop,
+            checkpoint_every=checkpoint_every,
+            resources=resources,
             max_failures=max_failures,
             keep_checkpoints=keep_checkpoints,
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
+        return self._exp.trial_spec(trainable, config, given, trial_id)
 
     # -- running -----------------------------------------------------------------------
 
@@ -397,9 +404,7 @@ class Orchestrator:
         max_concurrent_trials: int | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
-        resources: Mapping[str, float]
-        | Callable[[dict[str, Any]], Mapping[str, float]]
-        | None = None,
+        resources: ResourcesSpec = None,
         max_failures: int | None = None,
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
@@ -408,6 +413,7 @@ class Orchestrator:
         name: str = "sweep",
         reuse_actors: bool = True,
         fail_fast: bool = False,
+        options: TrialOptions | None = None,
     ) -> SweepResult:
         """Run a sweep: ``num_samples`` x the grid's points trials of ``trainable``, their
         configs drawn from ``space`` by ``searcher`` (default ``RandomSearch``), judged by
@@ -416,7 +422,8 @@ class Orchestrator:
         Returns once every trial of the sweep is settled; see :class:`SweepResult`.
 
         The other arguments are ``add_trial``'s, for every trial (``resources`` may also be
-        a function of a trial's config returning its resources). ``name`` names the
+        a function of a trial's config returning its resources), as keywords or as
+        ``options=TrialOptions(...)``. ``name`` names the
         sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
         continues it (finished trials are kept, the others restart from their
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
@@ -434,6 +441,17 @@ class Orchestrator:
         running = exp.sweeps.get(name)
         if running is not None and not running.finished:
             raise ConfigError(f"sweep {name!r} is already running in experiment {self.name!r}")
+        given = call_options(
+            f"sweep {name!r}",
+            options,
+            stop=stop,
+            checkpoint_every=checkpoint_every,
+            resources=resources,
+            max_failures=max_failures,
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_score=checkpoint_score,
+            result_buffer=result_buffer,
+        )
         sweep = plan_sweep(
             ExperimentPort(exp, dispatcher),
             journaled=exp.journaled_sweeps.get(name),
@@ -449,15 +467,7 @@ class Orchestrator:
             name=name,
             reuse_actors=reuse_actors,
             fail_fast=fail_fast,
-            trial_options={
-                "stop": stop,
-                "checkpoint_every": checkpoint_every,
-                "resources": resources,
-                "max_failures": max_failures,
-                "keep_checkpoints": keep_checkpoints,
-                "checkpoint_score": checkpoint_score,
-                "result_buffer": result_buffer,
-            },
+            options=given,
         )
         exp.sweeps[name] = sweep
         return SweepResult(await sweep.run(), metric, mode)

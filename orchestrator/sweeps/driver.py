@@ -30,7 +30,6 @@ from orchestrator.core.best import has_metric
 from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
-from orchestrator.core.validate import check_resources
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher, SearchSpace
@@ -39,6 +38,7 @@ from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of, n
 from orchestrator.sweeps.searcher_thread import SearcherThread
 
 if TYPE_CHECKING:
+    from orchestrator.core.options import TrialOptions
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.sweeps.port import SweepPort
 
@@ -70,7 +70,7 @@ class Sweep:
         searcher: Searcher,
         scheduler: Scheduler | None,
         max_concurrent: int | None,
-        trial_options: Mapping[str, Any],
+        options: TrialOptions,
         seed: int | None,
         reuse_actors: bool,
         call: str,
@@ -84,8 +84,8 @@ class Sweep:
         self._metric, self._mode = metric, mode
         self._searcher = SearcherThread(searcher, name)
         self._scheduler = scheduler
-        self._options = dict(trial_options)
-        self._capacity = Capacity(port, max_concurrent, self._options, self.name)
+        self._options = options
+        self._capacity = Capacity(port, max_concurrent, options, self.name)
         self._seed = seed
         self._reuse = reuse_actors
         self._fail_fast = fail_fast
@@ -164,14 +164,14 @@ class Sweep:
         searcher's set-up, the first suggestion): their processes start meanwhile, and
         actor reuse keeps them for the trials after. One per trial it runs at once;
         none when trials do not reuse workers or their resources depend on the config."""
-        resources = self._options.get("resources")
+        resources = self._options.resources
         doc = self._journaled or {}
         if not self._reuse or callable(resources) or doc.get("finished"):
             return
         # A resumed sweep's trials that start again get workers as they are placed.
         count = min(await self._capacity.limit(), self.total - len(doc.get("created", [])))
         if count > 0:
-            await self._port.warm_workers(check_resources(resources, self.name), count)
+            await self._port.warm_workers({"cpu": 1.0} if resources is None else resources, count)
 
     async def _start(self) -> None:
         await self._searcher.call(
@@ -329,7 +329,7 @@ class Sweep:
 
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
         options = self._capacity.options_for(config)
-        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **options)
+        spec = self._port.trial_spec(self._trainable, config, options, trial_id)
         rt = self._port.add(spec, **self._judging(trial_id))
         self._join(rt)
         if self._scheduler is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
+    from orchestrator.core.options import TrialOptions
     from orchestrator.search import Searcher, SearchSpace
     from orchestrator.sweeps.driver import Sweep
     from orchestrator.sweeps.port import SweepPort
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 class SweepPlan:
     space: SearchSpace
     searcher: Searcher
-    trial_options: dict[str, Any]
 
 
 def check_sweep(
@@ -41,7 +41,7 @@ def check_sweep(
     max_concurrent_trials: Any,
     seed: Any,
     name: Any,
-    trial_options: Mapping[str, Any],
+    options: TrialOptions,
 ) -> SweepPlan:
     from orchestrator.schedulers import Scheduler
     from orchestrator.search import RandomSearch, Searcher, SearchSpace
@@ -85,14 +85,11 @@ def check_sweep(
                 f"PBT()...), got {type(scheduler).__name__}"
             )
         scheduler.set_search_properties(metric, mode)
-    options = dict(trial_options)
-    # A dry run of one trial's spec: the trainable and every per-trial option, checked.
+    # A dry run of one trial's spec: the trainable with the options (checked when they
+    # were built), and resources given as a function of the config.
     probe = checked_space.sample(random.Random(0), checked_space.grid_points[0])
-    from orchestrator.sweeps.capacity import trial_options_for
-
-    probe_options = trial_options_for(options, probe)
-    port.trial_spec(trainable, probe, trial_id=f"{name}-check", **probe_options)
-    return SweepPlan(checked_space, searcher, options)
+    port.trial_spec(trainable, probe, options.for_config(probe), f"{name}-check")
+    return SweepPlan(checked_space, searcher)
 
 
 def plan_sweep(
@@ -100,7 +97,7 @@ def plan_sweep(
     *,
     journaled: Mapping[str, Any] | None,
     reuse_actors: Any,
-    trial_options: Mapping[str, Any],
+    options: TrialOptions,
     fail_fast: Any = False,
     **call: Any,
 ) -> Sweep:
@@ -110,7 +107,7 @@ def plan_sweep(
     from orchestrator.core.codec import pickle_b64
     from orchestrator.sweeps.driver import Sweep
 
-    plan = check_sweep(port, trial_options=trial_options, **call)
+    plan = check_sweep(port, options=options, **call)
     name = call["name"]
     if not isinstance(fail_fast, bool):
         raise ConfigError(f"sweep {name!r}: fail_fast must be True or False, got {fail_fast!r}")
@@ -128,12 +125,12 @@ def plan_sweep(
         searcher=plan.searcher,
         scheduler=call["scheduler"],
         max_concurrent=call["max_concurrent_trials"],
-        trial_options=plan.trial_options,
+        options=options,
         seed=call["seed"],
         reuse_actors=bool(reuse_actors),
         fail_fast=fail_fast,
         call=pickle_b64(
-            {**recorded, "reuse_actors": reuse_actors, "fail_fast": fail_fast, **plan.trial_options}
+            {**recorded, "reuse_actors": reuse_actors, "fail_fast": fail_fast, **options.keywords()}
         ),
         journaled=journaled,
     )
