@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from orchestrator.core.judge import Judge
     from orchestrator.core.machine import TrialPolicy
     from orchestrator.core.options import TrialOptions
-    from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
+    from orchestrator.core.settings import ExperimentSettings, StorageMode
+    from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.ray_calls import RayBackend
@@ -175,7 +176,7 @@ class Experiment:
         resumed experiment, the journal is read at the first call (the preview), so the
         handle has its final id at once: the adopted trial's."""
         adopted = self.claim(spec)
-        if adopted is None and self.settings.resume and self.dispatcher is None:
+        if adopted is None and self.settings.continuation.resume and self.dispatcher is None:
             from orchestrator.api.resumption import preview, previewed_spec
 
             if self.preview is None:

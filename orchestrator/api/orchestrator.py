@@ -22,8 +22,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.actor.trainable import Trainable
+from orchestrator.core.checkpoints import RetentionPolicy
 from orchestrator.core.options import ResourcesSpec, TrialOptions, call_options
-from orchestrator.core.spec import ExperimentSettings
+from orchestrator.core.settings import (
+    Buffering,
+    Continuation,
+    ExperimentSettings,
+    FaultTolerance,
+    StorageUse,
+)
 from orchestrator.core.stopping import StopSpec
 from orchestrator.errors import ConfigError, OrchestratorError
 
@@ -31,8 +38,9 @@ if TYPE_CHECKING:
     from orchestrator.api.session import Opened
     from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
-    from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
-    from orchestrator.core.spec import StorageMode, TrialSpec
+    from orchestrator.core.checkpoints import ScoreMode
+    from orchestrator.core.settings import StorageMode
+    from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.collector import CollectorStatistics
     from orchestrator.engine.hooks import HookStatistics
     from orchestrator.engine.loop import Dispatcher, LoopStatistics
@@ -209,24 +217,28 @@ class Orchestrator:
 
         self.settings = ExperimentSettings(
             name=name,
-            max_failures=max_failures,
-            keep_checkpoints=keep_checkpoints,
-            checkpoint_score=checkpoint_score,
-            result_buffer=result_buffer,
+            retention=RetentionPolicy(keep_checkpoints, checkpoint_score),
+            failures=FaultTolerance(
+                max_failures=max_failures,
+                failure_backoff=failure_backoff,
+                fallback_to_scratch=bool(fallback_to_scratch),
+                spare_actors=spare_actors,
+                stop_grace_s=stop_grace_s,
+            ),
+            buffering=Buffering(
+                result_buffer=result_buffer,
+                max_pending_saves=max_pending_saves,
+                journal_interval=journal_interval,
+            ),
+            storage=StorageUse(shared=bool(storage_shared), save_retry_for=save_retry_for),
+            continuation=Continuation(
+                resume=bool(resume),
+                resume_errored="restart" if resume_errored == "restart" else bool(resume_errored),
+                overwrite=bool(overwrite),
+            ),
             trials_per_worker=trials_per_worker,
-            spare_actors=spare_actors,
-            failure_backoff=failure_backoff,
-            fallback_to_scratch=bool(fallback_to_scratch),
-            save_retry_for=save_retry_for,
-            max_pending_saves=max_pending_saves,
-            storage_shared=bool(storage_shared),
             strict_metrics=bool(strict_metrics),
-            resume=bool(resume),
-            resume_errored="restart" if resume_errored == "restart" else bool(resume_errored),
-            overwrite=bool(overwrite),
-            journal_interval=journal_interval,
             hook_slow_after=hook_slow_after,
-            stop_grace_s=stop_grace_s,
         )
         hooks_list = list(hooks)
         check_hooks(hooks_list)
@@ -264,7 +276,7 @@ class Orchestrator:
 
     @property
     def max_failures(self) -> int:
-        return self.settings.max_failures
+        return self.settings.failures.max_failures
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -272,7 +284,7 @@ class Orchestrator:
 
     @property
     def result_buffer(self) -> int | None:
-        return self.settings.result_buffer
+        return self.settings.buffering.result_buffer
 
     @property
     def trials_per_worker(self) -> int:
@@ -280,11 +292,11 @@ class Orchestrator:
 
     @property
     def resume(self) -> bool:
-        return self.settings.resume
+        return self.settings.continuation.resume
 
     @property
     def storage_shared(self) -> bool:
-        return self.settings.storage_shared
+        return self.settings.storage.shared
 
     # -- trials ------------------------------------------------------------------------
 

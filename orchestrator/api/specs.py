@@ -10,7 +10,8 @@ from orchestrator.actor.function import function_name, is_function, wrap_functio
 from orchestrator.actor.trainable import is_trainable_class
 from orchestrator.core.journal_format import RESERVED_NAMES
 from orchestrator.core.options import TrialOptions
-from orchestrator.core.spec import ExperimentSettings, TrialSpec
+from orchestrator.core.settings import ExperimentSettings
+from orchestrator.core.spec import TrialSpec
 from orchestrator.core.validate import check_sendable
 from orchestrator.errors import ConfigError
 
@@ -80,10 +81,10 @@ def build_trial_spec(
         stop=options.criterion.for_trial(trial_id),
         resources={"cpu": 1.0} if resources is None else dict(resources),
         checkpoint_every=options.checkpoint_every,
-        max_failures=_or(options.max_failures, settings.max_failures),
-        keep_checkpoints=_or(options.keep_checkpoints, settings.keep_checkpoints),
-        checkpoint_score=_or(options.checkpoint_score, settings.checkpoint_score),
-        result_buffer=_or(options.result_buffer, settings.result_buffer),
+        max_failures=_or(options.max_failures, settings.failures.max_failures),
+        keep_checkpoints=_or(options.keep_checkpoints, settings.retention.keep),
+        checkpoint_score=_or(options.checkpoint_score, settings.retention.score),
+        result_buffer=_or(options.result_buffer, settings.buffering.result_buffer),
         named=given,
     )
 
