@@ -446,6 +446,7 @@ class Orchestrator:
         no final checkpoint), so none records a result after the failure."""
         from orchestrator.api.sweep_port import ExperimentPort
         from orchestrator.api.sweep_result import SweepResult
+        from orchestrator.sweeps.call import SweepCall
         from orchestrator.sweeps.plan import plan_sweep
 
         exp = self._exp
@@ -464,23 +465,22 @@ class Orchestrator:
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-        sweep = plan_sweep(
-            ExperimentPort(exp, dispatcher),
-            journaled=exp.journaled_sweeps.get(name),
-            trainable=trainable,
-            space=space,
-            num_samples=num_samples,
-            metric=metric,
-            mode=mode,
-            searcher=searcher,
-            scheduler=scheduler,
-            max_concurrent_trials=max_concurrent_trials,
-            seed=seed,
-            name=name,
-            reuse_actors=reuse_actors,
-            fail_fast=fail_fast,
-            options=given,
+        call = SweepCall(
+            trainable,
+            space,
+            given,
+            num_samples,
+            metric,
+            mode,
+            searcher,
+            scheduler,
+            max_concurrent_trials,
+            seed,
+            name,
+            reuse_actors,
+            fail_fast,
         )
+        sweep = plan_sweep(ExperimentPort(exp, dispatcher), call, exp.journaled_sweeps.get(name))
         exp.sweeps[name] = sweep
         return SweepResult(await sweep.run(), metric, mode)
 
