@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator import TrialState
+import pytest
+
+from orchestrator import ConfigError, TrialState
 from orchestrator.core.codec import unpickle_b64
 from orchestrator.core.options import TrialOptions
 from orchestrator.search import uniform
@@ -55,3 +57,17 @@ async def test_a_sweeps_journaled_call_holds_the_keywords_of_its_options(
     call = unpickle_b64(doc["call"])
     assert "options" not in call
     assert {k: call[k] for k in options.keywords()} == options.keywords()
+
+
+async def test_a_sweeps_bad_option_names_the_sweep_and_starts_nothing(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    space = {"x": uniform(-1, 1), "y": uniform(-1, 1), "marks": str(tmp_path)}
+    async with orchestrator(storage=tmp_path, name="bad-opts") as orch:
+        with pytest.raises(ConfigError, match="sweep 'tune': checkpoint_every must be >= 0"):
+            await orch.sweep(FakeObjective, space, checkpoint_every=-1, name="tune")
+        with pytest.raises(ConfigError, match="sweep 'tune': .*not both .*got max_failures"):
+            await orch.sweep(
+                FakeObjective, space, max_failures=2, options=TrialOptions(), name="tune"
+            )
+        assert orch.trials == []
