@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
     from orchestrator.core.machine import TrialState
+    from orchestrator.core.options import TrialOptions
     from orchestrator.engine.hooks import HOOK_NAMES
     from orchestrator.errors import (
         ConfigError,
@@ -55,6 +56,7 @@ _WHERE = {
     "Trial": ".api.trial",
     "TrialError": ".errors",
     "TrialNotRunning": ".errors",
+    "TrialOptions": ".core.options",
     "TrialState": ".core.machine",
     "get_checkpoint": ".actor.function",
     "report": ".actor.function",
@@ -78,6 +80,7 @@ __all__ = [
     "Trial",
     "TrialError",
     "TrialNotRunning",
+    "TrialOptions",
     "TrialState",
     "get_checkpoint",
     "report",

@@ -27,7 +27,8 @@ from orchestrator.core.events import (
     TrainResult,
 )
 from orchestrator.core.hook_progress import HookProgress
-from orchestrator.core.spec import StorageMode, policy_for
+from orchestrator.core.settings import StorageMode
+from orchestrator.core.spec import policy_for
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import RaySettings
 from orchestrator.engine.hooks import HookRunner

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from orchestrator.core.identity import TrialMatcher
     from orchestrator.core.judge import Judge
     from orchestrator.core.machine import TrialPolicy
-    from orchestrator.core.spec import ExperimentSettings, StorageMode, TrialSpec
+    from orchestrator.core.options import TrialOptions
+    from orchestrator.core.settings import ExperimentSettings, StorageMode
+    from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.ray_calls import RayBackend
@@ -97,18 +99,25 @@ class Experiment:
 
     # -- trials ----------------------------------------------------------------------
 
-    def trial_spec(self, trainable: Any, *args: Any, **kwargs: Any) -> TrialSpec:
-        """The validated spec ``add_trial(trainable, *args, **kwargs)`` would build."""
+    def trial_spec(
+        self,
+        trainable: Any,
+        config: Mapping[str, Any] | None,
+        options: TrialOptions,
+        trial_id: str | None = None,
+    ) -> TrialSpec:
+        """A new trial's validated spec (:func:`~orchestrator.api.specs.build_trial_spec`)."""
         from orchestrator.api.specs import build_trial_spec
 
         return build_trial_spec(
             self.settings,
             trainable,
-            *args,
+            config,
+            options,
+            trial_id=trial_id,
             index=len(self.trials),
             token=self.token,
             taken=self._taken_ids(),
-            **kwargs,
         )
 
     def add(
@@ -167,7 +176,7 @@ class Experiment:
         resumed experiment, the journal is read at the first call (the preview), so the
         handle has its final id at once: the adopted trial's."""
         adopted = self.claim(spec)
-        if adopted is None and self.settings.resume and self.dispatcher is None:
+        if adopted is None and self.settings.continuation.resume and self.dispatcher is None:
             from orchestrator.api.resumption import preview, previewed_spec
 
             if self.preview is None:

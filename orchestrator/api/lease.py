@@ -105,21 +105,21 @@ async def acquire_lease(exp: Experiment) -> ExperimentLease:
     options = dict(exp.opening.storage_options)
     local = exp.storage_mode.is_local
     if local:  # resuming must create nothing; a new experiment needs its directory
-        options["create"] = not settings.resume
+        options["create"] = not settings.continuation.resume
     store = storage_pkg.open_storage(exp.storage_uri, **options)
     created_root = local and not await asyncio.to_thread(os.path.isdir, store.uri)
     try:
         try:
             await store.open()
         except storage_pkg.BucketNotFound:
-            if not (local and settings.resume):
+            if not (local and settings.continuation.resume):
                 raise
             refuse_or_accept(  # raises: nothing to resume
                 None,
                 uri=exp.storage_uri,
                 name=settings.name,
                 resume=True,
-                overwrite=settings.overwrite,
+                overwrite=settings.continuation.overwrite,
             )
             raise
         lease = await take_lease(

@@ -22,7 +22,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.actor.trainable import Trainable
-from orchestrator.core.spec import ExperimentSettings
+from orchestrator.core.checkpoints import RetentionPolicy
+from orchestrator.core.options import ResourcesSpec, TrialOptions, call_options
+from orchestrator.core.settings import (
+    Buffering,
+    Continuation,
+    ExperimentSettings,
+    FaultTolerance,
+    StorageUse,
+)
 from orchestrator.core.stopping import StopSpec
 from orchestrator.errors import ConfigError, OrchestratorError
 
@@ -30,8 +38,9 @@ if TYPE_CHECKING:
     from orchestrator.api.session import Opened
     from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
-    from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
-    from orchestrator.core.spec import StorageMode, TrialSpec
+    from orchestrator.core.checkpoints import ScoreMode
+    from orchestrator.core.settings import StorageMode
+    from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.collector import CollectorStatistics
     from orchestrator.engine.hooks import HookStatistics
     from orchestrator.engine.loop import Dispatcher, LoopStatistics
@@ -208,24 +217,28 @@ class Orchestrator:
 
         self.settings = ExperimentSettings(
             name=name,
-            max_failures=max_failures,
-            keep_checkpoints=keep_checkpoints,
-            checkpoint_score=checkpoint_score,
-            result_buffer=result_buffer,
+            retention=RetentionPolicy(keep_checkpoints, checkpoint_score),
+            failures=FaultTolerance(
+                max_failures=max_failures,
+                failure_backoff=failure_backoff,
+                fallback_to_scratch=bool(fallback_to_scratch),
+                spare_actors=spare_actors,
+                stop_grace_s=stop_grace_s,
+            ),
+            buffering=Buffering(
+                result_buffer=result_buffer,
+                max_pending_saves=max_pending_saves,
+                journal_interval=journal_interval,
+            ),
+            storage=StorageUse(shared=bool(storage_shared), save_retry_for=save_retry_for),
+            continuation=Continuation(
+                resume=bool(resume),
+                resume_errored="restart" if resume_errored == "restart" else bool(resume_errored),
+                overwrite=bool(overwrite),
+            ),
             trials_per_worker=trials_per_worker,
-            spare_actors=spare_actors,
-            failure_backoff=failure_backoff,
-            fallback_to_scratch=bool(fallback_to_scratch),
-            save_retry_for=save_retry_for,
-            max_pending_saves=max_pending_saves,
-            storage_shared=bool(storage_shared),
             strict_metrics=bool(strict_metrics),
-            resume=bool(resume),
-            resume_errored="restart" if resume_errored == "restart" else bool(resume_errored),
-            overwrite=bool(overwrite),
-            journal_interval=journal_interval,
             hook_slow_after=hook_slow_after,
-            stop_grace_s=stop_grace_s,
         )
         hooks_list = list(hooks)
         check_hooks(hooks_list)
@@ -263,7 +276,7 @@ class Orchestrator:
 
     @property
     def max_failures(self) -> int:
-        return self.settings.max_failures
+        return self.settings.failures.max_failures
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -271,7 +284,7 @@ class Orchestrator:
 
     @property
     def result_buffer(self) -> int | None:
-        return self.settings.result_buffer
+        return self.settings.buffering.result_buffer
 
     @property
     def trials_per_worker(self) -> int:
@@ -279,11 +292,11 @@ class Orchestrator:
 
     @property
     def resume(self) -> bool:
-        return self.settings.resume
+        return self.settings.continuation.resume
 
     @property
     def storage_shared(self) -> bool:
-        return self.settings.storage_shared
+        return self.settings.storage.shared
 
     # -- trials ------------------------------------------------------------------------
 
@@ -309,8 +322,14 @@ class Orchestrator:
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         result_buffer: int | None = None,
+        options: TrialOptions | None = None,
     ) -> Trial:
         """Add a trial; it starts at ``run()``, or at once if ``run()`` is in progress.
+
+        ``stop``, ``checkpoint_every``, ``resources``, ``max_failures``,
+        ``keep_checkpoints``, ``checkpoint_score`` and ``result_buffer`` are the trial's
+        options (``None``: the experiment's); ``options=TrialOptions(...)`` gives them as
+        one value instead (to share between calls and sweeps), never both.
 
         With ``resume=True`` a call that matches a journaled trial adopts it instead
         (the returned handle is the resumed trial): see :mod:`orchestrator.core.identity`
@@ -318,19 +337,18 @@ class Orchestrator:
         order of the calls). Before entering, the first call reads the journal (so a
         missing experiment or a damaged journal is said then), and the handle has the
         adopted trial's id at once: it never changes."""
-        spec = self.trial_spec(
-            trainable,
-            config,
-            stop,
-            checkpoint_every,
-            resources,
-            trial_id=trial_id,
+        given = call_options(
+            "add_trial" if trial_id is None else f"trial {trial_id}",
+            options,
+            stop=stop,
+            checkpoint_every=checkpoint_every,
+            resources=resources,
             max_failures=max_failures,
             keep_checkpoints=keep_checkpoints,
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
-        return self._exp.add_call(spec)
+        return self._exp.add_call(self._exp.trial_spec(trainable, config, given, trial_id))
 
     def trial_spec(
         self,
@@ -345,21 +363,22 @@ class Orchestrator:
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
         result_buffer: int | None = None,
+        options: TrialOptions | None = None,
     ) -> TrialSpec:
-        """The validated spec ``add_trial`` would build: its arguments override the
-        experiment's defaults."""
-        return self._exp.trial_spec(
-            trainable,
-            config,
-            stop,
-            checkpoint_every,
-            resources,
-            trial_id=trial_id,
+        """The validated spec ``add_trial`` would build (the trial is not added): its
+        options override the experiment's defaults."""
+        given = call_options(
+            "add_trial" if trial_id is None else f"trial {trial_id}",
+            options,
+            stop=stop,
+            checkpoint_every=checkpoint_every,
+            resources=resources,
             max_failures=max_failures,
             keep_checkpoints=keep_checkpoints,
             checkpoint_score=checkpoint_score,
             result_buffer=result_buffer,
         )
+        return self._exp.trial_spec(trainable, config, given, trial_id)
 
     # -- running -----------------------------------------------------------------------
 
@@ -397,9 +416,7 @@ class Orchestrator:
         max_concurrent_trials: int | None = None,
         stop: StopSpec = None,
         checkpoint_every: int = 0,
-        resources: Mapping[str, float]
-        | Callable[[dict[str, Any]], Mapping[str, float]]
-        | None = None,
+        resources: ResourcesSpec = None,
         max_failures: int | None = None,
         keep_checkpoints: int | None = None,
         checkpoint_score: tuple[str, ScoreMode] | None = None,
@@ -408,6 +425,7 @@ class Orchestrator:
         name: str = "sweep",
         reuse_actors: bool = True,
         fail_fast: bool = False,
+        options: TrialOptions | None = None,
     ) -> SweepResult:
         """Run a sweep: ``num_samples`` x the grid's points trials of ``trainable``, their
         configs drawn from ``space`` by ``searcher`` (default ``RandomSearch``), judged by
@@ -416,7 +434,8 @@ class Orchestrator:
         Returns once every trial of the sweep is settled; see :class:`SweepResult`.
 
         The other arguments are ``add_trial``'s, for every trial (``resources`` may also be
-        a function of a trial's config returning its resources). ``name`` names the
+        a function of a trial's config returning its resources), as keywords or as
+        ``options=TrialOptions(...)``. ``name`` names the
         sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
         continues it (finished trials are kept, the others restart from their
         checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
@@ -427,6 +446,7 @@ class Orchestrator:
         no final checkpoint), so none records a result after the failure."""
         from orchestrator.api.sweep_port import ExperimentPort
         from orchestrator.api.sweep_result import SweepResult
+        from orchestrator.sweeps.call import SweepCall
         from orchestrator.sweeps.plan import plan_sweep
 
         exp = self._exp
@@ -434,31 +454,33 @@ class Orchestrator:
         running = exp.sweeps.get(name)
         if running is not None and not running.finished:
             raise ConfigError(f"sweep {name!r} is already running in experiment {self.name!r}")
-        sweep = plan_sweep(
-            ExperimentPort(exp, dispatcher),
-            journaled=exp.journaled_sweeps.get(name),
-            trainable=trainable,
-            space=space,
-            num_samples=num_samples,
-            metric=metric,
-            mode=mode,
-            searcher=searcher,
-            scheduler=scheduler,
-            max_concurrent_trials=max_concurrent_trials,
-            seed=seed,
-            name=name,
-            reuse_actors=reuse_actors,
-            fail_fast=fail_fast,
-            trial_options={
-                "stop": stop,
-                "checkpoint_every": checkpoint_every,
-                "resources": resources,
-                "max_failures": max_failures,
-                "keep_checkpoints": keep_checkpoints,
-                "checkpoint_score": checkpoint_score,
-                "result_buffer": result_buffer,
-            },
+        given = call_options(
+            f"sweep {name!r}",
+            options,
+            stop=stop,
+            checkpoint_every=checkpoint_every,
+            resources=resources,
+            max_failures=max_failures,
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_score=checkpoint_score,
+            result_buffer=result_buffer,
         )
+        call = SweepCall(
+            trainable,
+            space,
+            given,
+            num_samples,
+            metric,
+            mode,
+            searcher,
+            scheduler,
+            max_concurrent_trials,
+            seed,
+            name,
+            reuse_actors,
+            fail_fast,
+        )
+        sweep = plan_sweep(ExperimentPort(exp, dispatcher), call, exp.journaled_sweeps.get(name))
         exp.sweeps[name] = sweep
         return SweepResult(await sweep.run(), metric, mode)
 

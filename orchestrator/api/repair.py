@@ -35,11 +35,13 @@ async def repair(
     from orchestrator.api.experiment import Experiment, Opening
     from orchestrator.api.lease import acquire_lease
     from orchestrator.core.locations import experiment_uri
-    from orchestrator.core.spec import ExperimentSettings
+    from orchestrator.core.settings import Continuation, ExperimentSettings
     from orchestrator.journal.repair import check_repairable, repair_experiment
     from orchestrator.journal.storage_check import open_checked
 
-    settings = ExperimentSettings(name=name, resume=True)  # resume: create nothing
+    settings = ExperimentSettings(
+        name=name, continuation=Continuation(resume=True)
+    )  # resume: create nothing
     uri = experiment_uri(storage, name)
     options = dict(storage_options or {})
     probe = open_checked(uri, options, name)

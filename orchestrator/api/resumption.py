@@ -29,7 +29,8 @@ from orchestrator.errors import ConfigError
 if TYPE_CHECKING:
     from orchestrator.core.journal_format import JournaledTrial
     from orchestrator.core.machine import HookProgressView
-    from orchestrator.core.spec import ExperimentSettings, TrialSpec
+    from orchestrator.core.settings import ExperimentSettings
+    from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.ports import RequestSink
     from orchestrator.engine.record import TrialRuntime
     from orchestrator.journal.reader import JournalContents

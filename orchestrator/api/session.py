@@ -219,7 +219,7 @@ async def open_session(exp: Experiment) -> Session:
         loop_handler = storage_pkg.quiet_sdk_noise(loop)
         if journaled is not None and journaled.logs and resumption is not None:
             await _keep_logs_aside(exp, store, journaled, resumption)
-        journal = Journal(store, name=exp.name, interval=settings.journal_interval)
+        journal = Journal(store, name=exp.name, interval=settings.buffering.journal_interval)
         if started_at is not None:
             journal.started_at = float(started_at)
         journal.set_extras(exp.journal_extras)
@@ -238,9 +238,9 @@ async def open_session(exp: Experiment) -> Session:
             storage_mode=mode,
             runtime_env=opening.runtime_env,
             trials_per_worker=settings.trials_per_worker,
-            spare_actors=settings.spare_actors,
-            save_retry_for=settings.save_retry_for,
-            stop_grace_s=settings.stop_grace_s,
+            spare_actors=settings.failures.spare_actors,
+            save_retry_for=settings.storage.save_retry_for,
+            stop_grace_s=settings.failures.stop_grace_s,
         )
         dispatcher = Dispatcher(
             ray,

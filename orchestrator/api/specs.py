@@ -1,46 +1,38 @@
-"""``add_trial``'s arguments, checked and merged over the experiment's settings into a
-:class:`~orchestrator.core.spec.TrialSpec`."""
+"""A trial's trainable, config and options, checked and merged over the experiment's
+settings into a :class:`~orchestrator.core.spec.TrialSpec`."""
 
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from orchestrator.actor.function import function_name, is_function, wrap_function
 from orchestrator.actor.trainable import is_trainable_class
-from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
 from orchestrator.core.journal_format import RESERVED_NAMES
-from orchestrator.core.spec import ExperimentSettings, TrialSpec
-from orchestrator.core.stopping import StopCondition, StopSpec
-from orchestrator.core.validate import (
-    check_failures,
-    check_int,
-    check_resources,
-    check_sendable,
-)
+from orchestrator.core.options import TrialOptions
+from orchestrator.core.settings import ExperimentSettings
+from orchestrator.core.spec import TrialSpec
+from orchestrator.core.validate import check_sendable
 from orchestrator.errors import ConfigError
 
 __all__ = ["build_trial_spec"]
+
+T = TypeVar("T")
 
 
 def build_trial_spec(
     settings: ExperimentSettings,
     trainable: Any,
-    config: Mapping[str, Any] | None = None,
-    stop: StopSpec = None,
-    checkpoint_every: int = 0,
-    resources: Mapping[str, float] | None = None,
+    config: Mapping[str, Any] | None,
+    options: TrialOptions,
     *,
     trial_id: str | None,
     index: int,
     token: str,
     taken: Container[str],
-    max_failures: int | None = None,
-    keep_checkpoints: int | None = None,
-    checkpoint_score: tuple[str, ScoreMode] | None = None,
-    result_buffer: int | None = None,
 ) -> TrialSpec:
-    """``add_trial``'s arguments checked and merged over ``settings`` into a spec.
+    """A trial of ``trainable`` with ``config`` and ``options`` (checked when they were
+    built) merged over ``settings``, as a spec.
 
     ``index`` is the trial's number in the experiment and ``token`` the session's, for
     a default id (``<trainable>_<token>_<index>``); ``taken`` holds the ids in use.
@@ -70,39 +62,33 @@ def build_trial_spec(
         raise ConfigError(f"trial {trial_id} already exists in experiment {settings.name!r}")
     if config is not None and not isinstance(config, Mapping):
         raise ConfigError(f"trial {trial_id}: config must be a dict, got {type(config).__name__}")
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int):
-        raise ConfigError(
-            f"trial {trial_id}: checkpoint_every must be an int >= 0, got {checkpoint_every!r}"
-        )
-    if checkpoint_every < 0:
-        raise ConfigError(
-            f"trial {trial_id}: checkpoint_every must be >= 0 (0 disables checkpoints), "
-            f"got {checkpoint_every}"
-        )
-    if function and checkpoint_every:
+    if function and options.checkpoint_every:
         raise ConfigError(
             f"trial {trial_id}: checkpoint_every does not apply to a function trainable: "
             "it checkpoints when it calls report(metrics, checkpoint=directory)"
         )
     check_sendable(config or {}, trial_id)
-    failures = settings.max_failures if max_failures is None else max_failures
-    check_failures(failures, f"trial {trial_id}")
-    buffer = settings.result_buffer if result_buffer is None else result_buffer
-    if buffer is not None:
-        check_int(buffer, "result_buffer", f"trial {trial_id}")
-    keep = settings.keep_checkpoints if keep_checkpoints is None else keep_checkpoints
-    score = settings.checkpoint_score if checkpoint_score is None else checkpoint_score
-    RetentionPolicy(keep, score)  # validates both
+    resources = options.resources
+    if callable(resources):
+        raise ConfigError(
+            f"trial {trial_id}: resources must be a dict like {{'cpu': 0.5}}, got "
+            f"{resources!r} (a function of the config is for a sweep's trials)"
+        )
     return TrialSpec(
         trial_id=trial_id,
         trainable=wrap_function(trainable) if function else cast(type, trainable),
         config=dict(config or {}),
-        stop=StopCondition(trial_id, stop),
-        resources=check_resources(resources, trial_id),
-        checkpoint_every=checkpoint_every,
-        max_failures=failures,
-        keep_checkpoints=keep,
-        checkpoint_score=score,
-        result_buffer=buffer,
+        stop=options.criterion.for_trial(trial_id),
+        resources={"cpu": 1.0} if resources is None else dict(resources),
+        checkpoint_every=options.checkpoint_every,
+        max_failures=_or(options.max_failures, settings.failures.max_failures),
+        keep_checkpoints=_or(options.keep_checkpoints, settings.retention.keep),
+        checkpoint_score=_or(options.checkpoint_score, settings.retention.score),
+        result_buffer=_or(options.result_buffer, settings.buffering.result_buffer),
         named=given,
     )
+
+
+def _or(value: T | None, default: T) -> T:
+    """A trial's option, or the experiment's setting when the trial leaves it None."""
+    return default if value is None else value

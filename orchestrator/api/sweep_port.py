@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from orchestrator.api.experiment import Experiment
     from orchestrator.core.events import Event
     from orchestrator.core.judge import Judge
+    from orchestrator.core.options import TrialOptions
     from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.record import TrialRuntime
@@ -23,9 +24,9 @@ class ExperimentPort:
         self._dispatcher = dispatcher
 
     def trial_spec(
-        self, trainable: Any, config: Mapping[str, Any], *, trial_id: str, **options: Any
+        self, trainable: Any, config: Mapping[str, Any], options: TrialOptions, trial_id: str
     ) -> TrialSpec:
-        return self._exp.trial_spec(trainable, config, trial_id=trial_id, **options)
+        return self._exp.trial_spec(trainable, config, options, trial_id)
 
     def add(
         self, spec: TrialSpec, *, judge: Judge | None, required_metrics: Mapping[str, str]

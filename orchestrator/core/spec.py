@@ -1,115 +1,30 @@
-"""The settings of an experiment and of a trial: one frozen, validated object each.
+"""A trial's spec: one frozen, validated object, what the journal keeps of a trial.
 
-Every knob is named once here. ``Orchestrator(...)`` builds an
-:class:`ExperimentSettings`; ``add_trial`` (and a sweep) builds a :class:`TrialSpec`
-from it, its arguments overriding the experiment's defaults; the journal stores a
-trial's spec with :meth:`TrialSpec.to_json` and a resumed driver reads it back with
-:meth:`TrialSpec.from_json`; the state machine's policy is derived from both
-(:func:`policy_for`). What changes while a trial runs (its config after a PBT exploit,
-its state, checkpoints and results) is not part of the spec: it lives in the trial's
-runtime record and in the journal's changing part.
+``Orchestrator(...)`` builds an :class:`~orchestrator.core.settings.ExperimentSettings`;
+``add_trial`` (and a sweep) builds a :class:`TrialSpec` from it and the trial's
+:class:`~orchestrator.core.options.TrialOptions`, which override the experiment's
+defaults; the journal stores a trial's spec with :meth:`TrialSpec.to_json` and a
+resumed driver reads it back with :meth:`TrialSpec.from_json`; the state machine's
+policy is derived from the spec and the settings (:func:`policy_for`). What changes
+while a trial runs (its config after a PBT exploit, its state, checkpoints and
+results) is not part of the spec: it lives in the trial's runtime record and in the
+journal's changing part.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
 from orchestrator.core.stopping import StopCondition
-from orchestrator.core.validate import check_failures, check_int, check_seconds
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
     from orchestrator.core.judge import Judge
     from orchestrator.core.machine import HookProgressView, TrialPolicy
-
-
-class StorageMode(enum.Enum):
-    """Where checkpoints live, which decides how they are saved, found and deleted."""
-
-    #: A local path the nodes may not share: a checkpoint is wherever a disk holds it,
-    #: found by looking (:mod:`orchestrator.actor.locality`); actors commit small ones.
-    LOCAL = "local"
-    #: A local path every node sees (NFS, ``storage_shared=True``): no looking.
-    SHARED = "shared"
-    #: S3 or GCS: uploaded by each node's persister, downloaded by restoring actors.
-    REMOTE = "remote"
-
-    @property
-    def is_local(self) -> bool:
-        return self is not StorageMode.REMOTE
-
-
-@dataclass(frozen=True)
-class ExperimentSettings:
-    """``Orchestrator``'s knobs (see its docstring for what each does), validated."""
-
-    name: str = "exp"
-    max_failures: int = 0
-    keep_checkpoints: int | None = None
-    checkpoint_score: tuple[str, ScoreMode] | None = None
-    result_buffer: int | None = None  # None: adaptive (see ADAPTIVE_SLICE_S)
-    trials_per_worker: int = 1
-    spare_actors: int = 1
-    failure_backoff: float = 0.2
-    fallback_to_scratch: bool = False
-    save_retry_for: float = 300.0
-    max_pending_saves: int = 2
-    storage_shared: bool = False
-    strict_metrics: bool = True
-    resume: bool = False
-    resume_errored: bool | Literal["restart"] = False
-    overwrite: bool = False
-    journal_interval: float = 1.0
-    hook_slow_after: float = 10.0
-    stop_grace_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        name = self.name
-        if (
-            not isinstance(name, str)
-            or not name.strip()
-            or name != name.strip()
-            or "/" in name
-            or name in (".", "..")
-            or not name.isprintable()
-        ):
-            raise ConfigError(
-                "experiment name must be a non-empty str without '/', control characters, "
-                f"or spaces at either end (it names a directory or prefix), got {name!r}"
-            )
-        check_failures(self.max_failures, "Orchestrator")
-        if self.result_buffer is not None:
-            check_int(self.result_buffer, "result_buffer", "Orchestrator")
-        check_int(self.trials_per_worker, "trials_per_worker", "Orchestrator")
-        check_int(self.spare_actors, "spare_actors", "Orchestrator", least=0)
-        check_int(self.max_pending_saves, "max_pending_saves", "Orchestrator", least=0)
-        for what in (
-            "failure_backoff",
-            "save_retry_for",
-            "journal_interval",
-            "hook_slow_after",
-            "stop_grace_s",
-        ):
-            check_seconds(getattr(self, what), what, "Orchestrator")
-        if self.resume and self.overwrite:
-            raise ConfigError(
-                f"experiment {name!r}: resume=True continues the experiment and "
-                "overwrite=True deletes it; pass one of them"
-            )
-        self.retention  # validates keep_checkpoints and checkpoint_score  # noqa: B018
-
-    @property
-    def retention(self) -> RetentionPolicy:
-        return RetentionPolicy(self.keep_checkpoints, self.checkpoint_score)
-
-    def storage_mode(self, is_local: bool) -> StorageMode:
-        if not is_local:
-            return StorageMode.REMOTE
-        return StorageMode.SHARED if self.storage_shared else StorageMode.LOCAL
+    from orchestrator.core.settings import ExperimentSettings
 
 
 @dataclass(frozen=True)
@@ -261,16 +176,16 @@ def policy_for(
         max_failures=spec.max_failures,
         retention=spec.retention,
         judge=stop if judge is None else Judges([stop, judge]),
-        restart_backoff=Backoff(settings.failure_backoff, RESTART_BACKOFF_CAP_S),
-        fallback_to_scratch=settings.fallback_to_scratch,
+        restart_backoff=Backoff(settings.failures.failure_backoff, RESTART_BACKOFF_CAP_S),
+        fallback_to_scratch=settings.failures.fallback_to_scratch,
         steps_per_call=spec.result_buffer or ADAPTIVE_MAX_STEPS,
         time_slice=ADAPTIVE_SLICE_S if spec.result_buffer is None else None,
-        max_pending_saves=settings.max_pending_saves,
+        max_pending_saves=settings.buffering.max_pending_saves,
         required_metrics=required,
         saves_on_demand=bool(getattr(spec.trainable, "saves_on_demand", True)),
         hook_progress=hook_progress,
-        stop_grace_s=settings.stop_grace_s,
-        save_grace_s=settings.save_retry_for,
+        stop_grace_s=settings.failures.stop_grace_s,
+        save_grace_s=settings.storage.save_retry_for,
     )
 
 

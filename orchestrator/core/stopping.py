@@ -22,7 +22,9 @@ class StopCondition:
 
     __slots__ = ("trial_id", "thresholds", "predicate")
 
-    def __init__(self, trial_id: str, spec: StopSpec) -> None:
+    def __init__(self, trial_id: str, spec: StopSpec, *, where: str | None = None) -> None:
+        """``where`` names the call in error messages (default: the trial)."""
+        where = where or f"trial {trial_id}"
         self.trial_id = trial_id
         self.thresholds: tuple[tuple[str, float], ...] = ()
         self.predicate: Callable[[str, Mapping[str, Any]], bool] | None = None
@@ -33,22 +35,28 @@ class StopCondition:
             return
         if not isinstance(spec, Mapping):
             raise ConfigError(
-                f"trial {trial_id}: stop must be a dict of metric: threshold or a callable "
+                f"{where}: stop must be a dict of metric: threshold or a callable "
                 f"(trial_id, result) -> bool, got {type(spec).__name__}"
             )
         pairs: list[tuple[str, float]] = []
         for key, value in spec.items():
             if not isinstance(key, str):
                 raise ConfigError(
-                    f"trial {trial_id}: stop keys must be metric names (str), got {key!r} "
+                    f"{where}: stop keys must be metric names (str), got {key!r} "
                     f"of type {type(key).__name__}"
                 )
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ConfigError(
-                    f"trial {trial_id}: stop threshold for {key!r} must be a number, got {value!r}"
+                    f"{where}: stop threshold for {key!r} must be a number, got {value!r}"
                 )
             pairs.append((key, float(value)))
         self.thresholds = tuple(pairs)
+
+    def for_trial(self, trial_id: str) -> StopCondition:
+        """This criterion, checked once already, for the trial ``trial_id``."""
+        bound = StopCondition.__new__(StopCondition)
+        bound.__setstate__((trial_id, self.thresholds, self.predicate))
+        return bound
 
     @property
     def iteration_limit(self) -> int | None:

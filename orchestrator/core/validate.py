@@ -36,21 +36,20 @@ def check_seconds(value: Any, what: str, where: str) -> None:
         raise ConfigError(f"{where}: {what} must be a number of seconds >= 0, got {value!r}")
 
 
-def check_resources(resources: Mapping[str, float] | None, trial_id: str) -> dict[str, float]:
+def check_resources(resources: Mapping[str, float] | None, where: str) -> dict[str, float]:
+    """``resources`` as names to floats (``None``: one CPU); ``where`` names the call."""
     if resources is None:
         return {"cpu": 1.0}
     if not isinstance(resources, Mapping):
         raise ConfigError(
-            f"trial {trial_id}: resources must be a dict like {{'cpu': 0.5}}, got {resources!r}"
+            f"{where}: resources must be a dict like {{'cpu': 0.5}}, got {resources!r}"
         )
     checked: dict[str, float] = {}
     for key, amount in resources.items():
         if not isinstance(key, str) or not key:
-            raise ConfigError(f"trial {trial_id}: resource names must be str, got {key!r}")
+            raise ConfigError(f"{where}: resource names must be str, got {key!r}")
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-            raise ConfigError(
-                f"trial {trial_id}: resource {key!r} must be a number >= 0, got {amount!r}"
-            )
+            raise ConfigError(f"{where}: resource {key!r} must be a number >= 0, got {amount!r}")
         checked[key] = float(amount)
     return checked
 

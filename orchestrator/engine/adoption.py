@@ -13,7 +13,8 @@ from orchestrator.core.identity import (
     journaled_identity,
 )
 from orchestrator.core.machine import TrialMachine, TrialState
-from orchestrator.core.spec import ExperimentSettings, TrialSpec, policy_for
+from orchestrator.core.settings import ExperimentSettings
+from orchestrator.core.spec import TrialSpec, policy_for
 from orchestrator.engine.record import TrialRuntime
 from orchestrator.errors import TrialError
 
@@ -49,9 +50,9 @@ def adopt(
     if lost and spec is not None:  # its journaled state is unknown: its results say
         done = bool(entry.results) and spec.stop(entry.results[-1])
         state = TrialState.TERMINATED if done else TrialState.PENDING
-    elif state is TrialState.ERROR and settings.resume_errored and not lost:
+    elif state is TrialState.ERROR and settings.continuation.resume_errored and not lost:
         state = TrialState.PENDING
-    elif lost and settings.resume_errored:
+    elif lost and settings.continuation.resume_errored:
         log.warning(
             "trial %s lost its spec with the journal's head and cannot be retried on its "
             "own: add_trial(..., trial_id=%r) with its trainable and config continues it",
@@ -79,7 +80,10 @@ def adopt(
     results = entry.results
     checkpoints = list(entry.checkpoints)
     origin, num_failures = entry.origin, entry.num_failures
-    if TrialState(entry.state) is TrialState.ERROR and settings.resume_errored == "restart":
+    if (
+        TrialState(entry.state) is TrialState.ERROR
+        and settings.continuation.resume_errored == "restart"
+    ):
         # Retried from scratch: its checkpoints are left (never restored) and its
         # results and failures start again.
         checkpoints, origin, num_failures = [], None, 0

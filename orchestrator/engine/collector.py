@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator.core.backoff import Backoff
 from orchestrator.core.checkpoints import Checkpoint
-from orchestrator.core.spec import StorageMode
+from orchestrator.core.settings import StorageMode
 from orchestrator.engine.ray_calls import RAY, RayBackend
 
 log = logging.getLogger("orchestrator.gc")

@@ -33,7 +33,7 @@ from orchestrator.core.events import (
 )
 from orchestrator.core.machine import TrialState
 from orchestrator.core.placement import Host, HostPool, resource_key
-from orchestrator.core.spec import StorageMode
+from orchestrator.core.settings import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.outcomes import (
     Collect,

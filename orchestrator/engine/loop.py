@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.events import Event, Failure, Launch, SaveDone
-from orchestrator.core.spec import StorageMode
+from orchestrator.core.settings import StorageMode
 from orchestrator.engine.bookkeeper import Bookkeeper
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings

@@ -23,7 +23,7 @@ from typing import Any
 
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
-from orchestrator.core.spec import ExperimentSettings, StorageMode
+from orchestrator.core.settings import ExperimentSettings, StorageMode
 from orchestrator.errors import ExperimentExists, ExperimentNotFound
 from orchestrator.journal.reader import JournalContents, load_experiment
 from orchestrator.journal.storage_check import check_local_path
@@ -150,11 +150,11 @@ async def check_existing(
             found,
             uri=uri,
             name=settings.name,
-            resume=settings.resume,
-            overwrite=settings.overwrite,
+            resume=settings.continuation.resume,
+            overwrite=settings.continuation.overwrite,
         ):
             await delete_all(store, store.uri if mode.is_local else None)
-        if settings.resume:
+        if settings.continuation.resume:
             contents = await load_experiment(store)
             return None if contents is None else await complete_from_logs(store, contents)
         return None

@@ -21,31 +21,14 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import ConfigError
-
 if TYPE_CHECKING:
+    from orchestrator.core.options import TrialOptions
     from orchestrator.sweeps.port import SweepPort
 
 log = logging.getLogger("orchestrator.sweeps.capacity")
 
 #: Seconds between reads of the cluster's resources.
 CAPACITY_REFRESH_S = 5.0
-
-
-def trial_options_for(options: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
-    """The per-trial options of a trial with ``config``: ``resources`` may be a function of
-    the config (``config -> {"cpu": ..., "gpu": ...}``), called here."""
-    resources = options.get("resources")
-    if not callable(resources):
-        return dict(options)
-    try:
-        shape = resources(dict(config))
-    except Exception as err:
-        raise ConfigError(
-            f"the sweep's resources function raised {type(err).__name__}: {err} (for config "
-            f"{dict(config)!r})"
-        ) from err
-    return {**options, "resources": shape}
 
 
 class Capacity:
@@ -55,7 +38,7 @@ class Capacity:
         self,
         port: SweepPort,
         max_concurrent: int | None,
-        options: Mapping[str, Any],
+        options: TrialOptions,
         name: str = "sweep",
     ) -> None:
         self._port = port
@@ -66,10 +49,11 @@ class Capacity:
         self._read: tuple[float, int] | None = None  # (when read, trials that fit)
         self._last_resources: Any = None  # the newest trial's, when resources is a function
 
-    def options_for(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """A new trial's options (:func:`trial_options_for`); its shape is remembered."""
-        options = trial_options_for(self._options, config)
-        self._last_resources = options.get("resources")
+    def options_for(self, config: Mapping[str, Any]) -> TrialOptions:
+        """A new trial's options (:meth:`TrialOptions.for_config`); its shape is
+        remembered."""
+        options = self._options.for_config(config)
+        self._last_resources = options.resources
         return options
 
     async def limit(self) -> int:
@@ -85,7 +69,7 @@ class Capacity:
         from orchestrator.engine.ray_calls import ray_demand
 
         totals = await self._port.cluster_resources()
-        shape = self._options.get("resources")
+        shape = self._options.resources
         if callable(shape):  # resources by config: the last trial's shape
             shape = self._last_resources
         demand = ray_demand(shape or {"cpu": 1.0}, 1)

@@ -30,16 +30,16 @@ from orchestrator.core.best import has_metric
 from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
-from orchestrator.core.validate import check_resources
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
-from orchestrator.search import Searcher, SearchSpace
+from orchestrator.search import Searcher
 from orchestrator.sweeps.capacity import Capacity
 from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of, note_stop
 from orchestrator.sweeps.searcher_thread import SearcherThread
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
+    from orchestrator.sweeps.call import SweepCall, SweepPlan
     from orchestrator.sweeps.port import SweepPort
 
 log = logging.getLogger("orchestrator.sweeps.driver")
@@ -60,39 +60,26 @@ class Sweep:
     def __init__(
         self,
         port: SweepPort,
-        *,
-        name: str,
-        trainable: Any,
-        space: SearchSpace,
-        num_samples: int,
-        metric: str | None,
-        mode: str | None,
-        searcher: Searcher,
-        scheduler: Scheduler | None,
-        max_concurrent: int | None,
-        trial_options: Mapping[str, Any],
-        seed: int | None,
-        reuse_actors: bool,
-        call: str,
-        fail_fast: bool = False,
+        call: SweepCall,
+        plan: SweepPlan,
         journaled: Mapping[str, Any] | None,
     ) -> None:
         self._port = port
-        self.name = name
-        self._trainable = trainable
-        self._space = space
-        self._metric, self._mode = metric, mode
-        self._searcher = SearcherThread(searcher, name)
-        self._scheduler = scheduler
-        self._options = dict(trial_options)
-        self._capacity = Capacity(port, max_concurrent, self._options, self.name)
-        self._seed = seed
-        self._reuse = reuse_actors
-        self._fail_fast = fail_fast
-        self._call = call
+        self.name: str = call.name
+        self._trainable = call.trainable
+        self._space = plan.space
+        self._metric, self._mode = call.metric, call.mode
+        self._searcher = SearcherThread(plan.searcher, self.name)
+        self._scheduler: Scheduler | None = call.scheduler
+        self._options = call.options
+        self._capacity = Capacity(port, call.max_concurrent_trials, call.options, self.name)
+        self._seed: int | None = call.seed
+        self._reuse = bool(call.reuse_actors)
+        self._fail_fast: bool = call.fail_fast
+        self._call = call.recorded(plan.searcher)
         self._journaled = journaled
-        self.total = num_samples * space.num_grid_points
-        self._num_samples = num_samples
+        self.total: int = call.num_samples * plan.space.num_grid_points
+        self._num_samples: int = call.num_samples
         self._trials: dict[str, TrialRuntime] = {}
         self._population = PopulationView(self._trials)
         # Launches (None), resumes and restores awaiting a slot.
@@ -101,7 +88,7 @@ class Sweep:
         self._changed = asyncio.Event()
         self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
         self._draining = False
-        self._wants_results = type(searcher).on_trial_result is not Searcher.on_trial_result
+        self._wants_results = type(plan.searcher).on_trial_result is not Searcher.on_trial_result
         self._exhausted = False
         self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
@@ -164,14 +151,14 @@ class Sweep:
         searcher's set-up, the first suggestion): their processes start meanwhile, and
         actor reuse keeps them for the trials after. One per trial it runs at once;
         none when trials do not reuse workers or their resources depend on the config."""
-        resources = self._options.get("resources")
+        resources = self._options.resources
         doc = self._journaled or {}
         if not self._reuse or callable(resources) or doc.get("finished"):
             return
         # A resumed sweep's trials that start again get workers as they are placed.
         count = min(await self._capacity.limit(), self.total - len(doc.get("created", [])))
         if count > 0:
-            await self._port.warm_workers(check_resources(resources, self.name), count)
+            await self._port.warm_workers({"cpu": 1.0} if resources is None else resources, count)
 
     async def _start(self) -> None:
         await self._searcher.call(
@@ -329,7 +316,7 @@ class Sweep:
 
     def _create(self, trial_id: str, config: dict[str, Any]) -> None:
         options = self._capacity.options_for(config)
-        spec = self._port.trial_spec(self._trainable, config, trial_id=trial_id, **options)
+        spec = self._port.trial_spec(self._trainable, config, options, trial_id)
         rt = self._port.add(spec, **self._judging(trial_id))
         self._join(rt)
         if self._scheduler is not None:

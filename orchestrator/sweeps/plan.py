@@ -1,75 +1,55 @@
 """Checking a sweep's arguments before any trial starts, and building the sweep.
 
 Every mistake in a ``sweep(...)`` call (a bad space, a searcher that is not one, a
-scheduler without a metric, a per-trial option out of range) is reported here, at the
-call, naming what is wrong, so that no trial of a doomed sweep ever runs. The call itself
-is recorded (pickled) for the journal, so that a resumed driver's same call continues it.
+scheduler without a metric, a trainable that cannot take the trials' options) is
+reported here, at the call, naming what is wrong, so that no trial of a doomed sweep
+ever runs (a per-trial option out of range is, where the call builds its
+:class:`~orchestrator.core.options.TrialOptions`). The call itself is recorded (pickled)
+for the journal (:meth:`SweepCall.recorded`), so that a resumed driver's same call
+continues it.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError
+from orchestrator.sweeps.call import SweepCall, SweepPlan
 
 if TYPE_CHECKING:
-    from orchestrator.search import Searcher, SearchSpace
     from orchestrator.sweeps.driver import Sweep
     from orchestrator.sweeps.port import SweepPort
 
 
-@dataclass(frozen=True)
-class SweepPlan:
-    space: SearchSpace
-    searcher: Searcher
-    trial_options: dict[str, Any]
-
-
-def check_sweep(
-    port: SweepPort,
-    *,
-    trainable: Any,
-    space: Any,
-    num_samples: Any,
-    metric: Any,
-    mode: Any,
-    searcher: Any,
-    scheduler: Any,
-    max_concurrent_trials: Any,
-    seed: Any,
-    name: Any,
-    trial_options: Mapping[str, Any],
-) -> SweepPlan:
+def check_sweep(port: SweepPort, call: SweepCall) -> SweepPlan:
     from orchestrator.schedulers import Scheduler
     from orchestrator.search import RandomSearch, Searcher, SearchSpace
+    from orchestrator.search.searcher import check_setup
 
+    """Every mistake of ``call`` as a ConfigError, before any trial of it starts."""
+    space, name, metric, mode = call.space, call.name, call.metric, call.mode
+    searcher, scheduler, seed = call.searcher, call.scheduler, call.seed
     where = f"sweep {name!r}" if isinstance(name, str) else "sweep"
     if not isinstance(name, str) or not name or "/" in name:
         raise ConfigError(f"sweep name must be a non-empty str without '/', got {name!r}")
     if not isinstance(space, Mapping):
         raise ConfigError(f"{where}: space must be a dict of keys to values or domains")
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ConfigError(f"{where}: num_samples must be an int >= 1, got {num_samples!r}")
     if metric is not None and not isinstance(metric, str):
         raise ConfigError(f"{where}: metric must be a result key (str), got {metric!r}")
     if mode not in (None, "min", "max"):
         raise ConfigError(f"{where}: mode must be 'min' or 'max', got {mode!r}")
     if (metric is None) != (mode is None):
         raise ConfigError(f"{where}: give metric and mode together (got {metric=}, {mode=})")
-    if max_concurrent_trials is not None and (
-        isinstance(max_concurrent_trials, bool)
-        or not isinstance(max_concurrent_trials, int)
-        or max_concurrent_trials < 1
-    ):
+    bound = call.max_concurrent_trials
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 1):
         raise ConfigError(
             f"{where}: max_concurrent_trials must be an int >= 1 or None (what the cluster "
-            f"holds), got {max_concurrent_trials!r}"
+            f"holds), got {bound!r}"
         )
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(f"{where}: seed must be an int or None, got {seed!r}")
+    # num_samples and seed by the rule every searcher's setup() applies (written once).
+    check_setup(where, metric, mode, call.num_samples, seed)
     checked_space = SearchSpace(space)  # every bad domain, named by its key
     if searcher is None:
         searcher = RandomSearch(seed)
@@ -85,58 +65,26 @@ def check_sweep(
                 f"PBT()...), got {type(scheduler).__name__}"
             )
         scheduler.set_search_properties(metric, mode)
-    options = dict(trial_options)
-    # A dry run of one trial's spec: the trainable and every per-trial option, checked.
+    # A dry run of one trial's spec: the trainable with the options (checked when they
+    # were built), and resources given as a function of the config.
     probe = checked_space.sample(random.Random(0), checked_space.grid_points[0])
-    from orchestrator.sweeps.capacity import trial_options_for
-
-    probe_options = trial_options_for(options, probe)
-    port.trial_spec(trainable, probe, trial_id=f"{name}-check", **probe_options)
-    return SweepPlan(checked_space, searcher, options)
+    port.trial_spec(call.trainable, probe, call.options.for_config(probe), f"{name}-check")
+    return SweepPlan(checked_space, searcher)
 
 
-def plan_sweep(
-    port: SweepPort,
-    *,
-    journaled: Mapping[str, Any] | None,
-    reuse_actors: Any,
-    trial_options: Mapping[str, Any],
-    fail_fast: Any = False,
-    **call: Any,
-) -> Sweep:
-    """``Orchestrator.sweep``'s arguments, checked (``call``: :func:`check_sweep`'s), as a
-    :class:`Sweep` ready to run; ``journaled`` is the same sweep's journal document when
-    a resumed experiment holds one."""
-    from orchestrator.core.codec import pickle_b64
+def plan_sweep(port: SweepPort, call: SweepCall, journaled: Mapping[str, Any] | None) -> Sweep:
+    """``call`` checked, as a :class:`Sweep` ready to run; ``journaled`` is the same
+    sweep's journal document when a resumed experiment holds one."""
     from orchestrator.sweeps.driver import Sweep
 
-    plan = check_sweep(port, trial_options=trial_options, **call)
-    name = call["name"]
-    if not isinstance(fail_fast, bool):
-        raise ConfigError(f"sweep {name!r}: fail_fast must be True or False, got {fail_fast!r}")
+    plan = check_sweep(port, call)
+    if not isinstance(call.fail_fast, bool):
+        raise ConfigError(
+            f"sweep {call.name!r}: fail_fast must be True or False, got {call.fail_fast!r}"
+        )
     if journaled is not None:
-        check_continues(journaled, name, call["trainable"])
-    recorded = {**call, "space": dict(call["space"]), "searcher": plan.searcher}
-    return Sweep(
-        port,
-        name=name,
-        trainable=call["trainable"],
-        space=plan.space,
-        num_samples=call["num_samples"],
-        metric=call["metric"],
-        mode=call["mode"],
-        searcher=plan.searcher,
-        scheduler=call["scheduler"],
-        max_concurrent=call["max_concurrent_trials"],
-        trial_options=plan.trial_options,
-        seed=call["seed"],
-        reuse_actors=bool(reuse_actors),
-        fail_fast=fail_fast,
-        call=pickle_b64(
-            {**recorded, "reuse_actors": reuse_actors, "fail_fast": fail_fast, **plan.trial_options}
-        ),
-        journaled=journaled,
-    )
+        check_continues(journaled, call.name, call.trainable)
+    return Sweep(port, call, plan, journaled)
 
 
 def check_continues(doc: Mapping[str, Any], name: str, trainable: Any) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from orchestrator.core.events import Event
     from orchestrator.core.judge import Judge
+    from orchestrator.core.options import TrialOptions
     from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.record import TrialRuntime
 
@@ -22,7 +23,7 @@ __all__ = ["SweepPort"]
 
 class SweepPort(Protocol):
     def trial_spec(
-        self, trainable: Any, config: Mapping[str, Any], *, trial_id: str, **options: Any
+        self, trainable: Any, config: Mapping[str, Any], options: TrialOptions, trial_id: str
     ) -> TrialSpec:
         """A checked spec, as ``add_trial`` would build it (raises ``ConfigError``)."""
         ...

@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.core.locations import experiment_uri
+from orchestrator.core.options import TrialOptions
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler, scheduler_kinds
 from orchestrator.tune.adapters import check_trainable, unwrap
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from orchestrator.tune.errors import unsupported
 from orchestrator.tune.sample import translate_space
-from orchestrator.tune.saved import experiment_uri
 from orchestrator.tune.schedulers.base import FIFOScheduler, TuneScheduler
 from orchestrator.tune.search.basic_variant import BasicVariantGenerator
 from orchestrator.tune.search.concurrency_limiter import ConcurrencyLimiter, Wrapper
@@ -41,14 +42,15 @@ DEFAULT_STORAGE = os.path.join("~", "ray_results")
 
 @dataclass
 class RunPlan:
-    """The Orchestrator's and the sweep's arguments, and what the Tuner wires around."""
+    """The Orchestrator's and the sweep's arguments, and what the Tuner wires around:
+    Tune's ``RunConfig(stop, checkpoint_config, failure_config)`` become one
+    :class:`~orchestrator.core.options.TrialOptions`, checked here."""
 
     storage_path: str
     name: str
     sweep_name: str
     trainable: Any  # the user's function or class (unwrapped)
     wrapped: Any  # as given (with_parameters objects are put once Ray is up)
-    resources: Any  # a dict, a function of the config, or None
     space: dict[str, Any]
     num_samples: int
     metric: str | None
@@ -57,10 +59,9 @@ class RunPlan:
     scheduler: Scheduler | None
     max_concurrent: int | None
     stop: StopPlan
-    checkpoint_every: int
-    keep_checkpoints: int | None
-    checkpoint_score: tuple[str, str] | None
-    max_failures: int
+    #: Every trial's options (stop, checkpoints, retention, failures, resources), for
+    #: ``sweep(options=...)``.
+    trial: TrialOptions
     fail_fast: bool | str
     reuse_actors: bool
     progress: bool
@@ -225,7 +226,6 @@ def plan_run(
         sweep_name=sweep_name or secrets.token_hex(3)[:5],
         trainable=user,
         wrapped=trainable,
-        resources=_resources(resources),
         space=space,
         num_samples=UNTIL_STOPPED if tune_config.num_samples == -1 else tune_config.num_samples,
         metric=tune_config.metric,
@@ -234,10 +234,15 @@ def plan_run(
         scheduler=scheduler,
         max_concurrent=bound,
         stop=stop,
-        checkpoint_every=every,
-        keep_checkpoints=keep,
-        checkpoint_score=score,
-        max_failures=failure.max_failures,
+        trial=TrialOptions(
+            stop=stop.engine,
+            checkpoint_every=every,
+            resources=_resources(resources),
+            max_failures=failure.max_failures,
+            keep_checkpoints=keep,
+            checkpoint_score=score,
+            where="Tuner",
+        ),
         fail_fast=failure.fail_fast,
         reuse_actors=True if reuse is None else bool(reuse),
         progress=run_config.verbose != 0,

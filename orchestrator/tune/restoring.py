@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import storage
+from orchestrator.core.locations import experiment_uri
 from orchestrator.errors import ConfigError
 from orchestrator.tune import saved
 from orchestrator.tune.adapters import trainable_name
@@ -94,7 +95,7 @@ def run_at(path: Any, what: str) -> tuple[str, str, str, str]:
     holds no run, is refused in one line."""
     text = path_text(path)
     storage_path, name = saved.split(text)
-    uri = saved.experiment_uri(storage_path, name)
+    uri = experiment_uri(storage_path, name)
     if not saved.is_experiment(uri, tuner=False):
         if written_by_ray_tune(uri):
             raise ray_tune_refusal(text)

@@ -22,7 +22,7 @@ import storage
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.tune.config import RunConfig
 
-__all__ = ["TUNER_KEY", "experiment_uri", "is_experiment", "load", "save"]
+__all__ = ["TUNER_KEY", "is_experiment", "load", "save", "split"]
 
 log = logging.getLogger("orchestrator.tune")
 
@@ -30,14 +30,9 @@ TUNER_KEY = "trialflow_tuner.pkl"
 _VERSION = 1
 
 
-def experiment_uri(storage_path: str, name: str) -> str:
-    if "://" in storage_path:
-        return storage_path.rstrip("/") + "/" + name
-    return os.path.join(os.path.abspath(os.path.expanduser(storage_path)), name)
-
-
 def split(path: str) -> tuple[str, str]:
-    """An experiment's path or URI as (storage_path, name)."""
+    """An experiment's path or URI as (storage_path, name): what
+    :func:`~orchestrator.core.locations.experiment_uri` joins back."""
     text = path.rstrip("/")
     if "://" not in text:
         text = os.path.abspath(os.path.expanduser(text))

@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
+from orchestrator.core.locations import experiment_uri
 from orchestrator.errors import like_cause
 from orchestrator.tune import restoring, saved
 from orchestrator.tune.adapters import engine_trainable, trainable_name, unwrap
@@ -84,7 +86,7 @@ class Tuner:
         if not restoring.local_filesystem(storage_filesystem):
             raise unsupported("can_restore(storage_filesystem=...)", "give a path or URI")
         path = restoring.path_text(path)
-        uri = saved.experiment_uri(*saved.split(path))
+        uri = experiment_uri(*saved.split(path))
         if saved.is_experiment(uri):
             return True
         if restoring.written_by_ray_tune(uri):
@@ -165,9 +167,6 @@ class Tuner:
         orch = Orchestrator(
             storage=plan.storage_path,
             name=plan.name,
-            max_failures=plan.max_failures,
-            keep_checkpoints=plan.keep_checkpoints,
-            checkpoint_score=plan.checkpoint_score,  # type: ignore[arg-type]
             hooks=[hooks],
             resume=exists,
             resume_errored=self._resume_errored,
@@ -177,7 +176,8 @@ class Tuner:
             if not restoring:
                 await saved.save(uri, self._document(plan))
             user, params, _ = unwrap(plan.wrapped)
-            resources = plan.resources if isinstance(plan.resources, dict) else None
+            shape = plan.trial.resources
+            resources = dict(shape) if isinstance(shape, Mapping) else None
             info = RunInfo(plan.name, uri, trainable_name(user), plan.name_creator, resources)
             engine = engine_trainable(user, info, params)
 
@@ -200,9 +200,7 @@ class Tuner:
                     searcher=plan.searcher,
                     scheduler=plan.scheduler,
                     max_concurrent_trials=plan.max_concurrent,
-                    stop=plan.stop.engine,
-                    checkpoint_every=plan.checkpoint_every,
-                    resources=plan.resources,
+                    options=plan.trial,
                     reuse_actors=plan.reuse_actors,
                     name=plan.sweep_name,
                     fail_fast=bool(plan.fail_fast),
@@ -264,4 +262,4 @@ def _recorded_results(plan: RunPlan, sweep_name: str) -> ResultGrid:
 
 
 def _keep(plan: RunPlan) -> tuple[int | None, tuple[str, str] | None]:
-    return plan.keep_checkpoints, plan.checkpoint_score
+    return plan.trial.keep_checkpoints, plan.trial.checkpoint_score

@@ -19,7 +19,7 @@ import pytest
 
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import Event, Launch, Restore, Save, StartActor, StopActor, Train
-from orchestrator.core.spec import StorageMode
+from orchestrator.core.settings import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings
 from orchestrator.engine.outcomes import (
