@@ -362,6 +362,8 @@ class Dispatcher:
                 break
         rt.wake_waiters(event)
         self._note_settled(rt)
+        if before.is_terminal and not rt.machine.state.is_terminal and rt.observer is not None:
+            rt.observer.on_revived(rt)
         settled = rt.machine.state is not before and rt.machine.state.is_settled
         if self._journal is not None:
             if settled:
