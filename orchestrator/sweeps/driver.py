@@ -315,6 +315,7 @@ class Sweep:
                 if event is None:
                     port.launch(rt)
                 else:
+                    self._open[rt.id] = rt  # a slot is its from now: counted as live
                     port.request(rt, event)
                     if isinstance(event.decision, RestoreFrom):
                         port.unpin(event.decision.checkpoint.key)  # its machine pins it
@@ -390,10 +391,16 @@ class Sweep:
         return list(self._open.values())
 
     async def _free_slots(self) -> int:
+        # A trial without an actor whose request waits in the loop's inbox (a queued
+        # resume or restore just sent) is about to take a slot: counted as live, or the
+        # sweep would start another trial in its slot before the loop moved it.
+        is_settled = self._port.is_settled
         live = sum(
             1
             for rt in self._open_trials()
-            if rt.machine.state.has_actor or rt.machine.state is TrialState.PENDING
+            if rt.machine.state.has_actor
+            or rt.machine.state is TrialState.PENDING
+            or not is_settled(rt)
         )
         # PENDING ones not launched yet (queued for a slot) do not hold one.
         live -= sum(1 for rt, event in self._queued if event is None)
