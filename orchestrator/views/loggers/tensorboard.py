@@ -99,6 +99,12 @@ class TensorBoardWriter:
         old = any(EVENT_FILE_MARK in name for name in os.listdir(self._dir))
         self._purge = 0 if old else None
 
+    def reopen(self) -> None:
+        """Carry on in a new event file (a trial forgotten when it ended came back).
+        Which steps the old files hold is not known: any rollback purges."""
+        self.close()
+        self._max_step = sys.maxsize
+
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         writer = self._open()
         event, summary, value_cls = self._event, self._summary, self._summary.Value
