@@ -9,7 +9,6 @@ trial that ended and is brought back (a restore) is one of those again, told by 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,17 +54,8 @@ async def test_admission_asks_only_the_trials_that_have_not_ended(
     assert asked < 25 * trials, f"{asked} looks at trials for {trials} trials"
 
 
-class _Gauge(Trainable):
-    """Counts the instances alive at once (the fake Ray's actors share this process)."""
-
-    lock = threading.Lock()
-    alive = 0
-    most = 0
-
+class _Saving(Trainable):
     def setup(self, config: dict[str, Any]) -> None:
-        with _Gauge.lock:
-            _Gauge.alive += 1
-            _Gauge.most = max(_Gauge.most, _Gauge.alive)
         self.count = 0
 
     def step(self) -> dict[str, Any]:
@@ -77,10 +67,6 @@ class _Gauge(Trainable):
 
     def load_checkpoint(self, checkpoint_dir: str) -> None:
         self.count = int(Path(checkpoint_dir, "count").read_text())
-
-    def cleanup(self) -> None:
-        with _Gauge.lock:
-            _Gauge.alive -= 1
 
 
 class _ReviveFirst(FIFO):
@@ -108,19 +94,34 @@ class _ReviveFirst(FIFO):
 
 
 async def test_a_trial_brought_back_after_it_ended_holds_a_slot_again(
-    tmp_path: Path, orchestrator: MakeOrchestrator
+    tmp_path: Path, orchestrator: MakeOrchestrator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _Gauge.alive = _Gauge.most = 0
+    """One trial at a time: when the sweep launches a trial, no other holds an actor or
+    waits for the loop to move it (a restore just sent). It used to start a new trial in
+    the slot of the trial it had just sent back to run."""
+    busy_at_launch: list[list[str]] = []
+    launch = ExperimentPort.launch
+
+    def watched(self: ExperimentPort, rt: Any) -> None:
+        busy_at_launch.append(
+            [
+                t.id
+                for t in self._exp.trials.values()
+                if t is not rt and (t.machine.state.has_actor or not self.is_settled(t))
+            ]
+        )
+        launch(self, rt)
+
+    monkeypatch.setattr(ExperimentPort, "launch", watched)
     scheduler = _ReviveFirst()
     async with orchestrator(storage=tmp_path, name="revive", progress=False, loggers=[]) as orch:
         result = await orch.sweep(
-            _Gauge,
+            _Saving,
             {"x": uniform(0, 1)},
             num_samples=6,
             max_concurrent_trials=1,
             stop={"training_iteration": 3},
             checkpoint_every=1,
-            reuse_actors=False,
             resources={"cpu": 0.25},
             scheduler=scheduler,
             seed=0,
@@ -131,5 +132,4 @@ async def test_a_trial_brought_back_after_it_ended_holds_a_slot_again(
     trial = orch_trials[0]
     assert [e["kind"] for e in trial.events] == ["restore"]
     assert trial.machine.iteration == 3  # rolled back to 1, ran to 3 again
-    # The revived trial counted as live: never two trials at once.
-    assert _Gauge.most == 1
+    assert len(busy_at_launch) == 6 and not any(busy_at_launch), busy_at_launch
