@@ -340,6 +340,8 @@ class Dispatcher:
                     event, follow_ups = read(head, tail)
                     for item in follow_ups:
                         self._carry_out(head.runtime, self.executor.follow_up, item)
+                    if follow_ups and self._journal is not None:
+                        self._journal.changed(head.runtime)
                     if event is not None:
                         self._dispatch(head.runtime, event)
                 else:
@@ -366,6 +368,7 @@ class Dispatcher:
             rt.observer.on_revived(rt)
         settled = rt.machine.state is not before and rt.machine.state.is_settled
         if self._journal is not None:
+            self._journal.changed(rt)
             if settled:
                 self._journal.urgent()  # a driver killed now must not run it again
             elif type(event) is SaveDone:

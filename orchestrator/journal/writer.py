@@ -123,6 +123,12 @@ class Journal:
         # and the lowest length it was cut to (a rollback) while a write was under way.
         self._stored: dict[str, int] = {}
         self._cut: dict[str, int] = {}
+        # The trials a write must look at: those the loop handled an event for, and
+        # those with results not in a listed segment yet, since the last capture. Every
+        # other trial is settled and unchanged, and its kept head is reused without a
+        # look: a write's work on the loop is what changed, not every trial (issue 36).
+        self._looked_for: set[str] = set()
+        self._unstored: set[str] = set()
         self._segments: list[str] = []  # the keys the head in storage lists, oldest first
         self._base_bytes = 0
         self._tail_bytes = 0  # segments after the base
@@ -157,17 +163,27 @@ class Journal:
         self._heads.pop(trial.id, None)
         self._results[trial.id] = [dumps(r) for r in trial.results]
         self._stored[trial.id] = 0
+        self._looked_for.add(trial.id)
+        self._unstored.add(trial.id)
         self.touch()
 
     def record_result(self, trial: TrialRuntime, result: Mapping[str, Any]) -> None:
         self._results[trial.id].append(dumps(result))
+        self._looked_for.add(trial.id)
+        self._unstored.add(trial.id)
         self._dirty.set()
 
     def truncate(self, trial: TrialRuntime, length: int) -> None:
         del self._results[trial.id][length:]
         self._stored[trial.id] = min(self._stored[trial.id], length)
         self._cut[trial.id] = min(self._cut.get(trial.id, length), length)
+        self._looked_for.add(trial.id)
+        self._unstored.add(trial.id)
         self._dirty.set()
+
+    def changed(self, trial: TrialRuntime) -> None:
+        """Look at ``trial`` at the next write: the loop handled an event for it."""
+        self._looked_for.add(trial.id)
 
     def touch(self) -> None:
         self._dirty.set()
@@ -237,6 +253,7 @@ class Journal:
         self._dirty.clear()
         waiting, self._after_write = self._after_write, []
         cpu = time.thread_time()
+        unstored = self._unstored
         write = self._capture()
         self._cut = {}
         cpu = time.thread_time() - cpu
@@ -276,6 +293,7 @@ class Journal:
             self._written_at = time.monotonic()
             if not written:  # failed or cancelled: they wait for the next write
                 self._after_write[:0] = waiting
+                self._unstored |= unstored  # and so do the rows it did not store
         if written:
             for fn in waiting:
                 try:
@@ -372,11 +390,20 @@ class Journal:
         }
         if self._extras is not None:
             header.update(self._extras())
+        looked_for, self._looked_for = self._looked_for, set()
+        unstored, self._unstored = self._unstored, set()
+        kept = self._heads
+        all_results = self._results
         heads: list[str] = []
-        rows: list[tuple[str, int, list[str]]] = []
         for trial_id, trial in self._trials.items():
-            results = self._results[trial_id]
-            heads.append(self._trial_head(trial_id, trial, len(results)))
+            entry = kept.get(trial_id)
+            if entry is None or trial_id in looked_for:
+                heads.append(self._trial_head(trial_id, trial, len(all_results[trial_id])))
+            else:
+                heads.append(entry[2])  # settled, and nothing happened to it since
+        rows: list[tuple[str, int, list[str]]] = []
+        for trial_id in self._trials if compact else sorted(unstored):
+            results = all_results[trial_id]
             start = 0 if compact else self._stored[trial_id]
             if start < len(results):
                 rows.append((trial_id, start, results[start:]))
