@@ -28,6 +28,7 @@ from orchestrator.core.spec import StorageMode
 from orchestrator.engine.bookkeeper import Bookkeeper
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings
+from orchestrator.engine.history import SpilledHistory
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.outcomes import Kind, Outcomes, Payload, Pending
 from orchestrator.engine.ray_calls import RAY, RayBackend
@@ -357,6 +358,9 @@ class Dispatcher:
         except InvalidTransition:
             log.exception("trial %s: dropped an event the machine refused", rt.id)
             actions = []
+        if before.is_terminal and isinstance(rt.results, SpilledHistory):
+            if not rt.machine.state.is_terminal:  # back: its actions may cut or extend it
+                rt.results = rt.results.load()
         for action in actions:
             book = self.bookkeeper
             do = book.execute if book.handles(action) else self.executor.execute

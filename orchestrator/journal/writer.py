@@ -56,7 +56,9 @@ from orchestrator.core.journal_format import (
     SEGMENTS_PREFIX,
 )
 from orchestrator.core.json_codec import dumps
+from orchestrator.engine.history import SpilledHistory
 from orchestrator.errors import JournalError
+from orchestrator.journal.spill import SpillFile, SpillRef
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -102,8 +104,9 @@ class _Write:
 
     header: dict[str, Any]
     heads: list[str]
-    rows: list[tuple[str, int, list[str]]]
+    rows: list[tuple[str, int, list[str] | SpillRef]]  # a spilled trial's: read back
     compact: bool
+    ended: list[str]  # trials looked at that had ended: spilled once this is stored
 
 
 class Journal:
@@ -118,7 +121,10 @@ class Journal:
         # Settled trials' whole heads, with what they were built from (_trial_head);
         # such a trial's spec is the start of its head, not in ``_specs`` too.
         self._heads: dict[str, tuple[tuple[int, ...], tuple[Any, ...], str, int]] = {}
-        self._results: dict[str, list[str]] = {}
+        # Each trial's serialised results; a finished trial's, once stored, only their
+        # place in the spill file (:mod:`orchestrator.journal.spill`).
+        self._results: dict[str, list[str] | SpillRef] = {}
+        self._spill: SpillFile | None = None
         # Per trial, how many of its results the listed segments hold as they are now,
         # and the lowest length it was cut to (a rollback) while a write was under way.
         self._stored: dict[str, int] = {}
@@ -168,18 +174,31 @@ class Journal:
         self.touch()
 
     def record_result(self, trial: TrialRuntime, result: Mapping[str, Any]) -> None:
-        self._results[trial.id].append(dumps(result))
+        self._rows(trial.id).append(dumps(result))
         self._looked_for.add(trial.id)
         self._unstored.add(trial.id)
         self._dirty.set()
 
     def truncate(self, trial: TrialRuntime, length: int) -> None:
-        del self._results[trial.id][length:]
+        del self._rows(trial.id)[length:]
         self._stored[trial.id] = min(self._stored[trial.id], length)
         self._cut[trial.id] = min(self._cut.get(trial.id, length), length)
         self._looked_for.add(trial.id)
         self._unstored.add(trial.id)
         self._dirty.set()
+
+    def _rows(self, trial_id: str) -> list[str]:
+        """The trial's rows as a list in memory again (read back if spilled: the trial
+        came back, and gets new results or a rollback)."""
+        rows = self._results[trial_id]
+        if isinstance(rows, SpillRef):
+            assert self._spill is not None
+            rows = self._results[trial_id] = self._spill.get(rows)
+        return rows
+
+    def _count(self, trial_id: str) -> int:
+        rows = self._results[trial_id]
+        return rows.count if isinstance(rows, SpillRef) else len(rows)
 
     def changed(self, trial: TrialRuntime) -> None:
         """Look at ``trial`` at the next write: the loop handled an event for it."""
@@ -267,7 +286,9 @@ class Journal:
             # Building the segment is O(its rows), a base's O(all results): off the
             # loop, from the copies taken on it (results recorded meanwhile go into the
             # next write).
-            segment, head, built_cpu = await asyncio.to_thread(_build_timed, write, listed)
+            segment, head, built_cpu = await asyncio.to_thread(
+                _build_timed, write, listed, self._spill
+            )
             stored = time.monotonic()
             if key is not None:
                 await self._storage.write_bytes(key, segment)
@@ -294,6 +315,7 @@ class Journal:
             if not written:  # failed or cancelled: they wait for the next write
                 self._after_write[:0] = waiting
                 self._unstored |= unstored  # and so do the rows it did not store
+                self._looked_for.update(write.ended)  # and the trials it would spill
         if written:
             for fn in waiting:
                 try:
@@ -324,7 +346,34 @@ class Journal:
         else:
             self._tail_bytes += size
         for trial_id, start, rows in write.rows:
-            self._stored[trial_id] = min(start + len(rows), self._cut.get(trial_id, 1 << 62))
+            count = rows.count if isinstance(rows, SpillRef) else len(rows)
+            self._stored[trial_id] = min(start + count, self._cut.get(trial_id, 1 << 62))
+        self._spill_ended(write.ended)
+
+    def _spill_ended(self, ended: list[str]) -> None:
+        """Move the results of trials that ended, and that the head in storage now holds
+        whole, out of memory: into the spill file, the trial's record keeping a
+        :class:`SpilledHistory` (issue 36: a finished trial's history lives in storage).
+        Only after a write committed, so nothing leaves memory that storage lacks."""
+        spilled = False
+        for trial_id in ended:
+            rows = self._results.get(trial_id)
+            trial = self._trials.get(trial_id)
+            if not isinstance(rows, list) or not rows or trial is None:
+                continue
+            if not trial.machine.state.is_terminal or self._stored[trial_id] != len(rows):
+                continue
+            if len(trial.results) != len(rows):
+                continue  # not the journal's copy of its history: leave it be
+            if self._spill is None:
+                self._spill = SpillFile()
+            ref = self._spill.put(rows)
+            self._results[trial_id] = ref
+            trial.results = SpilledHistory(self._spill, ref, ref.count)  # type: ignore[assignment]
+            spilled = True
+        if spilled:
+            assert self._spill is not None
+            self._spill.flush()
 
     async def _delete_unlisted(self) -> None:
         """After a new base: delete every segment the head does not list (the ones the
@@ -393,21 +442,27 @@ class Journal:
         looked_for, self._looked_for = self._looked_for, set()
         unstored, self._unstored = self._unstored, set()
         kept = self._heads
-        all_results = self._results
+        count = self._count
         heads: list[str] = []
+        ended: list[str] = []
         for trial_id, trial in self._trials.items():
             entry = kept.get(trial_id)
             if entry is None or trial_id in looked_for:
-                heads.append(self._trial_head(trial_id, trial, len(all_results[trial_id])))
+                heads.append(self._trial_head(trial_id, trial, count(trial_id)))
+                if trial.machine.state.is_terminal:
+                    ended.append(trial_id)
             else:
                 heads.append(entry[2])  # settled, and nothing happened to it since
-        rows: list[tuple[str, int, list[str]]] = []
+        rows: list[tuple[str, int, list[str] | SpillRef]] = []
         for trial_id in self._trials if compact else sorted(unstored):
-            results = all_results[trial_id]
+            results = self._results[trial_id]
             start = 0 if compact else self._stored[trial_id]
-            if start < len(results):
+            if isinstance(results, SpillRef):
+                if start < results.count:  # a new base: every result, read back
+                    rows.append((trial_id, 0, results))
+            elif start < len(results):
                 rows.append((trial_id, start, results[start:]))
-        return _Write(header, heads, rows, compact)
+        return _Write(header, heads, rows, compact, ended)
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
         """The trial's part of the head. A settled trial's is kept with what it was
@@ -473,11 +528,17 @@ def segment_token() -> str:
     return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(2)}"
 
 
-def _build_timed(write: _Write, segments: list[str]) -> tuple[bytes, bytes, float]:
+def _build_timed(
+    write: _Write, segments: list[str], spill: SpillFile | None
+) -> tuple[bytes, bytes, float]:
     """The segment and the head a write stores, and the CPU-seconds they took (in the
-    thread that built them)."""
+    thread that built them; spilled rows are read back here, off the loop)."""
     start = time.thread_time()
-    segment = _segment(write.rows)
+    rows = [
+        (trial_id, first, spill.get(part) if isinstance(part, SpillRef) and spill else part)
+        for trial_id, first, part in write.rows
+    ]
+    segment = _segment(rows)  # type: ignore[arg-type]
     head = _head(write.header, segments, write.heads)
     return segment, head, time.thread_time() - start
 

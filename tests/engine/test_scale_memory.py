@@ -17,6 +17,7 @@ import tracemalloc
 from pathlib import Path
 
 from orchestrator import Orchestrator
+from orchestrator.engine.history import SpilledHistory
 from orchestrator.search import uniform
 
 from ..trainables import Counter
@@ -64,6 +65,10 @@ async def test_finished_trials_keep_no_per_trial_tables_or_dicts(
         # a settled trial's spec is kept once, inside its head (not beside it too)
         assert exp.journal._specs == {}
         assert sorted(exp.journal._heads) == sorted(rt.id for rt in runtimes)
+        # a finished trial's history is in storage, read back on demand
+        for rt in runtimes:
+            assert isinstance(rt.results, SpilledHistory)
+            assert [r["training_iteration"] for r in rt.handle.results] == [1, 2]
 
 
 async def test_memory_kept_per_finished_trial_is_bounded(
