@@ -120,7 +120,7 @@ class Journal:
         self._specs: dict[str, str] = {}  # each trial's spec: the start of its head
         # Settled trials' whole heads, with what they were built from (_trial_head);
         # such a trial's spec is the start of its head, not in ``_specs`` too.
-        self._heads: dict[str, tuple[tuple[int, ...], tuple[Any, ...], str, int]] = {}
+        self._heads: dict[str, tuple[str, int]] = {}  # (head, length of its spec part)
         # Each trial's serialised results; a finished trial's, once stored, only their
         # place in the spill file (:mod:`orchestrator.journal.spill`).
         self._results: dict[str, list[str] | SpillRef] = {}
@@ -452,7 +452,7 @@ class Journal:
                 if trial.machine.state.is_terminal:
                     ended.append(trial_id)
             else:
-                heads.append(entry[2])  # settled, and nothing happened to it since
+                heads.append(entry[0])  # settled, and nothing happened to it since
         rows: list[tuple[str, int, list[str] | SpillRef]] = []
         for trial_id in self._trials if compact else sorted(unstored):
             results = self._results[trial_id]
@@ -465,32 +465,17 @@ class Journal:
         return _Write(header, heads, rows, compact, ended)
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
-        """The trial's part of the head. A settled trial's is kept with what it was
-        built from, and reused while that is unchanged, so a write serialises the trials
-        that changed, not every trial the experiment ever had (issue 36: at 4,000
-        trivial trials this was 80% of the journal's CPU). What it is built from is
-        compared by identity (the machine replaces its containers, never changes them
-        in place; a result is a new dict) and the counters by value."""
+        """The trial's part of the head, built afresh. A settled trial's is kept, and
+        reused by the writes that do not look at it (:meth:`_capture`: only the trials
+        the loop changed are looked at), so a write serialises the trials that changed,
+        not every trial the experiment ever had (issue 36: at 4,000 trivial trials this
+        was 80% of the journal's CPU). Only the head is kept, not what it was built
+        from: the loop's word (:meth:`changed`) says when to build it again."""
         machine = trial.machine
         events = trial.events
-        counters = (machine.iteration, machine.num_failures, count, len(events))
-        objects = (
-            machine.state,
-            machine.error,
-            machine.checkpoints,
-            machine.origin,
-            trial.last_result,
-            events[-1] if events else None,
-            trial.config_pickle,
-            machine.storage_down,
-        )
-        kept = self._heads.get(trial_id)
-        if kept is not None:
-            if kept[0] == counters and _same(kept[1], objects):
-                return kept[2]
-            # Changed (a revived trial): its spec back from the head it starts.
-            del self._heads[trial_id]
-            self._specs[trial_id] = kept[2][: kept[3]]
+        kept = self._heads.pop(trial_id, None)
+        if kept is not None:  # built again from its spec, the start of the kept head
+            self._specs[trial_id] = kept[0][: kept[1]]
         changing: dict[str, Any] = {
             "id": trial_id,
             "state": machine.state.value,
@@ -512,13 +497,9 @@ class Journal:
         spec = self._specs[trial_id]
         head = spec + dumps(changing)[1:]
         if machine.state.is_settled:  # the head holds the spec: not kept twice
-            self._heads[trial_id] = (counters, objects, head, len(spec))
+            self._heads[trial_id] = (head, len(spec))
             del self._specs[trial_id]
         return head
-
-
-def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    return all(a is b for a, b in zip(kept, now, strict=True))
 
 
 def segment_token() -> str:
