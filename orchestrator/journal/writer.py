@@ -45,6 +45,7 @@ import logging
 import math
 import secrets
 import time
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -117,10 +118,15 @@ class Journal:
         self._name = name
         self._interval = interval
         self._trials: dict[str, TrialRuntime] = {}
-        self._specs: dict[str, str] = {}  # each trial's spec: the start of its head
-        # Settled trials' whole heads, with what they were built from (_trial_head);
-        # such a trial's spec is the start of its head, not in ``_specs`` too.
-        self._heads: dict[str, tuple[str, int]] = {}  # (head, length of its spec part)
+        # The unsettled trials' specs (the start of their heads); a settled trial's is
+        # the start of its kept head, not kept twice.
+        self._specs: dict[str, str] = {}
+        # Every trial's part of the head as last built, in the trials' order: a write
+        # copies the list and builds again only the parts of the trials it looks at.
+        # For a settled trial's kept part, the length of its spec (-1: not kept).
+        self._index: dict[str, int] = {}
+        self._texts: list[str] = []
+        self._spec_lens = array("q")
         # Each trial's serialised results; a finished trial's, once stored, only their
         # place in the spill file (:mod:`orchestrator.journal.spill`).
         self._results: dict[str, list[str] | SpillRef] = {}
@@ -166,7 +172,12 @@ class Journal:
         self._trials[trial.id] = trial
         fields = dumps(trial.spec.to_json())[1:-1]  # never changes: serialised once
         self._specs[trial.id] = "{" + fields + ("," if fields else "")
-        self._heads.pop(trial.id, None)
+        if trial.id in self._index:
+            self._spec_lens[self._index[trial.id]] = -1
+        else:
+            self._index[trial.id] = len(self._texts)
+            self._texts.append("")
+            self._spec_lens.append(-1)
         self._results[trial.id] = [dumps(r) for r in trial.results]
         self._stored[trial.id] = 0
         self._looked_for.add(trial.id)
@@ -195,6 +206,11 @@ class Journal:
             assert self._spill is not None
             rows = self._results[trial_id] = self._spill.get(rows)
         return rows
+
+    def kept(self, trial_id: str) -> bool:
+        """The trial's part of the head is kept whole (it is settled)."""
+        position = self._index.get(trial_id)
+        return position is not None and self._spec_lens[position] >= 0
 
     def _count(self, trial_id: str) -> int:
         rows = self._results[trial_id]
@@ -441,18 +457,18 @@ class Journal:
             header.update(self._extras())
         looked_for, self._looked_for = self._looked_for, set()
         unstored, self._unstored = self._unstored, set()
-        kept = self._heads
         count = self._count
-        heads: list[str] = []
+        texts, index = self._texts, self._index
         ended: list[str] = []
-        for trial_id, trial in self._trials.items():
-            entry = kept.get(trial_id)
-            if entry is None or trial_id in looked_for:
-                heads.append(self._trial_head(trial_id, trial, count(trial_id)))
-                if trial.machine.state.is_terminal:
-                    ended.append(trial_id)
-            else:
-                heads.append(entry[0])  # settled, and nothing happened to it since
+        # The unsettled trials and those the loop changed; every other part is as it
+        # was built last (settled, and nothing happened to the trial since).
+        todo = [t for t in looked_for.union(self._specs) if t in index]
+        for trial_id in sorted(todo, key=index.__getitem__):  # in the trials' order
+            trial = self._trials[trial_id]
+            texts[index[trial_id]] = self._trial_head(trial_id, trial, count(trial_id))
+            if trial.machine.state.is_terminal:
+                ended.append(trial_id)
+        heads = list(texts)
         rows: list[tuple[str, int, list[str] | SpillRef]] = []
         for trial_id in self._trials if compact else sorted(unstored):
             results = self._results[trial_id]
@@ -473,9 +489,11 @@ class Journal:
         from: the loop's word (:meth:`changed`) says when to build it again."""
         machine = trial.machine
         events = trial.events
-        kept = self._heads.pop(trial_id, None)
-        if kept is not None:  # built again from its spec, the start of the kept head
-            self._specs[trial_id] = kept[0][: kept[1]]
+        position = self._index[trial_id]
+        spec_len = self._spec_lens[position]
+        if spec_len >= 0:  # kept: built again from its spec, the start of the kept head
+            self._specs[trial_id] = self._texts[position][:spec_len]
+            self._spec_lens[position] = -1
         changing: dict[str, Any] = {
             "id": trial_id,
             "state": machine.state.value,
@@ -497,7 +515,7 @@ class Journal:
         spec = self._specs[trial_id]
         head = spec + dumps(changing)[1:]
         if machine.state.is_settled:  # the head holds the spec: not kept twice
-            self._heads[trial_id] = (head, len(spec))
+            self._spec_lens[position] = len(spec)
             del self._specs[trial_id]
         return head
 
