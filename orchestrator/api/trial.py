@@ -20,6 +20,7 @@ from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.decisions import Pause, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided, Event, SaveRequested
 from orchestrator.core.machine import TrialState
+from orchestrator.engine.history import SpilledHistory
 from orchestrator.errors import ConfigError, NoCheckpointError, TrialError, TrialNotRunning
 
 if TYPE_CHECKING:
@@ -76,8 +77,13 @@ class Trial:
     @property
     def results(self) -> list[dict[str, Any]]:
         """Its history: one result per iteration, oldest first (a restore to iteration
-        k drops those after k)."""
-        return self._rt.results
+        k drops those after k). A finished trial's is read back from where the journal
+        keeps it (a new list each time: issue 36, finished trials' histories are not
+        held in memory)."""
+        results = self._rt.results
+        if isinstance(results, SpilledHistory):
+            return results.load()
+        return results
 
     @property
     def last_result(self) -> dict[str, Any] | None:

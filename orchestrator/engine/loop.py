@@ -28,6 +28,7 @@ from orchestrator.core.settings import StorageMode
 from orchestrator.engine.bookkeeper import Bookkeeper
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings
+from orchestrator.engine.history import SpilledHistory
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.outcomes import Kind, Outcomes, Payload, Pending
 from orchestrator.engine.ray_calls import RAY, RayBackend
@@ -340,6 +341,8 @@ class Dispatcher:
                     event, follow_ups = read(head, tail)
                     for item in follow_ups:
                         self._carry_out(head.runtime, self.executor.follow_up, item)
+                    if follow_ups and self._journal is not None:
+                        self._journal.changed(head.runtime)
                     if event is not None:
                         self._dispatch(head.runtime, event)
                 else:
@@ -355,6 +358,9 @@ class Dispatcher:
         except InvalidTransition:
             log.exception("trial %s: dropped an event the machine refused", rt.id)
             actions = []
+        if before.is_terminal and isinstance(rt.results, SpilledHistory):
+            if not rt.machine.state.is_terminal:  # back: its actions may cut or extend it
+                rt.results = rt.results.load()
         for action in actions:
             book = self.bookkeeper
             do = book.execute if book.handles(action) else self.executor.execute
@@ -362,8 +368,11 @@ class Dispatcher:
                 break
         rt.wake_waiters(event)
         self._note_settled(rt)
+        if before.is_terminal and not rt.machine.state.is_terminal and rt.observer is not None:
+            rt.observer.on_revived(rt)
         settled = rt.machine.state is not before and rt.machine.state.is_settled
         if self._journal is not None:
+            self._journal.changed(rt)
             if settled:
                 self._journal.urgent()  # a driver killed now must not run it again
             elif type(event) is SaveDone:

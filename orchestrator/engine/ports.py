@@ -29,6 +29,10 @@ class JournalPort(Protocol):
 
     def truncate(self, trial: TrialRuntime, length: int) -> None: ...
 
+    def changed(self, trial: TrialRuntime) -> None:
+        """The trial's record may have changed (an event was handled for it): the
+        journal looks at it again at its next write, and only at such trials."""
+
     def touch(self) -> None: ...
 
     def urgent(self) -> None: ...

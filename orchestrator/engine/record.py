@@ -35,11 +35,15 @@ class Waiter:
 
 
 class Observer(Protocol):
-    """Who watches a trial (its sweep): every result and every settling, on the loop."""
+    """Who watches a trial (its sweep): every result, every settling, and every move out
+    of TERMINATED or ERROR (so the watcher may forget ended trials till then), on the
+    loop."""
 
     def on_result(self, rt: TrialRuntime, result: Mapping[str, Any]) -> None: ...
 
     def on_settled(self, rt: TrialRuntime) -> None: ...
+
+    def on_revived(self, rt: TrialRuntime) -> None: ...
 
 
 #: One empty set for every record: ``frozenset()`` is a new object per call (issue 36).

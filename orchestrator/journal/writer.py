@@ -45,6 +45,7 @@ import logging
 import math
 import secrets
 import time
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,9 @@ from orchestrator.core.journal_format import (
     SEGMENTS_PREFIX,
 )
 from orchestrator.core.json_codec import dumps
+from orchestrator.engine.history import SpilledHistory
 from orchestrator.errors import JournalError
+from orchestrator.journal.spill import SpillFile, SpillRef
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -102,8 +105,9 @@ class _Write:
 
     header: dict[str, Any]
     heads: list[str]
-    rows: list[tuple[str, int, list[str]]]
+    rows: list[tuple[str, int, list[str] | SpillRef]]  # a spilled trial's: read back
     compact: bool
+    ended: list[str]  # trials looked at that had ended: spilled once this is stored
 
 
 class Journal:
@@ -114,15 +118,29 @@ class Journal:
         self._name = name
         self._interval = interval
         self._trials: dict[str, TrialRuntime] = {}
-        self._specs: dict[str, str] = {}  # each trial's spec: the start of its head
-        # Settled trials' whole heads, with what they were built from (_trial_head);
-        # such a trial's spec is the start of its head, not in ``_specs`` too.
-        self._heads: dict[str, tuple[tuple[int, ...], tuple[Any, ...], str, int]] = {}
-        self._results: dict[str, list[str]] = {}
+        # The unsettled trials' specs (the start of their heads); a settled trial's is
+        # the start of its kept head, not kept twice.
+        self._specs: dict[str, str] = {}
+        # Every trial's part of the head as last built, in the trials' order: a write
+        # copies the list and builds again only the parts of the trials it looks at.
+        # For a settled trial's kept part, the length of its spec (-1: not kept).
+        self._index: dict[str, int] = {}
+        self._texts: list[str] = []
+        self._spec_lens = array("q")
+        # Each trial's serialised results; a finished trial's, once stored, only their
+        # place in the spill file (:mod:`orchestrator.journal.spill`).
+        self._results: dict[str, list[str] | SpillRef] = {}
+        self._spill: SpillFile | None = None
         # Per trial, how many of its results the listed segments hold as they are now,
         # and the lowest length it was cut to (a rollback) while a write was under way.
         self._stored: dict[str, int] = {}
         self._cut: dict[str, int] = {}
+        # The trials a write must look at: those the loop handled an event for, and
+        # those with results not in a listed segment yet, since the last capture. Every
+        # other trial is settled and unchanged, and its kept head is reused without a
+        # look: a write's work on the loop is what changed, not every trial (issue 36).
+        self._looked_for: set[str] = set()
+        self._unstored: set[str] = set()
         self._segments: list[str] = []  # the keys the head in storage lists, oldest first
         self._base_bytes = 0
         self._tail_bytes = 0  # segments after the base
@@ -154,20 +172,53 @@ class Journal:
         self._trials[trial.id] = trial
         fields = dumps(trial.spec.to_json())[1:-1]  # never changes: serialised once
         self._specs[trial.id] = "{" + fields + ("," if fields else "")
-        self._heads.pop(trial.id, None)
+        if trial.id in self._index:
+            self._spec_lens[self._index[trial.id]] = -1
+        else:
+            self._index[trial.id] = len(self._texts)
+            self._texts.append("")
+            self._spec_lens.append(-1)
         self._results[trial.id] = [dumps(r) for r in trial.results]
         self._stored[trial.id] = 0
+        self._looked_for.add(trial.id)
+        self._unstored.add(trial.id)
         self.touch()
 
     def record_result(self, trial: TrialRuntime, result: Mapping[str, Any]) -> None:
-        self._results[trial.id].append(dumps(result))
+        self._rows(trial.id).append(dumps(result))
+        self._looked_for.add(trial.id)
+        self._unstored.add(trial.id)
         self._dirty.set()
 
     def truncate(self, trial: TrialRuntime, length: int) -> None:
-        del self._results[trial.id][length:]
+        del self._rows(trial.id)[length:]
         self._stored[trial.id] = min(self._stored[trial.id], length)
         self._cut[trial.id] = min(self._cut.get(trial.id, length), length)
+        self._looked_for.add(trial.id)
+        self._unstored.add(trial.id)
         self._dirty.set()
+
+    def _rows(self, trial_id: str) -> list[str]:
+        """The trial's rows as a list in memory again (read back if spilled: the trial
+        came back, and gets new results or a rollback)."""
+        rows = self._results[trial_id]
+        if isinstance(rows, SpillRef):
+            assert self._spill is not None
+            rows = self._results[trial_id] = self._spill.get(rows)
+        return rows
+
+    def kept(self, trial_id: str) -> bool:
+        """The trial's part of the head is kept whole (it is settled)."""
+        position = self._index.get(trial_id)
+        return position is not None and self._spec_lens[position] >= 0
+
+    def _count(self, trial_id: str) -> int:
+        rows = self._results[trial_id]
+        return rows.count if isinstance(rows, SpillRef) else len(rows)
+
+    def changed(self, trial: TrialRuntime) -> None:
+        """Look at ``trial`` at the next write: the loop handled an event for it."""
+        self._looked_for.add(trial.id)
 
     def touch(self) -> None:
         self._dirty.set()
@@ -237,6 +288,7 @@ class Journal:
         self._dirty.clear()
         waiting, self._after_write = self._after_write, []
         cpu = time.thread_time()
+        unstored = self._unstored
         write = self._capture()
         self._cut = {}
         cpu = time.thread_time() - cpu
@@ -250,7 +302,9 @@ class Journal:
             # Building the segment is O(its rows), a base's O(all results): off the
             # loop, from the copies taken on it (results recorded meanwhile go into the
             # next write).
-            segment, head, built_cpu = await asyncio.to_thread(_build_timed, write, listed)
+            segment, head, built_cpu = await asyncio.to_thread(
+                _build_timed, write, listed, self._spill
+            )
             stored = time.monotonic()
             if key is not None:
                 await self._storage.write_bytes(key, segment)
@@ -276,6 +330,8 @@ class Journal:
             self._written_at = time.monotonic()
             if not written:  # failed or cancelled: they wait for the next write
                 self._after_write[:0] = waiting
+                self._unstored |= unstored  # and so do the rows it did not store
+                self._looked_for.update(write.ended)  # and the trials it would spill
         if written:
             for fn in waiting:
                 try:
@@ -306,7 +362,34 @@ class Journal:
         else:
             self._tail_bytes += size
         for trial_id, start, rows in write.rows:
-            self._stored[trial_id] = min(start + len(rows), self._cut.get(trial_id, 1 << 62))
+            count = rows.count if isinstance(rows, SpillRef) else len(rows)
+            self._stored[trial_id] = min(start + count, self._cut.get(trial_id, 1 << 62))
+        self._spill_ended(write.ended)
+
+    def _spill_ended(self, ended: list[str]) -> None:
+        """Move the results of trials that ended, and that the head in storage now holds
+        whole, out of memory: into the spill file, the trial's record keeping a
+        :class:`SpilledHistory` (issue 36: a finished trial's history lives in storage).
+        Only after a write committed, so nothing leaves memory that storage lacks."""
+        spilled = False
+        for trial_id in ended:
+            rows = self._results.get(trial_id)
+            trial = self._trials.get(trial_id)
+            if not isinstance(rows, list) or not rows or trial is None:
+                continue
+            if not trial.machine.state.is_terminal or self._stored[trial_id] != len(rows):
+                continue
+            if len(trial.results) != len(rows):
+                continue  # not the journal's copy of its history: leave it be
+            if self._spill is None:
+                self._spill = SpillFile()
+            ref = self._spill.put(rows)
+            self._results[trial_id] = ref
+            trial.results = SpilledHistory(self._spill, ref, ref.count)  # type: ignore[assignment]
+            spilled = True
+        if spilled:
+            assert self._spill is not None
+            self._spill.flush()
 
     async def _delete_unlisted(self) -> None:
         """After a new base: delete every segment the head does not list (the ones the
@@ -372,43 +455,45 @@ class Journal:
         }
         if self._extras is not None:
             header.update(self._extras())
-        heads: list[str] = []
-        rows: list[tuple[str, int, list[str]]] = []
-        for trial_id, trial in self._trials.items():
+        looked_for, self._looked_for = self._looked_for, set()
+        unstored, self._unstored = self._unstored, set()
+        count = self._count
+        texts, index = self._texts, self._index
+        ended: list[str] = []
+        # The unsettled trials and those the loop changed; every other part is as it
+        # was built last (settled, and nothing happened to the trial since).
+        todo = [t for t in looked_for.union(self._specs) if t in index]
+        for trial_id in sorted(todo, key=index.__getitem__):  # in the trials' order
+            trial = self._trials[trial_id]
+            texts[index[trial_id]] = self._trial_head(trial_id, trial, count(trial_id))
+            if trial.machine.state.is_terminal:
+                ended.append(trial_id)
+        heads = list(texts)
+        rows: list[tuple[str, int, list[str] | SpillRef]] = []
+        for trial_id in self._trials if compact else sorted(unstored):
             results = self._results[trial_id]
-            heads.append(self._trial_head(trial_id, trial, len(results)))
             start = 0 if compact else self._stored[trial_id]
-            if start < len(results):
+            if isinstance(results, SpillRef):
+                if start < results.count:  # a new base: every result, read back
+                    rows.append((trial_id, 0, results))
+            elif start < len(results):
                 rows.append((trial_id, start, results[start:]))
-        return _Write(header, heads, rows, compact)
+        return _Write(header, heads, rows, compact, ended)
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
-        """The trial's part of the head. A settled trial's is kept with what it was
-        built from, and reused while that is unchanged, so a write serialises the trials
-        that changed, not every trial the experiment ever had (issue 36: at 4,000
-        trivial trials this was 80% of the journal's CPU). What it is built from is
-        compared by identity (the machine replaces its containers, never changes them
-        in place; a result is a new dict) and the counters by value."""
+        """The trial's part of the head, built afresh. A settled trial's is kept, and
+        reused by the writes that do not look at it (:meth:`_capture`: only the trials
+        the loop changed are looked at), so a write serialises the trials that changed,
+        not every trial the experiment ever had (issue 36: at 4,000 trivial trials this
+        was 80% of the journal's CPU). Only the head is kept, not what it was built
+        from: the loop's word (:meth:`changed`) says when to build it again."""
         machine = trial.machine
         events = trial.events
-        counters = (machine.iteration, machine.num_failures, count, len(events))
-        objects = (
-            machine.state,
-            machine.error,
-            machine.checkpoints,
-            machine.origin,
-            trial.last_result,
-            events[-1] if events else None,
-            trial.config_pickle,
-            machine.storage_down,
-        )
-        kept = self._heads.get(trial_id)
-        if kept is not None:
-            if kept[0] == counters and _same(kept[1], objects):
-                return kept[2]
-            # Changed (a revived trial): its spec back from the head it starts.
-            del self._heads[trial_id]
-            self._specs[trial_id] = kept[2][: kept[3]]
+        position = self._index[trial_id]
+        spec_len = self._spec_lens[position]
+        if spec_len >= 0:  # kept: built again from its spec, the start of the kept head
+            self._specs[trial_id] = self._texts[position][:spec_len]
+            self._spec_lens[position] = -1
         changing: dict[str, Any] = {
             "id": trial_id,
             "state": machine.state.value,
@@ -430,13 +515,9 @@ class Journal:
         spec = self._specs[trial_id]
         head = spec + dumps(changing)[1:]
         if machine.state.is_settled:  # the head holds the spec: not kept twice
-            self._heads[trial_id] = (counters, objects, head, len(spec))
+            self._spec_lens[position] = len(spec)
             del self._specs[trial_id]
         return head
-
-
-def _same(kept: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    return all(a is b for a, b in zip(kept, now, strict=True))
 
 
 def segment_token() -> str:
@@ -446,11 +527,17 @@ def segment_token() -> str:
     return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(2)}"
 
 
-def _build_timed(write: _Write, segments: list[str]) -> tuple[bytes, bytes, float]:
+def _build_timed(
+    write: _Write, segments: list[str], spill: SpillFile | None
+) -> tuple[bytes, bytes, float]:
     """The segment and the head a write stores, and the CPU-seconds they took (in the
-    thread that built them)."""
+    thread that built them; spilled rows are read back here, off the loop)."""
     start = time.thread_time()
-    segment = _segment(write.rows)
+    rows = [
+        (trial_id, first, spill.get(part) if isinstance(part, SpillRef) and spill else part)
+        for trial_id, first, part in write.rows
+    ]
+    segment = _segment(rows)  # type: ignore[arg-type]
     head = _head(write.header, segments, write.heads)
     return segment, head, time.thread_time() - start
 

@@ -81,6 +81,12 @@ class Sweep:
         self.total: int = call.num_samples * plan.space.num_grid_points
         self._num_samples: int = call.num_samples
         self._trials: dict[str, TrialRuntime] = {}
+        # The trials that may not have ended: every one but those found TERMINATED or
+        # ERROR and settled, which leave it (:meth:`_open_trials`) until revived
+        # (:meth:`on_revived`). What the sweep asks at each admission (free slots, all
+        # placed, all settled) is asked of these, never of every trial it ever created:
+        # at ten thousand trivial trials that scan was most of the driver's time.
+        self._open: dict[str, TrialRuntime] = {}
         self._population = PopulationView(self._trials)
         # Launches (None), resumes and restores awaiting a slot.
         self._queued: list[tuple[TrialRuntime, Decided | None]] = []
@@ -116,7 +122,7 @@ class Sweep:
             if isinstance(event, Decided) and isinstance(event.decision, RestoreFrom):
                 self._port.unpin(event.decision.checkpoint.key)
         self._queued.clear()
-        for rt in self._trials.values():
+        for rt in self._open_trials():
             if not rt.machine.state.is_terminal:
                 self._port.request(rt, Decided(Stop(rt.id, at_once=at_once)), first=at_once)
         self._changed.set()
@@ -238,7 +244,7 @@ class Sweep:
                 break
             except asyncio.TimeoutError:
                 pass
-            trials = self._trials.values()
+            trials = self._open_trials()
             if not any(rt.machine.held for rt in trials) or any(map(self._moving, trials)):
                 stuck_since = None
             elif stuck_since is None:
@@ -264,13 +270,14 @@ class Sweep:
     async def _done(self) -> bool:
         if self._finished:
             return True
+        open_trials = self._open_trials()
         if self._ending:
-            return all(self._port.is_settled(rt) for rt in self._trials.values())
-        if self._queued or not all(self._port.is_settled(rt) for rt in self._trials.values()):
+            return all(self._port.is_settled(rt) for rt in open_trials)
+        if self._queued or not all(self._port.is_settled(rt) for rt in open_trials):
             return False
         if len(self._trials) < self.total and not self._exhausted:
             return False
-        paused = [rt for rt in self._trials.values() if rt.machine.state is TrialState.PAUSED]
+        paused = [rt for rt in open_trials if rt.machine.state is TrialState.PAUSED]
         if paused and self._scheduler is not None:
             decisions = self._scheduler.on_idle(self._population)
             if decisions:
@@ -295,6 +302,7 @@ class Sweep:
                 if event is None:
                     port.launch(rt)
                 else:
+                    self._open[rt.id] = rt  # a slot is its from now: counted as live
                     port.request(rt, event)
                     if isinstance(event.decision, RestoreFrom):
                         port.unpin(event.decision.checkpoint.key)  # its machine pins it
@@ -306,11 +314,11 @@ class Sweep:
             if self._ending:
                 break  # end() came while the searcher was asked: start nothing more
             if config is None:
-                if not any(rt.machine.state.has_actor for rt in self._trials.values()):
+                if not any(rt.machine.state.has_actor for rt in self._open_trials()):
                     self._exhausted = True  # nothing will change its mind
                 break
             self._create(trial_id, config)
-        all_placed = not any(rt.machine.state is TrialState.PENDING for rt in self._trials.values())
+        all_placed = not any(rt.machine.state is TrialState.PENDING for rt in self._open_trials())
         if (len(self._trials) >= self.total or self._exhausted) and not self._queued and all_placed:
             port.retire_idle_workers()  # no trial will take them
 
@@ -348,14 +356,38 @@ class Sweep:
         from orchestrator.schedulers import PBT
 
         self._trials[rt.id] = rt
+        self._open[rt.id] = rt
         rt.observer = self
         rt.report_config = isinstance(self._scheduler, PBT)
 
+    def _open_trials(self) -> list[TrialRuntime]:
+        """The trials that have not ended, and those that ended since the last look
+        (dropped now). A trial's machine leaves TERMINATED or ERROR only through the
+        loop's dispatch, which tells its observer (:meth:`on_revived`): so every trial
+        not in the list is ended and settled, and a scan of it for trials that run,
+        wait or are held is a scan of every trial. Each trial is dropped once: the cost
+        per admission is the trials that are live (and PAUSED), not all N."""
+        is_settled = self._port.is_settled
+        ended = [
+            trial_id
+            for trial_id, rt in self._open.items()
+            if rt.machine.state.is_terminal and is_settled(rt)
+        ]
+        for trial_id in ended:
+            del self._open[trial_id]
+        return list(self._open.values())
+
     async def _free_slots(self) -> int:
+        # A trial without an actor whose request waits in the loop's inbox (a queued
+        # resume or restore just sent) is about to take a slot: counted as live, or the
+        # sweep would start another trial in its slot before the loop moved it.
+        is_settled = self._port.is_settled
         live = sum(
             1
-            for rt in self._trials.values()
-            if rt.machine.state.has_actor or rt.machine.state is TrialState.PENDING
+            for rt in self._open_trials()
+            if rt.machine.state.has_actor
+            or rt.machine.state is TrialState.PENDING
+            or not is_settled(rt)
         )
         # PENDING ones not launched yet (queued for a slot) do not hold one.
         live -= sum(1 for rt, event in self._queued if event is None)
@@ -375,6 +407,12 @@ class Sweep:
         backlog, self._results_backlog = self._results_backlog, []
         for trial_id, result in backlog:
             self._searcher.searcher.on_trial_result(trial_id, result)
+
+    def on_revived(self, rt: TrialRuntime) -> None:
+        """``rt`` left TERMINATED or ERROR (a restore or resume, the scheduler's or a
+        user's): it is one of the sweep's live trials again."""
+        self._open[rt.id] = rt
+        self._changed.set()
 
     def on_settled(self, rt: TrialRuntime) -> None:
         if self._finished:

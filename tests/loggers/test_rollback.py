@@ -128,3 +128,31 @@ async def test_a_restore_forward_to_a_donors_iteration_drops_nothing(tmp_path: P
     assert [i for i, _ in history(trial)] == [1, 2, 3, 8, 9]
     assert_logs_equal_history(tmp_path / "t1", trial)
     assert len(event_files(tmp_path / "t1")) == 1
+
+
+async def test_an_ended_trial_is_forgotten_and_restored_later_its_logs_carry_on(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: the sink keeps no writer for an ended trial; brought back, its writers
+    pick up the files on disk, so a rollback still cuts at the right line, keeps the
+    abandoned lines and purges TensorBoard's later points."""
+    logger = ExperimentLogger(tmp_path, flush_interval=60)
+    trial = FakeTrial("t1")
+    await logger.on_trial_start(trial)
+    await report(logger, trial, range(1, 11), base=0.0)
+    await logger.on_trial_complete(trial)
+    await logger.flush()
+    assert logger._sink._trials == {}  # ended: nothing kept per trial
+    trial.rollback(5)
+    await logger.on_trial_start(trial)
+    await logger.on_trial_restore(trial, FakeCheckpoint(iteration=5))
+    await report(logger, trial, range(6, 9), base=100.0)
+    await logger.on_trial_complete(trial)
+    await logger.aclose()
+
+    assert [i for i, _ in history(trial)] == list(range(1, 9))
+    assert_logs_equal_history(tmp_path / "t1", trial)
+    abandoned = read_jsonl(tmp_path / "t1" / "result.abandoned.json")
+    assert [(r["training_iteration"], r["loss"]) for r in abandoned] == [
+        (i, float(i)) for i in range(6, 11)
+    ]

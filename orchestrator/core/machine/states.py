@@ -99,4 +99,23 @@ class TrialPolicy:
 
     def __post_init__(self) -> None:
         # A read-only copy: the caller's dict cannot change the policy afterwards.
-        object.__setattr__(self, "required_metrics", MappingProxyType(dict(self.required_metrics)))
+        object.__setattr__(self, "required_metrics", _frozen_metrics(self.required_metrics))
+
+
+#: Read-only required-metrics maps, shared by the policies that require the same ones: a
+#: sweep's ten thousand trials require the same one or two (issue 36: a copy each was
+#: some 220 bytes a trial for the whole experiment). Few distinct maps exist; bounded.
+_FROZEN: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+
+
+def _frozen_metrics(required: Mapping[str, str]) -> Mapping[str, str]:
+    key = tuple(required.items())
+    try:
+        frozen = _FROZEN.get(key)
+    except TypeError:  # an unhashable value: a copy of its own
+        return MappingProxyType(dict(required))
+    if frozen is None:
+        frozen = MappingProxyType(dict(required))
+        if len(_FROZEN) < 256:
+            _FROZEN[key] = frozen
+    return frozen

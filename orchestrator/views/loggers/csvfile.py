@@ -53,6 +53,26 @@ class CsvWriter:
         self._file.start()
         self._touched(PROGRESS_FILE)
 
+    def reopen(self) -> None:
+        """Carry on with ``progress.csv`` as it is on disk: its columns from its header,
+        its rows indexed by their ``training_iteration`` cell (a trial forgotten when it
+        ended came back)."""
+        column = 0
+
+        def iteration_of(line: bytes) -> int:
+            return int(float(next(csv.reader([line.decode("utf-8")]))[column]))
+
+        path = self._file.path
+        first = b""
+        if path.exists():
+            with open(path, "rb") as handle:
+                first = handle.readline()
+        self._fields = next(csv.reader([first.decode("utf-8")]), []) if first else []
+        self._known = set(self._fields)
+        if TRAINING_ITERATION in self._fields:
+            column = self._fields.index(TRAINING_ITERATION)
+        self._file.load(1 if first else 0, iteration_of)
+
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         flats = [flatten(r) for r in results]
         new: list[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,6 +49,32 @@ class IterationFile:
         self._header_end = len(header)
         self._iterations = array("q")
         self._ends = array("q")
+
+    def load(self, header_lines: int, iteration_of: Callable[[bytes], int]) -> bytes:
+        """Index the file as it is on disk: its first ``header_lines`` lines are the
+        header (returned), each later line is tagged ``iteration_of(line)``. For a
+        writer that forgot an ended trial and meets it again (a revived trial): O(file
+        size), once per revival. A missing file is an empty one."""
+        self.close()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        lines = data.splitlines(keepends=True)
+        if lines and not lines[-1].endswith(b"\n"):
+            lines.pop()  # a torn last line (a crash mid-write) is no result: cut below
+        header = b"".join(lines[:header_lines])
+        self._header_end = len(header)
+        self._iterations, self._ends = array("q"), array("q")
+        end = self._header_end
+        for line in lines[header_lines:]:
+            end += len(line)
+            self._iterations.append(iteration_of(line))
+            self._ends.append(end)
+        if end != len(data):
+            with open(self.path, "r+b") as handle:
+                handle.truncate(end)
+        return header
 
     def append(self, lines: Sequence[tuple[int, bytes]]) -> None:
         """Append ``(iteration, line)`` pairs; each ``line`` ends with a newline."""

@@ -3,6 +3,7 @@ in Ray Tune's layout (so its readers, e.g. ``pandas.read_json(lines=True)``, wor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,11 @@ class JsonWriter:
         self._touched(PARAMS_HISTORY_FILE)
         self._results.start()
         self._touched(RESULT_FILE)
+
+    def reopen(self) -> None:
+        """Carry on with the files as they are on disk (the trial was forgotten when it
+        ended, and came back)."""
+        self._results.load(0, lambda line: int(json.loads(line)[TRAINING_ITERATION]))
 
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         self._results.append(

@@ -55,6 +55,15 @@ class _TrialLog:
             name: WRITERS[name](directory, functools.partial(changed, self)) for name in names
         }
 
+    def reopen(self) -> list[BaseException]:
+        errors: list[BaseException] = []
+        for writer in self.writers.values():
+            try:
+                writer.reopen()
+            except Exception as err:
+                errors.append(err)
+        return errors
+
     def apply(self, segments: Sequence[Segment]) -> list[BaseException]:
         errors: list[BaseException] = []
         if any(isinstance(s, Reset) for s in segments):
@@ -92,20 +101,24 @@ def _apply(writer: TrialWriter, segment: Segment) -> None:
 
 
 class LogSink:
-    """All trials' files under ``logdir/<trial_dirname(trial_id)>/``."""
+    """All trials' files under ``logdir/<trial_dirname(trial_id)>/``.
+
+    A trial whose operations end with its end (:class:`~.ops.End`) is closed and
+    forgotten: a sweep's ten thousand finished trials keep no writers, file indexes or
+    column sets in the driver (issue 36). If it comes back (a restore), its writers are
+    made again and pick up its files as they are on disk (``TrialWriter.reopen``)."""
 
     def __init__(self, logdir: Path, names: Sequence[str]) -> None:
         self.logdir = logdir
         self.names = tuple(names)
         self._trials: dict[str, _TrialLog] = {}
-        self._by_dirname: dict[str, _TrialLog] = {}
         self._failed: set[str] = set()
         self.failures = 0
         # The files changed since the last take_changed, by trial: only the trials
         # that changed, and nothing at all when nobody uploads (issue 36: a finished
         # trial leaves no set behind, and a listing costs what changed).
         self.track_changes = True
-        self._changed: dict[_TrialLog, set[str]] = {}
+        self._changed: dict[Path, set[str]] = {}  # by trial directory
 
     @property
     def failed_trials(self) -> frozenset[str]:
@@ -115,15 +128,23 @@ class LogSink:
         """Carry out each trial's operations in order; with ``close``, close every
         file afterwards (they reopen if more operations come)."""
         for trial_id, ops in batch.items():
+            if not ops:
+                continue
             trial = self._trials.get(trial_id)
             if trial is None:
                 directory = self.logdir / trial_dirname(trial_id)
                 trial = self._trials[trial_id] = _TrialLog(
                     trial_id, directory, self.names, self._note_changed
                 )
-                self._by_dirname[directory.name] = trial
+                if not isinstance(ops[0], Reset):
+                    # A trial's first operation is its Reset (the hook's first sight of
+                    # it): one that starts otherwise ended and was forgotten.
+                    for err in trial.reopen():
+                        self._fail(trial_id, err)
             for err in trial.apply(list(_segments(ops))):
                 self._fail(trial_id, err)
+            if isinstance(ops[-1], End):
+                self._forget(trial_id, trial)
         if close:
             self.close()
 
@@ -131,22 +152,29 @@ class LogSink:
         """``(key, path)`` of every file changed since the last call, and forget them;
         ``key`` is ``<trial dir>/<relative path>``."""
         changed: list[tuple[str, Path]] = []
-        for trial, names in self._changed.items():
-            prefix = trial.directory.name
-            changed.extend((f"{prefix}/{name}", trial.directory / name) for name in names)
+        for directory, names in self._changed.items():
+            prefix = directory.name
+            changed.extend((f"{prefix}/{name}", directory / name) for name in names)
         self._changed = {}
         return sorted(changed)
 
     def _note_changed(self, trial: _TrialLog, name: str) -> None:
         if self.track_changes:
-            self._changed.setdefault(trial, set()).add(name)
+            self._changed.setdefault(trial.directory, set()).add(name)
 
     def mark_changed(self, key: str) -> None:
         """Upload ``key`` again next time (its upload failed)."""
         prefix, _, name = key.partition("/")
-        trial = self._by_dirname.get(prefix)
-        if trial is not None:
-            self._note_changed(trial, name)
+        if self.track_changes and prefix and name:
+            self._changed.setdefault(self.logdir / prefix, set()).add(name)
+
+    def _forget(self, trial_id: str, trial: _TrialLog) -> None:
+        """Close an ended trial's files and drop its writers (see the class docstring)."""
+        del self._trials[trial_id]
+        try:
+            trial.close()
+        except Exception as err:
+            self._fail(trial_id, err)
 
     def close(self) -> None:
         for trial_id, trial in self._trials.items():

@@ -30,11 +30,16 @@ of times for files that are a view of results the journal already holds.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import itertools
 import os
 import socket
 import struct
+import sys
+import threading
 import time
+import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,16 +51,41 @@ __all__ = ["TensorBoardWriter", "EVENT_FILE_MARK"]
 
 EVENT_FILE_MARK = ".out.tfevents."
 _SEQUENCE = itertools.count()  # orders a trial's event files written in the same second
+_IMPORT_LOCK = threading.Lock()
+
+
+def _tensorboardx(name: str) -> Any:
+    """``tensorboardX.<name>``, without running the package's ``__init__`` unless someone
+    imported it already: that imports ``SummaryWriter`` and with it torch, which would
+    add some 260 MiB to the driver for the few protobuf classes and helpers written here
+    (issue 36). The package is stood in for by a bare one while its submodules load, and
+    taken out again, so a later ``import tensorboardX`` runs its ``__init__`` as usual
+    (and finds these submodules loaded)."""
+    full = f"tensorboardX.{name}"
+    with _IMPORT_LOCK:
+        if "tensorboardX" in sys.modules or full in sys.modules:
+            return importlib.import_module(full)
+        spec = importlib.util.find_spec("tensorboardX")
+        if spec is None or spec.submodule_search_locations is None:
+            return importlib.import_module(full)  # raises the usual ImportError
+        bare = types.ModuleType("tensorboardX")
+        bare.__path__ = list(spec.submodule_search_locations)
+        sys.modules["tensorboardX"] = bare
+        try:
+            return importlib.import_module(full)
+        finally:
+            if sys.modules.get("tensorboardX") is bare:
+                del sys.modules["tensorboardX"]
 
 
 class TensorBoardWriter:
     """Writes a trial's event files (see the module docstring)."""
 
     def __init__(self, directory: Path, touched: Callable[[str], None]) -> None:
-        from tensorboardX.proto.event_pb2 import Event, SessionLog
-        from tensorboardX.proto.summary_pb2 import Summary
-
-        self._event, self._session_log, self._summary = Event, SessionLog, Summary
+        events = _tensorboardx("proto.event_pb2")
+        summary = _tensorboardx("proto.summary_pb2")
+        self._event, self._session_log = events.Event, events.SessionLog
+        self._summary = summary.Summary
         self._dir = directory
         self._touched = touched
         self._writer: Any = None
@@ -68,6 +98,12 @@ class TensorBoardWriter:
         self._max_step = None
         old = any(EVENT_FILE_MARK in name for name in os.listdir(self._dir))
         self._purge = 0 if old else None
+
+    def reopen(self) -> None:
+        """Carry on in a new event file (a trial forgotten when it ended came back).
+        Which steps the old files hold is not known: any rollback purges."""
+        self.close()
+        self._max_step = sys.maxsize
 
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         writer = self._open()
@@ -99,8 +135,7 @@ class TensorBoardWriter:
         pass  # the config goes in as hparams at the end
 
     def end(self, config: Mapping[str, Any], last_result: Mapping[str, Any] | None) -> None:
-        from tensorboardX.summary import hparams
-
+        hparams = _tensorboardx("summary").hparams
         params = {key: hparam_value(v) for key, v in flatten(config).items()}
         metrics: dict[str, float] = {}
         for key, value in flatten(last_result or {}).items():
@@ -147,9 +182,7 @@ class _EventFile:
     ``flush`` without ``fsync`` (see the module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        from tensorboardX.record_writer import masked_crc32c
-
-        self._crc = masked_crc32c
+        self._crc = _tensorboardx("record_writer").masked_crc32c
         self._file = open(path, "wb")  # closed by close()
 
     def write_event(self, event: Any) -> None:

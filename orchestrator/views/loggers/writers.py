@@ -38,6 +38,11 @@ class TrialWriter(Protocol):
     def reset(self, config: Mapping[str, Any]) -> None:
         """Start the files afresh (the directory exists)."""
 
+    def reopen(self) -> None:
+        """Carry on with the files as they are on disk: the sink forgot the trial when
+        it ended (issue 36: a finished trial keeps no writer in the driver) and it came
+        back. Later operations act as if the writer had never been dropped."""
+
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         """Append results, in order; each has an int ``training_iteration``."""
 

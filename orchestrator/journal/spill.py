@@ -1,0 +1,74 @@
+"""Where the journal keeps finished trials' serialised results out of memory.
+
+Once a write has stored every result of a trial that ended (TERMINATED or ERROR, and
+settled), the rows are in storage, and the driver need not hold them: the journal
+appends them to one local, anonymous temporary file and keeps their place
+(:class:`SpillRef`: offset, length, count). It reads them back for a new base (the
+compaction rewrites every result), for the trial's history when someone asks
+(:class:`~orchestrator.engine.history.SpilledHistory`), and for good if the trial comes
+back. Nothing is spilled that storage does not hold; the file is only the driver's
+cache of it, deleted by the operating system when the last reader lets it go.
+
+Appends happen on the loop (a buffered write of a few hundred bytes per finished
+trial, flushed once per journal write); reads use ``os.pread`` and may run in any
+thread.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core.json_codec import loads
+
+__all__ = ["SpillFile", "SpillRef"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpillRef:
+    """Where one trial's rows are: ``count`` rows in ``length`` bytes at ``offset``."""
+
+    offset: int
+    length: int
+    count: int
+
+
+class SpillFile:
+    """An append-only file of row blocks (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="trialflow-spill-")
+        self._end = 0
+        self._lock = threading.Lock()
+
+    def put(self, rows: list[str]) -> SpillRef:
+        """Append ``rows`` (JSON texts without newlines); call :meth:`flush` before
+        reading them."""
+        data = "\n".join(rows).encode()
+        ref = SpillRef(self._end, len(data), len(rows))
+        with self._lock:
+            self._file.write(data)
+        self._end += len(data)
+        return ref
+
+    def flush(self) -> None:
+        with self._lock:
+            self._file.flush()
+
+    def get(self, ref: SpillRef) -> list[str]:
+        """The rows at ``ref``, as they were put."""
+        if ref.count == 0:
+            return []
+        with self._lock:
+            self._file.flush()
+        data = os.pread(self._file.fileno(), ref.length, ref.offset)
+        if len(data) != ref.length:
+            raise OSError(f"the journal's spill file is short at {ref.offset}: {len(data)} bytes")
+        return data.decode().split("\n")
+
+    def history(self, key: SpillRef) -> list[dict[str, Any]]:
+        """The rows at ``key``, decoded (``SpilledHistory``'s source)."""
+        return [loads(row) for row in self.get(key)]
