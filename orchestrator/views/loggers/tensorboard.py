@@ -1,4 +1,4 @@
-"""The ``tensorboard`` logger: TensorBoard event files written with tensorboardX.
+"""The ``tensorboard`` logger: TensorBoard event files, as tensorboardX writes them.
 
 Conventions callers may rely on:
 
@@ -17,6 +17,8 @@ Conventions callers may rely on:
   at steps after ``k`` written before it. A fresh start (a trial first seen with old
   event files in its directory, e.g. a resumed experiment) purges from step 0.
 
+The records are encoded by :mod:`orchestrator.views.loggers.tfevents` (tensorboardX's
+package imports torch when installed: seconds of the driver's CPU for nothing used).
 Events are written synchronously in the flusher's one thread, framed as TFRecords the
 way tensorboardX's ``RecordWriter`` (the record layer under ``SummaryWriter``) frames
 them: ``SummaryWriter`` runs a thread and a multiprocessing queue per writer, and its
@@ -39,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.views.loggers import tfevents
 from orchestrator.views.loggers.ops import TRAINING_ITERATION
 from orchestrator.views.loggers.values import flatten, hparam_value, scalar_value
 
@@ -52,10 +55,6 @@ class TensorBoardWriter:
     """Writes a trial's event files (see the module docstring)."""
 
     def __init__(self, directory: Path, touched: Callable[[str], None]) -> None:
-        from tensorboardX.proto.event_pb2 import Event, SessionLog
-        from tensorboardX.proto.summary_pb2 import Summary
-
-        self._event, self._session_log, self._summary = Event, SessionLog, Summary
         self._dir = directory
         self._touched = touched
         self._writer: Any = None
@@ -71,18 +70,18 @@ class TensorBoardWriter:
 
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         writer = self._open()
-        event, summary, value_cls = self._event, self._summary, self._summary.Value
         for result in results:
             step = int(result[TRAINING_ITERATION])
-            values = []
+            values = {}
             for tag, value in flatten(result).items():
                 number = scalar_value(value)
                 if number is not None and tag != TRAINING_ITERATION:
-                    values.append(value_cls(tag=tag, simple_value=number))
+                    values[tag] = number
             if values:
                 stamp = scalar_value(result.get("timestamp"))
                 wall = stamp if stamp is not None else time.time()
-                writer.write_event(event(wall_time=wall, step=step, summary=summary(value=values)))
+                summary = tfevents.scalars_summary(values)
+                writer.write_event(tfevents.event(wall, step=step, summary=summary))
             if self._max_step is None or step > self._max_step:
                 self._max_step = step
         self._touched(self._name)
@@ -99,8 +98,6 @@ class TensorBoardWriter:
         pass  # the config goes in as hparams at the end
 
     def end(self, config: Mapping[str, Any], last_result: Mapping[str, Any] | None) -> None:
-        from tensorboardX.summary import hparams
-
         params = {key: hparam_value(v) for key, v in flatten(config).items()}
         metrics: dict[str, float] = {}
         for key, value in flatten(last_result or {}).items():
@@ -108,8 +105,8 @@ class TensorBoardWriter:
             if number is not None and key != TRAINING_ITERATION:
                 metrics[key] = number
         writer = self._open()
-        for summary in hparams(hparam_dict=params, metric_dict=metrics):
-            writer.write_event(self._event(wall_time=time.time(), summary=summary))
+        for summary in tfevents.hparams_summaries(params, metrics):
+            writer.write_event(tfevents.event(time.time(), summary=summary))
         self._touched(self._name)
         self.close()
 
@@ -130,11 +127,11 @@ class TensorBoardWriter:
         self._name = f"events{EVENT_FILE_MARK}{int(now):010d}.{socket.gethostname()}{suffix}"
         writer = _EventFile(self._dir / self._name)
         version = "brain.Event:2"
-        writer.write_event(self._event(wall_time=now, file_version=version))  # as tensorboardX
+        writer.write_event(tfevents.event(now, file_version=version))  # as tensorboardX
         if self._purge is not None:
-            writer.write_event(self._event(wall_time=now, step=self._purge, file_version=version))
-            start = self._session_log(status=self._session_log.START)
-            writer.write_event(self._event(wall_time=now, step=self._purge, session_log=start))
+            writer.write_event(tfevents.event(now, step=self._purge, file_version=version))
+            start = tfevents.session_start()
+            writer.write_event(tfevents.event(now, step=self._purge, session_log=start))
             self._purge = None
         self._writer = writer
         self._touched(self._name)
@@ -147,13 +144,10 @@ class _EventFile:
     ``flush`` without ``fsync`` (see the module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        from tensorboardX.record_writer import masked_crc32c
-
-        self._crc = masked_crc32c
+        self._crc = tfevents.masked_crc32c
         self._file = open(path, "wb")  # closed by close()
 
-    def write_event(self, event: Any) -> None:
-        data = event.SerializeToString()
+    def write_event(self, data: bytes) -> None:
         header = struct.pack("Q", len(data))
         crc = self._crc
         self._file.write(
