@@ -117,17 +117,17 @@ def setup_mlflow(
     if active is not None:
         mlflow.end_run()
     if run is not None:
-        mlflow.start_run(run_id=run.info.run_id)
+        started = mlflow.start_run(run_id=run.info.run_id)
     else:
         all_tags = {
             **{str(k): str(v) for k, v in (tags or {}).items()},
             "trial_id": trial.trial_id,
             "trial_name": trial.trial_name,
         }
-        mlflow.start_run(
+        started = mlflow.start_run(
             experiment_id=experiment_id, run_name=run_name or trial.trial_name, tags=all_tags
         )
-    _end_with_the_function(mlflow, mlflow.active_run().info.run_id)
+    _end_with_the_function(mlflow, started.info.run_id)
     present = dict(run.data.params) if run is not None else {}
     params = params_of(config if config is not None else (trial.config or {}))
     new = {k: v[:6000] for k, v in params.items() if k not in present}
