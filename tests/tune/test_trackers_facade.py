@@ -71,6 +71,7 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
             "inside": inside,
             "fails": str(tmp_path),
         },
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),  # one worker: one MLflow import
         run_config=tune.RunConfig(
             storage_path=str(tmp_path / "runs"),
             name="facade",
@@ -149,6 +150,8 @@ def test_setup_mlflow_ends_its_run_as_the_trial_ends(tmp_path: Path) -> None:
     grid = tune.Tuner(
         tune.with_resources(ends, CPU),
         param_space={"how": tune.grid_search(["returns", "raises", "stopped"]), "uri": uri},
+        # One at a time: they reuse one worker, which imports MLflow once, not thrice.
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
         run_config=tune.RunConfig(
             storage_path=str(tmp_path / "runs"), name="ends", verbose=0,
             stop={"training_iteration": 2},
