@@ -1,5 +1,5 @@
-"""What a tracker hook costs the trials: results/s with no tracker, with a tracker that
-hangs, and with a working MLflow (a file store).
+"""What a tracker hook costs the trials: results/s with no tracker, with an MLflow or a
+W&B endpoint that hangs, and with a working MLflow (a file store).
 
 Two trials of ``--steps`` trivial steps each (0.25 CPU each) run on a private local Ray
 (2 CPUs; or, ``--fake-ray``, on the in-process fake Ray of the tests), under three
@@ -10,6 +10,9 @@ one short run first, not counted, warms the workers up):
 * ``hanging``: :class:`~orchestrator.integrations.mlflow.MLflowHook` whose tracking URI
   is an HTTP server that accepts connections and never answers (``close_grace=1``: the
   end abandons it after 1 s without progress);
+* ``hanging-wandb``: :class:`~orchestrator.integrations.wandb.WandbHook` online, with
+  ``WANDB_BASE_URL`` at that server (offline mode cannot hang; ``close_grace=1``); the
+  W&B service process it starts is killed after each run;
 * ``mlflow-file``: ``MLflowHook`` on a local file store (the tracker keeps up or not:
   what it costs the driver's CPU, and the GIL, to write).
 
@@ -39,7 +42,7 @@ from typing import Any
 from benchmarks._shared import init_private_ray, write_figures
 from orchestrator import Orchestrator, Trainable
 
-CASES = ("none", "hanging", "mlflow-file")
+CASES = ("none", "hanging", "hanging-wandb", "mlflow-file")
 
 
 class Trivial(Trainable):
@@ -60,6 +63,11 @@ def hooks_for(case: str, work: Path, silent_uri: str) -> list[Any]:
         return []
     if case == "hanging":
         return [MLflowHook(silent_uri, experiment_name="bench", close_grace=1)]
+    if case == "hanging-wandb":
+        from orchestrator.integrations.wandb import WandbHook
+
+        os.environ.update(WANDB_BASE_URL=silent_uri, WANDB_API_KEY="x" * 40, WANDB_SILENT="true")
+        return [WandbHook("bench", mode="online", dir=work, close_grace=1)]
     return [MLflowHook(f"file://{work / 'mlruns'}", experiment_name="bench", close_grace=60)]
 
 
@@ -93,16 +101,37 @@ async def one_run(
         "rate": results / (max(ats) - begun),
         "end_s": returned - max(ats),
     }
+    if case == "hanging-wandb":
+        end_wandb_service()
     if hooks:
         stats = hooks[0].statistics()
         row.update(sent=stats.sent, dropped=stats.dropped, failures=stats.failures)
     return row
 
 
+def end_wandb_service() -> None:
+    """Kill the W&B service process (stuck on the silent server) and forget it."""
+    import contextlib
+
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "wandb" in " ".join(child.cmdline()):
+                child.kill()
+                child.wait(30)
+    if "wandb" in sys.modules:
+        with contextlib.suppress(ConnectionError):
+            sys.modules["wandb"].teardown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=10_000, help="steps per trial")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--cases", nargs="+", choices=CASES, default=list(CASES), help="'none' is always run"
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/out/trackers.json"))
     parser.add_argument(
         "--fake-ray",
@@ -130,9 +159,12 @@ def main() -> int:
         # trial: 1-2 s of the driver's GIL, a one-off cost not compared here).
         asyncio.run(one_run("none", min(args.steps, 500), Path(tmp) / "warm-up", uri, backend))
         import mlflow.tracking  # noqa: F401
+        import wandb  # noqa: F401
 
         for repeat in range(args.repeat):
-            order = CASES[repeat % 3 :] + CASES[: repeat % 3]
+            cases = tuple(c for c in CASES if c == "none" or c in args.cases)
+            turn = repeat % len(cases)
+            order = cases[turn:] + cases[:turn]
             for case in order:
                 work = Path(tmp) / f"{case}-{repeat}"
                 row = asyncio.run(one_run(case, args.steps, work, uri, backend))
@@ -148,8 +180,8 @@ def main() -> int:
 
     summary: dict[str, Any] = {}
     base = statistics.median(r["rate"] for r in rows if r["case"] == "none")
-    print(f"\n{'case':12} {'median results/s':>17} {'range':>17} {'ratio':>6} {'end s':>6}")
-    for case in CASES:
+    print(f"\n{'case':14} {'median results/s':>17} {'range':>17} {'ratio':>6} {'end s':>6}")
+    for case in [c for c in CASES if any(r["case"] == c for r in rows)]:
         rates = [r["rate"] for r in rows if r["case"] == case]
         ends = [r["end_s"] for r in rows if r["case"] == case]
         median = statistics.median(rates)
@@ -162,10 +194,12 @@ def main() -> int:
         }
         spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
         print(
-            f"{case:12} {median:17,.0f} {spread:>17} {median / base:6.2f} "
+            f"{case:14} {median:17,.0f} {spread:>17} {median / base:6.2f} "
             f"{statistics.median(ends):6.1f}"
         )
-    print(f"hanging / none: {summary['hanging']['ratio']:.2f} (target >= 0.90)")
+    for case in ("hanging", "hanging-wandb"):
+        if case in summary:
+            print(f"{case} / none: {summary[case]['ratio']:.2f} (target >= 0.90)")
     write_figures(args.out, "bench_trackers", vars(args), summary, rows)
     return 0
 

@@ -91,3 +91,22 @@ async def test_a_cancelled_start_waits_for_ray_and_shuts_it_down(
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(starting, WAIT_S)
     assert ray.calls[-1] == "shutdown" and len(ray.calls) == 2
+
+
+@pytest.mark.parametrize("given", [("local", None), (None, "local")])
+async def test_local_from_the_environment_starts_the_same_private_ray(
+    monkeypatch: pytest.MonkeyPatch, given: tuple[str | None, str | None]
+) -> None:
+    """``RAY_ADDRESS=local`` (how Ray's docs and our benchmarks ask for a private Ray) is
+    the same start as ``address="local"``: no dashboard, whose ten processes would take
+    the CPUs from Ray's start and the trials. It was joined as an address, dashboard
+    and all."""
+    ray = SlowRay(monkeypatch)
+    ray.gate.set()
+    address, env = given
+    if env is not None:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    assert await asyncio.wait_for(start_ray(address, num_cpus=2), WAIT_S) is True
+    options = ray.calls[0]
+    assert options["address"] == "local" and options["include_dashboard"] is False
+    assert options["num_cpus"] == 2

@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.actor.trainable import Trainable
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
@@ -67,6 +67,7 @@ __all__ = [
     "current_trial_id",
     "get_checkpoint",
     "is_function",
+    "on_run_end",
     "report",
     "wrap_function",
 ]
@@ -118,6 +119,20 @@ def current_trial_id() -> str:
     """The id of the trial whose function is running here (in its thread, or in code it
     calls there): for a library that names files or logs after the trial."""
     return _run_here("current_trial_id").trial_id
+
+
+#: How a run of the function ended, as :func:`on_run_end`'s callbacks are told.
+RunOutcome = Literal["finished", "failed", "stopped"]
+
+
+def on_run_end(callback: Callable[[RunOutcome], None]) -> None:
+    """Call ``callback(outcome)`` in the function's thread when this run of it ends:
+    ``"finished"`` (it returned), ``"failed"`` (it raised) or ``"stopped"`` (the driver
+    ended it at a report: a stop, a pause, a restore). For a library that opened
+    something for the run and must close it as its users expect, such as
+    ``setup_mlflow``'s MLflow run (FINISHED, FAILED, KILLED). Callbacks run before the
+    driver hears of the end, newest first; one that raises is logged, the others run."""
+    _run_here("on_run_end").at_end.append(callback)
 
 
 def _run_here(what: str) -> _Run:
@@ -391,6 +406,7 @@ class _Run:
         self.cancelled = False  # being unwound: every report() raises _Unwind
         self.finished = False  # its thread returned or raised, and step() saw it
         self.reports = 0
+        self.at_end: list[Callable[[RunOutcome], None]] = []  # see on_run_end
         #: Set by ``step_batch`` for the current call: reports go to it, in this thread,
         #: until it says stop; None: each report goes to ``step`` through the queue.
         self.on_report: OnReport | None = None
@@ -443,10 +459,12 @@ class _Run:
     def _main(self, function: Callable[[dict[str, Any]], Any], config: dict[str, Any]) -> None:
         _current.set(self)
         self._mark = time.perf_counter()
+        done = False  # it returned (a returned dict still waits at its report)
         try:
             returned = function(config)
             if inspect.isawaitable(returned):
                 returned = asyncio.run(_awaited(returned))
+            done = True
             if isinstance(returned, Mapping):
                 self.report(returned, None)  # the last result: judged like any other
             elif returned is not None:
@@ -457,15 +475,32 @@ class _Run:
                     type(returned).__name__,
                 )
         except _Unwind:
+            self._ended("finished" if done else "stopped")
             return
         except BaseException as err:
             if self.cancelled:  # raised while unwinding: nobody waits for it
                 log.debug("trial %s: its function raised while unwound: %r", self.trial_id, err)
+                self._ended("stopped")
                 return
+            self._ended("failed")
             self.from_fn.put(("error", err, None))
         else:
+            self._ended("finished")
             if not self.cancelled:
                 self.from_fn.put(("done", None, None))
+
+    def _ended(self, outcome: RunOutcome) -> None:
+        """Run :func:`on_run_end`'s callbacks, newest first."""
+        while self.at_end:
+            callback = self.at_end.pop()
+            try:
+                callback(outcome)
+            except Exception:
+                log.warning(
+                    "trial %s: a callback for the end of its function's run raised",
+                    self.trial_id,
+                    exc_info=True,
+                )
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

@@ -5,10 +5,13 @@ There are three ways to get a Ray, and picking the wrong one is a quiet bug:
 * Ray is already initialised in this process: use it, and never shut it down.
 * An address (``"auto"``, ``host:port``, ``ray://...``) or ``$RAY_ADDRESS``: join that
   cluster. Failing to reach it is the user's to fix (a :class:`ConfigError`).
-* Otherwise a *private* local Ray (``address="local"``): a bare ``ray.init()`` would
-  join whichever local cluster was started last on this machine, maybe another
-  program's. Ray waits a fixed time for its processes to come up, which an overloaded
-  machine can exceed, so such a start is tried :data:`LOCAL_RAY_ATTEMPTS` times before
+* Otherwise a *private* local Ray (``address="local"``, given or in ``$RAY_ADDRESS``:
+  the same start either way): a bare ``ray.init()`` would join whichever local cluster
+  was started last on this machine, maybe another program's. It starts without Ray's
+  dashboard, which is ten Python processes (its head and nine modules) taking the CPUs
+  from Ray's own start and then from the trials, on a cluster nobody else looks at.
+  Ray waits a fixed time for its processes to come up, which an overloaded machine can
+  exceed, so such a start is tried :data:`LOCAL_RAY_ATTEMPTS` times before
   :class:`RayStartError`.
 
 Ray itself is imported only when :func:`ensure_ray` runs, so commands that never need it
@@ -66,6 +69,8 @@ def ensure_ray(
     for key, value in (env or {}).items():
         os.environ[key] = value
     options: dict[str, Any] = {"log_to_driver": log_to_driver, "logging_level": logging.WARNING}
+    if address is None and os.environ.get("RAY_ADDRESS", "").strip() == "local":
+        address = "local"
     if address is None and os.environ.get("RAY_ADDRESS"):
         _join(None, os.environ["RAY_ADDRESS"], options)  # ray.init reads the variable
     elif address is not None and address != "local":

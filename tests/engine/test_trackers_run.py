@@ -170,17 +170,48 @@ async def test_a_resumed_driver_continues_each_trials_run(
         assert run.segments == 2  # one offline file per driver, one run id
 
 
+def hanging_tracker(name: str, uri: str, monkeypatch: pytest.MonkeyPatch) -> TrackerHook:
+    """A hook whose tracker's endpoint is ``uri``, a server that never answers: MLflow's
+    tracking server, or W&B's (online, its base URL pointed there: offline mode cannot
+    hang). Either client gives up on it at once once the server is gone."""
+    if name == "mlflow":
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        return MLflowHook(uri, experiment_name="hangs", max_pending=5, close_grace=0.5)
+    monkeypatch.setenv("WANDB_BASE_URL", uri)
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)  # any key: the server never reads it
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "600")  # no earlier give-up by W&B itself
+    return WandbHook("hangs", mode="online", max_pending=5, close_grace=0.5)
+
+
+def end_wandb_service() -> None:
+    """Kill the W&B service process this test started, if any, and forget it: stuck on
+    the silent server, it would hold ``wandb.teardown()`` for minutes."""
+    import sys
+
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "wandb" in " ".join(child.cmdline()):
+                child.kill()
+                child.wait(30)
+    if "wandb" in sys.modules:
+        with contextlib.suppress(ConnectionError):  # its service is gone: said so
+            sys.modules["wandb"].teardown()
+
+
+@pytest.mark.parametrize("name", ["mlflow", "wandb"])
 async def test_a_tracker_that_never_answers_slows_no_trial(
     tmp_path: Path,
     orchestrator: MakeOrchestrator,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
+    name: str,
 ) -> None:
-    # Once the server is gone, MLflow's client gives up at once instead of retrying.
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     caplog.set_level(logging.WARNING, logger="orchestrator.integrations")
+    monkeypatch.chdir(tmp_path)  # W&B's files, if any, go here
     with silent_server() as uri:
-        tracker = MLflowHook(uri, experiment_name="hangs", max_pending=5, close_grace=0.5)
+        tracker = hanging_tracker(name, uri, monkeypatch)
         pause = PauseOnce("t0")
         async with orchestrator(
             storage=tmp_path / "runs", name="x", progress=False, hooks=[tracker, pause]
@@ -195,7 +226,10 @@ async def test_a_tracker_that_never_answers_slows_no_trial(
                 )
                 for i in range(2)
             ]
-            await orch.run()  # the pause, and the end, never waited for MLflow
+            try:
+                await orch.run()  # the pause, and the end, never waited for the tracker
+            finally:
+                end_wandb_service()
     assert pause.done
     assert all(t.state is TrialState.TERMINATED and t.iteration == 30 for t in trials)
     stats = tracker.statistics()
@@ -203,7 +237,8 @@ async def test_a_tracker_that_never_answers_slows_no_trial(
     warnings = [r.getMessage() for r in caplog.records]
     assert sum("is not keeping up" in w for w in warnings) == 1, warnings
     assert sum("made no progress for 0.5 s" in w for w in warnings) == 1, warnings
-    assert any(uri in w for w in warnings)
+    label = uri if name == "mlflow" else "W&B project hangs"
+    assert any(label in w for w in warnings), warnings
 
 
 async def test_a_trials_directory_is_stored_with_its_run_once_its_logs_are_written(

@@ -104,7 +104,6 @@ def test_the_mlflow_example_runs_after_only_the_import_rewrite(
     inside = read_mlflow(store, "mixin_example")  # one run per trial (by its trial_id tag)
     assert len(inside) == 5
     for run in inside.values():
-        # (Its status is left RUNNING: nothing ends setup_mlflow's run when the function
-        # returns, and the session's workers live on.)
+        assert run.status == "FINISHED"  # ended with its function, not with its process
         assert run.steps("mean_loss") == [0, 1, 2, 3, 4]  # the function's own steps
         assert {"width", "height"} <= set(run.params)

@@ -71,6 +71,7 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
             "inside": inside,
             "fails": str(tmp_path),
         },
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),  # one worker: one MLflow import
         run_config=tune.RunConfig(
             storage_path=str(tmp_path / "runs"),
             name="facade",
@@ -113,6 +114,7 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
         # The trainable's own log calls are its own: the re-run logged 1-3 again.
         again = list(range(1, FAILS_AFTER + 1)) if trial_id == failed else []
         assert run.steps("inside") == sorted([*range(1, STEPS + 1), *again])
+        assert run.status == "FINISHED"  # the failed trial's run went on and finished
 
     stored = read_wandb(tmp_path)
     assert sorted(stored) == sorted(run_id_for("p", "facade", t) for t in trial_ids)
@@ -125,6 +127,44 @@ def test_the_callbacks_and_setup_mlflow_give_each_trial_one_run(
     assert stored[run_id_for("p", "facade", failed)].metrics[ROLLBACK_METRIC] == [
         (FAILS_AFTER + 1, 0.0)
     ]
+
+
+def ends(config: dict[str, Any]) -> dict[str, Any] | None:
+    setup_mlflow(config, tracking_uri=config["uri"], experiment_name="ends")
+    for step in range(1, 100):
+        tune.report({"step": step})
+        if config["how"] == "returns":
+            return None
+        if config["how"] == "raises":
+            raise RuntimeError("planned failure")
+    return None  # "stopped": the stop criterion ends it at step 2
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_setup_mlflow_ends_its_run_as_the_trial_ends(tmp_path: Path) -> None:
+    """A trial's function returning leaves its ``setup_mlflow`` run FINISHED, raising
+    FAILED, stopped by the driver (here its stop criterion) KILLED, read back from the
+    sqlite store: they were left RUNNING, as if still training."""
+    uri = f"sqlite:///{tmp_path / 'ends.db'}"
+    MlflowClient(uri).create_experiment("ends")  # made once (see above)
+    grid = tune.Tuner(
+        tune.with_resources(ends, CPU),
+        param_space={"how": tune.grid_search(["returns", "raises", "stopped"]), "uri": uri},
+        # One at a time: they reuse one worker, which imports MLflow once, not thrice.
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "runs"), name="ends", verbose=0,
+            stop={"training_iteration": 2},
+        ),
+    ).fit()  # fmt: skip
+    how = {r.metrics["trial_id"]: r.config["how"] for r in grid}
+    assert sorted(how.values()) == ["raises", "returns", "stopped"] and grid.num_errors == 1
+    runs = read_mlflow(uri, "ends")
+    assert {how[t]: run.status for t, run in runs.items()} == {
+        "returns": "FINISHED",
+        "raises": "FAILED",
+        "stopped": "KILLED",
+    }
 
 
 def test_the_script_alias_maps_ray_air_integrations_onto_the_facade() -> None:

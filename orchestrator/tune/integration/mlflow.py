@@ -76,8 +76,10 @@ def setup_mlflow(
     """Ray's ``setup_mlflow``, in a trainable: starts (or continues: found by the tag
     ``trial_id``) the trial's MLflow run as the active run of the trainable's thread,
     with the config as params, and returns the ``mlflow`` module for the trainable's own
-    ``mlflow.log_*`` calls. The experiment is ``experiment_name`` (or ``_id``), else
-    ``config["mlflow"]``'s, else ``MLFLOW_EXPERIMENT_NAME``, else the Tune run's name."""
+    ``mlflow.log_*`` calls. The run ends with the function: FINISHED when it returns,
+    FAILED when it raises, KILLED when the trial is stopped or paused. The experiment is
+    ``experiment_name`` (or ``_id``), else ``config["mlflow"]``'s, else
+    ``MLFLOW_EXPERIMENT_NAME``, else the Tune run's name."""
     import mlflow
 
     trial = current_trial("setup_mlflow")
@@ -115,19 +117,44 @@ def setup_mlflow(
     if active is not None:
         mlflow.end_run()
     if run is not None:
-        mlflow.start_run(run_id=run.info.run_id)
+        started = mlflow.start_run(run_id=run.info.run_id)
     else:
         all_tags = {
             **{str(k): str(v) for k, v in (tags or {}).items()},
             "trial_id": trial.trial_id,
             "trial_name": trial.trial_name,
         }
-        mlflow.start_run(
+        started = mlflow.start_run(
             experiment_id=experiment_id, run_name=run_name or trial.trial_name, tags=all_tags
         )
+    _end_with_the_function(mlflow, started.info.run_id)
     present = dict(run.data.params) if run is not None else {}
     params = params_of(config if config is not None else (trial.config or {}))
     new = {k: v[:6000] for k, v in params.items() if k not in present}
     if new:
         mlflow.log_params(new)
     return mlflow
+
+
+#: The MLflow status a run of ``setup_mlflow`` ends with, by how the function's run ended.
+END_STATUS = {"finished": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
+
+
+def _end_with_the_function(mlflow: Any, run_id: str) -> None:
+    """End the MLflow run when the trial's function does: returned FINISHED, raised
+    FAILED, stopped by the driver (its scheduler, a stop criterion, a pause) KILLED. A
+    paused trial's next ``setup_mlflow`` sets its run RUNNING again. Left open, the
+    run stayed RUNNING for good (MLflow ends it at the process's exit, which a reused
+    worker postpones and a killed one never reaches)."""
+    from orchestrator.actor.function import on_run_end
+    from orchestrator.errors import NotInTrial
+
+    def end(outcome: str) -> None:
+        active = mlflow.active_run()
+        if active is not None and active.info.run_id == run_id:  # not ended by the user
+            mlflow.end_run(END_STATUS[outcome])
+
+    try:
+        on_run_end(end)
+    except NotInTrial:  # a class trainable: its run ends with its process, as on Tune
+        pass

@@ -1,4 +1,4 @@
-"""The ``tensorboard`` logger: TensorBoard event files written with tensorboardX.
+"""The ``tensorboard`` logger: TensorBoard event files, as tensorboardX writes them.
 
 Conventions callers may rely on:
 
@@ -17,6 +17,8 @@ Conventions callers may rely on:
   at steps after ``k`` written before it. A fresh start (a trial first seen with old
   event files in its directory, e.g. a resumed experiment) purges from step 0.
 
+The records are encoded by :mod:`orchestrator.views.loggers.tfevents` (tensorboardX's
+package imports torch when installed: seconds of the driver's CPU for nothing used).
 Events are written synchronously in the flusher's one thread, framed as TFRecords the
 way tensorboardX's ``RecordWriter`` (the record layer under ``SummaryWriter``) frames
 them: ``SummaryWriter`` runs a thread and a multiprocessing queue per writer, and its
@@ -30,20 +32,17 @@ of times for files that are a view of results the journal already holds.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
 import os
 import socket
 import struct
 import sys
-import threading
 import time
-import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.views.loggers import tfevents
 from orchestrator.views.loggers.ops import TRAINING_ITERATION
 from orchestrator.views.loggers.values import flatten, hparam_value, scalar_value
 
@@ -51,41 +50,12 @@ __all__ = ["TensorBoardWriter", "EVENT_FILE_MARK"]
 
 EVENT_FILE_MARK = ".out.tfevents."
 _SEQUENCE = itertools.count()  # orders a trial's event files written in the same second
-_IMPORT_LOCK = threading.Lock()
-
-
-def _tensorboardx(name: str) -> Any:
-    """``tensorboardX.<name>``, without running the package's ``__init__`` unless someone
-    imported it already: that imports ``SummaryWriter`` and with it torch, which would
-    add some 260 MiB to the driver for the few protobuf classes and helpers written here
-    (issue 36). The package is stood in for by a bare one while its submodules load, and
-    taken out again, so a later ``import tensorboardX`` runs its ``__init__`` as usual
-    (and finds these submodules loaded)."""
-    full = f"tensorboardX.{name}"
-    with _IMPORT_LOCK:
-        if "tensorboardX" in sys.modules or full in sys.modules:
-            return importlib.import_module(full)
-        spec = importlib.util.find_spec("tensorboardX")
-        if spec is None or spec.submodule_search_locations is None:
-            return importlib.import_module(full)  # raises the usual ImportError
-        bare = types.ModuleType("tensorboardX")
-        bare.__path__ = list(spec.submodule_search_locations)
-        sys.modules["tensorboardX"] = bare
-        try:
-            return importlib.import_module(full)
-        finally:
-            if sys.modules.get("tensorboardX") is bare:
-                del sys.modules["tensorboardX"]
 
 
 class TensorBoardWriter:
     """Writes a trial's event files (see the module docstring)."""
 
     def __init__(self, directory: Path, touched: Callable[[str], None]) -> None:
-        events = _tensorboardx("proto.event_pb2")
-        summary = _tensorboardx("proto.summary_pb2")
-        self._event, self._session_log = events.Event, events.SessionLog
-        self._summary = summary.Summary
         self._dir = directory
         self._touched = touched
         self._writer: Any = None
@@ -107,18 +77,18 @@ class TensorBoardWriter:
 
     def write(self, results: Sequence[Mapping[str, Any]]) -> None:
         writer = self._open()
-        event, summary, value_cls = self._event, self._summary, self._summary.Value
         for result in results:
             step = int(result[TRAINING_ITERATION])
-            values = []
+            values = {}
             for tag, value in flatten(result).items():
                 number = scalar_value(value)
                 if number is not None and tag != TRAINING_ITERATION:
-                    values.append(value_cls(tag=tag, simple_value=number))
+                    values[tag] = number
             if values:
                 stamp = scalar_value(result.get("timestamp"))
                 wall = stamp if stamp is not None else time.time()
-                writer.write_event(event(wall_time=wall, step=step, summary=summary(value=values)))
+                summary = tfevents.scalars_summary(values)
+                writer.write_event(tfevents.event(wall, step=step, summary=summary))
             if self._max_step is None or step > self._max_step:
                 self._max_step = step
         self._touched(self._name)
@@ -135,7 +105,6 @@ class TensorBoardWriter:
         pass  # the config goes in as hparams at the end
 
     def end(self, config: Mapping[str, Any], last_result: Mapping[str, Any] | None) -> None:
-        hparams = _tensorboardx("summary").hparams
         params = {key: hparam_value(v) for key, v in flatten(config).items()}
         metrics: dict[str, float] = {}
         for key, value in flatten(last_result or {}).items():
@@ -143,8 +112,8 @@ class TensorBoardWriter:
             if number is not None and key != TRAINING_ITERATION:
                 metrics[key] = number
         writer = self._open()
-        for summary in hparams(hparam_dict=params, metric_dict=metrics):
-            writer.write_event(self._event(wall_time=time.time(), summary=summary))
+        for summary in tfevents.hparams_summaries(params, metrics):
+            writer.write_event(tfevents.event(time.time(), summary=summary))
         self._touched(self._name)
         self.close()
 
@@ -165,11 +134,11 @@ class TensorBoardWriter:
         self._name = f"events{EVENT_FILE_MARK}{int(now):010d}.{socket.gethostname()}{suffix}"
         writer = _EventFile(self._dir / self._name)
         version = "brain.Event:2"
-        writer.write_event(self._event(wall_time=now, file_version=version))  # as tensorboardX
+        writer.write_event(tfevents.event(now, file_version=version))  # as tensorboardX
         if self._purge is not None:
-            writer.write_event(self._event(wall_time=now, step=self._purge, file_version=version))
-            start = self._session_log(status=self._session_log.START)
-            writer.write_event(self._event(wall_time=now, step=self._purge, session_log=start))
+            writer.write_event(tfevents.event(now, step=self._purge, file_version=version))
+            start = tfevents.session_start()
+            writer.write_event(tfevents.event(now, step=self._purge, session_log=start))
             self._purge = None
         self._writer = writer
         self._touched(self._name)
@@ -182,11 +151,10 @@ class _EventFile:
     ``flush`` without ``fsync`` (see the module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        self._crc = _tensorboardx("record_writer").masked_crc32c
+        self._crc = tfevents.masked_crc32c
         self._file = open(path, "wb")  # closed by close()
 
-    def write_event(self, event: Any) -> None:
-        data = event.SerializeToString()
+    def write_event(self, data: bytes) -> None:
         header = struct.pack("Q", len(data))
         crc = self._crc
         self._file.write(

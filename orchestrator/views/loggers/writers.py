@@ -88,9 +88,7 @@ _BUILT_IN = (
         tune_class="JsonLoggerCallback",
     ),
     LoggerKind("csv", CsvWriter, line_logs=(PROGRESS_FILE,), tune_class="CSVLoggerCallback"),
-    LoggerKind(
-        "tensorboard", TensorBoardWriter, needs="tensorboardX", tune_class="TBXLoggerCallback"
-    ),
+    LoggerKind("tensorboard", TensorBoardWriter, tune_class="TBXLoggerCallback"),
 )
 
 #: Every logger by name: the registry (:func:`register_logger` adds to it).
