@@ -37,7 +37,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Any
 
 from ._core_common import parse_child_output
