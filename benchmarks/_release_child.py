@@ -74,7 +74,36 @@ def _storage(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bare_trial(spec: dict[str, Any]) -> None:
+    """One trial's own work with no system around it: the sleeps, and for the durable
+    workload the checkpoint files written locally (nothing uploaded)."""
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="bench-release-bare-") as tmp:
+        for i in range(spec["iters"]):
+            time.sleep(spec["sleep_s"])
+            if spec.get("ckpt_every") and (i + 1) % spec["ckpt_every"] == 0:
+                with open(os.path.join(tmp, "weights.pkl"), "wb") as f:
+                    pickle.dump(np.random.uniform(0, 1, size=spec["ckpt_bytes"] // 8), f)
+
+
+def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
+    """The machine's floor under its current load: the trials' work in plain processes,
+    as many at once as the workload runs, no Ray and no tuning system."""
+    import multiprocessing
+
+    concurrency = spec["cpus"] // spec["cpu_per_trial"]
+    started = time.monotonic()
+    with multiprocessing.get_context("fork").Pool(concurrency) as pool:
+        pool.map(_bare_trial, [spec] * spec["trials"], chunksize=1)
+    return {"ok": True, "wall_s": time.monotonic() - started, "states": {}}
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec["system"] == "bare":
+        return run_bare(spec)
     for key, value in spec.get("tune_env", {}).items():  # Tune's own tweaks per test
         os.environ[key] = value
     init_private_ray(spec["cpus"])

@@ -23,7 +23,10 @@ is up before it, as in Ray's tests). Ray Tune gets its tests' tweaks
 for throughput); ours runs as shipped. Printed per workload and system: wall time,
 ideal, their ratio (median [min-max] over ``--repeat`` runs) and the load average
 before each run (the machine is shared; nothing here waits for it to be idle).
-Our target: within 1.05x of the ideal on each.
+``bare`` is the floor this machine allows at its load: the same trials' sleeps (and
+checkpoint writes) in plain processes, as many at once, no Ray and no tuning system;
+``x bare`` is a system's wall time over it (its own overhead, load mostly cancelled).
+Our target: within 1.05x of the ideal on each (on a loaded machine, read ``x bare``).
 
 ``python -m benchmarks.bench_release [--repeat N] [--systems ours tune] [--only NAME]``;
 figures go to ``benchmarks/out/release.json`` after every run.
@@ -42,9 +45,10 @@ from typing import Any
 from ._core_common import parse_child_output
 from ._restore_common import AWS_ENV, BUCKET
 from ._shared import write_figures
-from ._sweep_common import MARKER, OUT_DIR, ROOT, child_env, fmt_spread, spread
+from ._sweep_common import MARKER, OUT_DIR, ROOT, child_env, fmt, fmt_spread, ratio, spread
 
 TARGET = 1.05
+SYSTEMS = ("bare", "ours", "tune")
 #: Each workload, scaled; ``limit`` is Ray's release threshold as a ratio to its ideal.
 WORKLOADS: dict[str, dict[str, Any]] = {
     "bookkeeping_overhead": {
@@ -119,7 +123,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--systems", nargs="+", default=["ours", "tune"], choices=["ours", "tune"])
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--only", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--timeout", type=float, default=600.0)
     args = parser.parse_args()
@@ -144,14 +148,19 @@ def main() -> int:
                     write_figures(path, "release", vars(args), summary(runs), runs)
     table = summary(runs)
     print(f"\nload average now: {os.getloadavg()}; {args.repeat} run(s) each")
-    print(f"{'workload':32} {'system':6} {'ideal s':>8} {'wall s':>22} {'x ideal':>24}  limit")
+    print(
+        f"{'workload':30} {'system':6} {'ideal s':>7} {'wall s':>20} {'x ideal':>21} "
+        f"{'x bare':>7}  Tune's limit, load"
+    )
     for name, by_system in table.items():
+        bare = by_system.get("bare", {}).get("wall_s", {}).get("median")
         for system, row in by_system.items():
             w = WORKLOADS[name]
             mark = "" if row["ok"] else "  (a trial did not finish)"
             print(
-                f"{name:32} {system:6} {ideal_s(w):8.1f} {fmt_spread(row['wall_s']):>22} "
-                f"{fmt_spread(row['ratio'], '.3f'):>24}  {w['limit']:.2f} (Tune's); "
+                f"{name:30} {system:6} {ideal_s(w):7.1f} {fmt_spread(row['wall_s']):>20} "
+                f"{fmt_spread(row['ratio'], '.3f'):>21} "
+                f"{fmt(ratio(row['wall_s']['median'], bare), '.3f'):>7}  {w['limit']:.2f}, "
                 f"load {fmt_spread(row['load'])}{mark}"
             )
     ours = [row["ours"]["ratio"]["median"] for row in table.values() if "ours" in row]
