@@ -47,10 +47,13 @@ NODE_DEATH_TIMEOUT_S = 120.0
 #: - the controller polls its workers every 2 s by default: their reports, their end and
 #:   their failures wait for the next poll (a hung poll still fails a worker only after
 #:   Train's 10-minute health-check timeout, however often it polls);
-#: - the preemption watcher is one more actor (process) per fit; no test drains a node.
+#: - the preemption watcher is one more actor (process) per fit, and Train's metrics
+#:   (Ray metrics in the controller and each worker) more work in each: no test drains a
+#:   node or reads a metric of Train's.
 TRAIN_ENV = {
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    "RAY_TRAIN_METRICS_ENABLED": "0",
 }
 
 
