@@ -11,6 +11,7 @@ in-process Ray (``tests/fakeray.py``), which costs nothing to start.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,6 +41,21 @@ HEALTH_CHECKS = {
 #: Seconds the GCS may take to notice a removed node (see HEALTH_CHECKS), generously.
 NODE_DEATH_TIMEOUT_S = 120.0
 
+#: Ray Train V2's knobs for the Train tests, in the env of every process of the cluster
+#: (Train reads them in the trial's process, its controller and workers). None changes
+#: what a run does, only how soon it is seen:
+#: - the controller polls its workers every 2 s by default: their reports, their end and
+#:   their failures wait for the next poll (a hung poll still fails a worker only after
+#:   Train's 10-minute health-check timeout, however often it polls);
+#: - the preemption watcher is one more actor (process) per fit, and Train's metrics
+#:   (Ray metrics in the controller and each worker) more work in each: no test drains a
+#:   node or reads a metric of Train's.
+TRAIN_ENV = {
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    "RAY_TRAIN_METRICS_ENABLED": "0",
+}
+
 
 #: Test files that share one pytest-xdist worker (``make test`` runs two), one after
 #: another: each starts Ray Train gangs of several processes on added nodes, and two at
@@ -66,6 +82,18 @@ def ray_cluster() -> Iterator[Any]:
     import ray
     from ray.cluster_utils import Cluster
 
+    # Ray Train's placement-group cleaner (a detached actor each fit() starts) asks Ray's
+    # state API, every second, whether the run's controller is alive, at an address it
+    # finds on its own: $RAY_API_SERVER_ADDRESS, else the dashboard the Ray it detects on
+    # this machine names (this one runs none: localhost:8265). Another Ray's dashboard
+    # there did not know our controller, and the cleaner removed a live gang mid-run. Named
+    # here, a port this process holds and never listens on: every query is refused at
+    # once, as on a machine with no other Ray, and the cleaner only waits (Ray itself
+    # removes the gangs of a dead controller: the driver-kill test shows it).
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))
+    os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{refused.getsockname()[1]}"
+    os.environ.update(TRAIN_ENV)
     cluster = Cluster(
         initialize_head=True,
         head_node_args={
@@ -81,6 +109,7 @@ def ray_cluster() -> Iterator[Any]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        refused.close()
 
 
 @pytest.fixture

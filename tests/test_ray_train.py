@@ -1,19 +1,22 @@
 """A Ray Train run as one trial (``orchestrator.integrations.ray_train``), on real Ray:
 a ``TorchTrainer`` of 2 workers (gloo on CPU, a linear model on synthetic data made
 here) inside a trial's function. Rank 0's reports arrive as the trial's results and
-its checkpoints are persisted and garbage-collected by the trial's storage; the ranks
-really communicate (an all-reduce); a worker that raises once fails the trial once,
-which restarts from its newest persisted checkpoint with a history that goes on
-without a gap or a repeat; a stop criterion met mid-run ends Train's run (its abort).
+its checkpoints are persisted and garbage-collected by the trial's storage (S3 on moto
+here: the sweep's test shows local storage); the ranks really communicate (an
+all-reduce); a worker that raises once fails the trial once, which restarts from its
+newest persisted checkpoint with a history that goes on without a gap or a repeat; a
+stop criterion met mid-run ends Train's run (its abort).
 
 Sized for a loaded 2-core machine: one trial at a time, a few tiny epochs; most of the
-time is Ray Train starting its worker group (about 15 s a run here).
+time is Ray Train starting its worker group.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,18 @@ pytest.importorskip("ray.train.torch")
 
 from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.errors import NotInTrial  # noqa: E402
+from storage import MANIFEST_NAME  # noqa: E402
+
+from .observe import wait_for  # noqa: E402
+from .storage.conftest import (  # noqa: E402, F401
+    BUCKET,
+    FAKE_KEY_ID,
+    FAKE_SECRET,
+    aws_env,
+    boto3_client,
+    moto_url,
+    unique_prefix,
+)
 
 #: Two Train runs took 108 s on the loaded 2-core machine (load 23), 60 s at load 15.
 TRAIN_TIMEOUT_S = 600
@@ -65,6 +80,10 @@ def train_loop(config: dict[str, Any]) -> None:
         marker = config.get("fail_once")
         if marker and epoch + 1 == config["fail_at"] and rank == 1:
             if not os.path.exists(marker):
+                # Once the test has seen the trial persist the epoch before: the restart
+                # then has that checkpoint to resume from, however slow the storage.
+                while not os.path.exists(config["fail_when"]):
+                    time.sleep(0.05)
                 Path(marker).touch()
                 raise RuntimeError("worker 1 fails once")
         metrics = {"epoch": epoch + 1, "loss": loss.item(), "ranks": ranks.item(), "start": start}
@@ -120,21 +139,52 @@ def saved_epoch(path: str | None) -> int:
     return int(torch.load(os.path.join(path, "model.pt"))["epoch"])
 
 
+def s3_env() -> dict[str, Any]:
+    """The actors' S3 credentials (the session's Ray started before the emulator)."""
+    return {
+        "env_vars": {
+            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(TRAIN_TIMEOUT_S)
 @pytest.mark.usefixtures("ray_local")
-async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
+async def test_a_train_run_reports_checkpoints_to_s3_and_restarts_from_the_newest(
     tmp_path: Path,
+    moto_url: str,  # noqa: F811
 ) -> None:
+    """On S3 (moto), what the storage driver adds to a Train run: rank 0's checkpoints
+    are uploaded and collected there, and the restart downloads the newest one for the
+    workers. (The sweep's test shows the same on local storage.)"""
+    prefix = unique_prefix()
+    fail_when = tmp_path / "persisted"
     config = {
         "epochs": 4,
         "fail_at": 3,
         "fail_once": str(tmp_path / "failed-once"),
+        "fail_when": str(fail_when),
         "train_storage": str(tmp_path / "train"),
     }
-    async with Orchestrator(storage=tmp_path / "runs", name="train", max_failures=1) as orch:
+    async with Orchestrator(
+        storage=f"s3://{BUCKET}/{prefix}",
+        name="train",
+        max_failures=1,
+        storage_options={"endpoint_url": moto_url},
+        runtime_env=s3_env(),
+    ) as orch:
         trial = orch.add_trial(distributed_trial, config, resources=DRIVER, keep_checkpoints=1)
-        await orch.run()
+        runner = asyncio.create_task(orch.run())
+        await wait_for(
+            lambda: getattr(trial.latest_checkpoint, "iteration", 0) == 2,
+            timeout=TRAIN_TIMEOUT_S - 200,
+        )
+        fail_when.touch()  # worker 1 fails in epoch 3
+        await runner
+        await asyncio.sleep(0.5)  # background GC
 
     assert trial.state is TrialState.TERMINATED, trial.error
     assert (tmp_path / "failed-once").exists() and trial.num_failures == 1
@@ -142,16 +192,24 @@ async def test_a_train_run_reports_checkpoints_and_restarts_from_the_newest(
     assert epochs == [1, 2, 3, 4], epochs  # no gap, no repeat across the restart
     assert [r["training_iteration"] for r in trial.results] == epochs
     assert all(r["ranks"] == 3.0 for r in trial.results)  # rank 0's, after the all-reduce
-    restarted = trial.results[2]
-    assert restarted["start"] in (1, 2), restarted  # resumed from a checkpoint of the run
-    assert trial.results[1]["start"] == 0 and trial.results[3]["start"] == restarted["start"]
-    # Rank 0's checkpoints went through the trial's storage, kept as asked (1 + the newest).
+    # The restart resumed from the newest checkpoint persisted (epoch 2's, from S3).
+    assert [r["start"] for r in trial.results] == [0, 0, 2, 2], trial.results
+    # Rank 0's checkpoints went to S3 through the trial's storage, kept as asked (the
+    # newest only): one manifest left under the trial, the newest's, holding epoch 4.
     latest = trial.latest_checkpoint
-    assert latest is not None and latest.iteration == 4 and saved_epoch(latest.path) == 4
+    assert latest is not None and latest.iteration == 4 and latest.path is None
     assert [c.iteration for c in trial.checkpoints] == [4]
-    trial_dir = Path(latest.path).parent
-    kept = sorted(p.name for p in trial_dir.iterdir() if p.name.startswith("checkpoint_"))
-    assert kept == [Path(latest.path).name], kept
+    assert latest.uri == f"s3://{BUCKET}/{prefix}/train/{latest.key}"
+    s3 = boto3_client(moto_url)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
+    manifests = sorted(
+        k for k in keys if k.startswith(f"{prefix}/train/{trial.id}/") and k.endswith(MANIFEST_NAME)
+    )
+    assert manifests == [f"{prefix}/train/{latest.key}/{MANIFEST_NAME}"], manifests
+    with tempfile.TemporaryDirectory() as directory:
+        saved = Path(directory) / "model.pt"
+        s3.download_file(BUCKET, f"{prefix}/train/{latest.key}/model.pt", str(saved))
+        assert saved_epoch(directory) == 4
     wait_gangs_released()
 
 

@@ -2,8 +2,8 @@
 ``TorchTrainer`` of 2 workers (gloo on CPU, a linear model on synthetic data made here)
 whose gang (Train's placement group, ``SPREAD``) may span nodes. Rank 0's metrics and
 checkpoints arrive as each trial's results and checkpoints, persisted by the
-experiment's storage (local; S3 on moto with 2 trials, what the driver adds) and
-collected by its retention; the ranks really communicate (an all-reduce); ASHA stops
+experiment's storage and collected by its retention (on local storage: S3 is shown by
+``tests/test_ray_train.py``); the ranks really communicate (an all-reduce); ASHA stops
 trials early (its journaled decisions); and 4 gangs of 2 CPUs on a cluster that holds 3
 (the head's 4 CPUs and two 1-CPU nodes, the trials' own actors asking for none) never
 hang: no more gangs are placed at once than fit, trials waiting (for their gate, or for
@@ -42,19 +42,12 @@ from orchestrator import Orchestrator, Trial, TrialState  # noqa: E402
 from orchestrator.core.journal_format import JOURNAL_KEY  # noqa: E402
 from orchestrator.schedulers import ASHA  # noqa: E402
 from orchestrator.search import grid  # noqa: E402
-from storage import MANIFEST_NAME  # noqa: E402
 
 from .conftest import wait_until_dead  # noqa: E402
-from .storage.conftest import (  # noqa: E402, F401
-    BUCKET,
-    FAKE_KEY_ID,
-    FAKE_SECRET,
-    aws_env,
-    boto3_client,
-    moto_url,
-    unique_prefix,
-)
+from .observe import wait_for  # noqa: E402
 from .test_ray_train import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
+from .train_gang import DRIVER, ON_HEAD, gang_trial, held  # noqa: E402
+from .trainables import Recorder, assert_failure_free_history  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -62,8 +55,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 NODE = {"num_cpus": 1, "object_store_memory": 96 * 1024**2}
 GANGS_THAT_FIT = 3
 SCORES = [4.0, 3.0, 2.0, 1.0]  # the best first; the others wait for its first result
-#: On S3, what the storage driver adds: two trials, the second stopped at rung 1.
-S3_SCORES = [4.0, 1.0]
 EPOCHS = 4  # ASHA's max_t: rungs at epochs 1 and 2
 #: Seconds a held trial waits for its gate before it fails (the best trial's first
 #: result: a Train start-up and one epoch; 160 s on the loaded machine, at load 40).
@@ -71,16 +62,18 @@ GATE_TIMEOUT_S = float(TRAIN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
-def three_nodes(ray_cluster: Any) -> Iterator[Any]:
-    """The session's head and two 1-CPU nodes, for this module's sweeps (a node's start
-    and its death being noticed cost seconds each: both sweeps share them)."""
+def three_nodes(ray_cluster: Any) -> Iterator[list[Any]]:
+    """The two 1-CPU nodes added to the session's head for this module (a node's start
+    and its death being noticed cost seconds each: the module's tests share them; the
+    node-loss test, last, takes one away)."""
     nodes = [ray_cluster.add_node(**NODE) for _ in range(2)]
     ray_cluster.wait_for_nodes()
     try:
-        yield ray_cluster
+        yield nodes
     finally:
         for node in nodes:
-            ray_cluster.remove_node(node, allow_graceful=True)
+            if node in ray_cluster.worker_nodes:
+                ray_cluster.remove_node(node, allow_graceful=True)
         wait_until_dead([node.node_id for node in nodes])
 
 
@@ -223,8 +216,6 @@ async def run_sweep(
 
 
 def orch_journal(storage: str) -> list[dict[str, Any]]:
-    if storage.startswith("s3://"):
-        return []
     head = json.loads((Path(storage) / "gangs" / JOURNAL_KEY).read_text())
     return list(head["trials"])
 
@@ -277,46 +268,6 @@ async def test_an_asha_sweep_of_train_runs_on_local_storage(tmp_path: Path) -> N
         ], events
 
 
-def s3_env() -> dict[str, Any]:
-    """The actors' S3 credentials (the session's Ray started before the emulator)."""
-    return {
-        "env_vars": {
-            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    }
-
-
-@pytest.mark.timeout(TRAIN_TIMEOUT_S)
-@pytest.mark.usefixtures("three_nodes")
-async def test_an_asha_sweep_of_train_runs_on_s3(
-    tmp_path: Path,
-    moto_url: str,  # noqa: F811
-) -> None:
-    prefix = unique_prefix()
-    result, watch, _ = await run_sweep(
-        tmp_path,
-        f"s3://{BUCKET}/{prefix}",
-        S3_SCORES,
-        storage_options={"endpoint_url": moto_url},
-        runtime_env=s3_env(),
-    )
-    trials = assert_sweep(result, watch, S3_SCORES)
-    s3 = boto3_client(moto_url)
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
-    for trial in trials.values():
-        latest = trial.latest_checkpoint
-        assert latest is not None and latest.path is None
-        assert latest.uri == f"s3://{BUCKET}/{prefix}/gangs/{latest.key}"
-        manifests = sorted(
-            k
-            for k in keys
-            if k.startswith(f"{prefix}/gangs/{trial.id}/") and k.endswith(MANIFEST_NAME)
-        )
-        assert manifests == [f"{prefix}/gangs/{latest.key}/{MANIFEST_NAME}"], manifests
-
-
 def builds_a_callback(config: dict[str, Any]) -> None:
     """A trial's function that builds the callback (no Train run) and reports what the
     callback logged."""
@@ -349,3 +300,69 @@ async def test_a_train_trial_holding_cpus_is_told_to_give_them_up(tmp_path: Path
     assert f"trial {holding.id} holds {{'CPU': 0.5}}" in said, said
     assert "resources={'cpu': 0}" in said
     assert free.results[0]["said"] == ""
+
+
+@pytest.mark.timeout(TRAIN_TIMEOUT_S)
+async def test_a_lost_node_fails_the_gang_once_and_it_resumes_on_the_nodes_left(
+    tmp_path: Path, ray_cluster: Any, three_nodes: list[Any]
+) -> None:
+    """A node holding one worker of a running gang is removed: Train's run fails once for
+    the whole gang (Train's own ``FailureConfig(max_failures)`` stays 0), the trial fails
+    once and restarts from its newest persisted checkpoint on the nodes left; another
+    trial running meanwhile is untouched. The gang's two workers are on two nodes
+    (``STRICT_SPREAD``); the trial's actor, and with it Train's controller, on the head,
+    so the node lost holds a worker only. Last in the module: it takes a node away."""
+    hold = str(tmp_path / "go")  # the gang waits there after 2 epochs, the other trial at 5
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    config = {
+        "epochs": 4,
+        "name": "gang",
+        "holds": {"*": [2, hold]},
+        "placement": "STRICT_SPREAD",
+        "train_storage": str(tmp_path / "train"),
+    }
+    async with Orchestrator(storage=tmp_path / "runs", name="nodes", max_failures=3) as orch:
+        trial = orch.add_trial(gang_trial, config, resources={**DRIVER, **ON_HEAD})
+        other = orch.add_trial(
+            Recorder,
+            {"delay": 0.05, "hold_at": 5, "fast_after": hold, "marks": str(marks)},
+            stop={"training_iteration": 20},
+            checkpoint_every=5,
+            resources={"cpu": 0.25, **ON_HEAD},
+        )
+        runner = asyncio.create_task(orch.run())
+
+        def ready() -> bool:
+            newest = trial.latest_checkpoint
+            return (
+                held(hold, "gang") == 2
+                and newest is not None
+                and newest.iteration == 2
+                and other.iteration == 5
+            )
+
+        await wait_for(ready, timeout=TRAIN_TIMEOUT_S - 120)
+        gang_nodes = trial.results[-1]["nodes"]
+        assert len(set(gang_nodes)) == 2, gang_nodes
+        doomed = next(node for node in three_nodes if node.node_id in gang_nodes)
+        await asyncio.to_thread(ray_cluster.remove_node, doomed, False)
+        await wait_for(lambda: trial.num_failures > 0, timeout=120)
+        Path(hold).touch()
+        await asyncio.wait_for(runner, timeout=300)
+
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert trial.num_failures == 1, trial.errors  # once for the gang, not once per worker
+    epochs = [r["epoch"] for r in trial.results]
+    assert epochs == [1, 2, 3, 4], epochs  # no gap, no repeat across the restart
+    assert [r["training_iteration"] for r in trial.results] == epochs
+    assert [r["start"] for r in trial.results] == [0, 0, 2, 2]  # from its newest checkpoint
+    resumed_on = trial.results[2]["nodes"]
+    assert len(set(resumed_on)) == 2 and doomed.node_id not in resumed_on, resumed_on
+    assert all(r["ranks"] == 3.0 for r in trial.results)
+    # The other trial went on through it all in its one process.
+    assert other.state is TrialState.TERMINATED and other.num_failures == 0, other.errors
+    assert_failure_free_history(other, 20)
+    assert (marks / f"{other.id}.setups").read_text() == "x"
+    assert len({r["pid"] for r in other.results}) == 1
+    await asyncio.to_thread(wait_gangs_released)
