@@ -172,7 +172,10 @@ class TrackerHook:
         self._books: dict[str, _Book] = {}
         self._queue: collections.deque[tuple[str, Any]] = collections.deque()
         self._ready = threading.Condition()
-        self._pending = 0  # results in the queue
+        # Results queued (counted by the hooks' thread) and taken (by the worker): each
+        # counter has one writer, so a result is queued without taking the lock.
+        self._queued = self._taken = 0
+        self._idle = False  # the worker waits for the queue (read without the lock)
         self._worker: _Worker | None = None
         self._warned_full = False
         self._results = self._dropped = 0
@@ -215,7 +218,7 @@ class TrackerHook:
         self._check_config(trial, book)
         book.last, book.ended = iteration, False
         self._results += 1
-        if self._pending >= self._max_pending:
+        if self._queued - self._taken >= self._max_pending:
             self._drop(trial.id, iteration)
             return
         self._push(trial.id, result, result=True)
@@ -261,9 +264,9 @@ class TrackerHook:
             with self._ready:
                 worker.stop.set()  # it drops what it holds once its call returns
                 self._ready.notify_all()
-                left = self._pending
+                left = self._queued - self._taken
                 self._queue.clear()
-                self._pending = 0
+                self._taken = self._queued
             log.warning(
                 "%s made no progress for %g s at the experiment's end: abandoned it with "
                 "%d result(s) not sent; its runs may stay open. The trials were not slowed.",
@@ -280,7 +283,7 @@ class TrackerHook:
             sent=self._sent,
             replayed=self._replayed,
             dropped=self._dropped,
-            pending=self._pending,
+            pending=self._queued - self._taken,
             failures=self._failures,
         )
 
@@ -331,11 +334,15 @@ class TrackerHook:
             )
 
     def _push(self, key: str, op: Any, *, result: bool = False) -> None:
-        with self._ready:
-            self._queue.append((key, op))
-            if result:
-                self._pending += 1
-            self._ready.notify()
+        """Queue ``op``; the lock only to wake a waiting worker. No wake-up is lost: the
+        worker says it is idle before it looks at the queue, and this looks whether it
+        is idle after appending (one of the two sees the other)."""
+        self._queue.append((key, op))
+        if result:
+            self._queued += 1
+        if self._idle:
+            with self._ready:
+                self._ready.notify()
         if self._worker is None:
             self._start()
 
@@ -351,8 +358,10 @@ class TrackerHook:
         try:
             while not worker.stop.is_set():
                 with self._ready:
+                    self._idle = True
                     while not self._queue and not worker.stop.is_set():
                         self._ready.wait()
+                    self._idle = False
                     if worker.stop.is_set():
                         return
                     batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
@@ -370,8 +379,7 @@ class TrackerHook:
             if worker.stop.is_set():
                 return True
             if isinstance(op, Mapping):
-                with self._ready:
-                    self._pending -= 1
+                self._taken += 1
                 if key not in rows:
                     rows[key] = []
                     order.append(key)
