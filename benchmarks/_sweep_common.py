@@ -39,6 +39,32 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def run_child_module(module: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """``python -m benchmarks.<module> '<spec>'`` in a fresh process: the figures it
+    printed, or ``{"ok": False, "error": ...}`` with its stderr's tail (or the timeout)."""
+    command = [sys.executable, "-m", f"benchmarks.{module}", json.dumps(spec)]
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:.0f} s"}
+    figures = parse_child_output(proc.stdout, MARKER)
+    if figures is None:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+        return {
+            "ok": False,
+            "error": f"exit status {proc.returncode}, no figures; stderr tail:\n{tail}",
+        }
+    return figures
+
+
 def rss_bytes() -> int:
     """This process's resident set size."""
     import psutil
@@ -63,24 +89,7 @@ class Runner:
         load = os.getloadavg()
         steal0 = steal_seconds()
         started = time.monotonic()
-        command = [sys.executable, "-m", f"benchmarks.{module}", json.dumps(spec)]
-        try:
-            proc = subprocess.run(
-                command,
-                cwd=ROOT,
-                env=child_env(),
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                check=False,
-            )
-            figures = parse_child_output(proc.stdout, MARKER)
-            if figures is None:
-                tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-                error = f"exit status {proc.returncode}, no figures; stderr tail:\n{tail}"
-                figures = {"ok": False, "error": error}
-        except subprocess.TimeoutExpired:
-            figures = {"ok": False, "error": f"timed out after {self.timeout:.0f} s"}
+        figures = run_child_module(module, spec, self.timeout)
         self.previous_s = time.monotonic() - started
         figures.update(
             spec=spec,

@@ -35,17 +35,14 @@ figures go to ``benchmarks/out/release.json`` after every run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from typing import Any
 
-from ._core_common import parse_child_output
 from ._restore_common import AWS_ENV, BUCKET
 from ._shared import write_figures
-from ._sweep_common import MARKER, OUT_DIR, ROOT, child_env, fmt, fmt_spread, ratio, spread
+from ._sweep_common import OUT_DIR, fmt, fmt_spread, ratio, run_child_module, spread
 
 TARGET = 1.05
 SYSTEMS = ("bare", "ours", "tune")
@@ -76,22 +73,7 @@ def ideal_s(w: dict[str, Any]) -> float:
 def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     load = os.getloadavg()
     print(f"{spec['workload']} on {spec['system']} (load {load[0]:.1f})...", end=" ", flush=True)
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks._release_child", json.dumps(spec)],
-            cwd=ROOT,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        figures = parse_child_output(proc.stdout, MARKER)
-        if figures is None:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            figures = {"ok": False, "error": f"exit {proc.returncode}; stderr tail:\n{tail}"}
-    except subprocess.TimeoutExpired:
-        figures = {"ok": False, "error": f"timed out after {timeout:.0f} s"}
+    figures = run_child_module("_release_child", spec, timeout)
     figures.update(workload=spec["workload"], system=spec["system"], loadavg_before=list(load))
     if "wall_s" in figures:
         figures["ratio"] = figures["wall_s"] / spec["ideal_s"]

@@ -28,16 +28,13 @@ Figures go to stdout and to ``benchmarks/out/scale.json`` (after every run).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
-from ._core_common import parse_child_output
 from ._shared import write_figures
-from ._sweep_common import MARKER, OUT_DIR, ROOT, child_env
+from ._sweep_common import OUT_DIR, run_child_module
 
 SIZES = (1_000, 4_000, 10_000)
 WORKLOAD = {"steps": 2, "step_s": 0.0, "concurrency": 8, "cpu": 0.25, "seed": 0}
@@ -49,22 +46,7 @@ def run_child(system: str, trials: int, timeout: float) -> dict[str, Any]:
     load = os.getloadavg()[0]
     print(f"{system} N={trials} (load {load:.1f})...", end=" ", flush=True)
     started = time.monotonic()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks._scale_child", json.dumps(spec)],
-            cwd=ROOT,
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        figures = parse_child_output(proc.stdout, MARKER)
-        if figures is None:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            figures = {"ok": False, "error": f"exit {proc.returncode}; stderr tail:\n{tail}"}
-    except subprocess.TimeoutExpired:
-        figures = {"ok": False, "error": f"timed out after {timeout:.0f} s"}
+    figures = run_child_module("_scale_child", spec, timeout)
     figures.update(system=system, trials=trials, load_before=load)
     figures["wall_s"] = time.monotonic() - started
     if "after_ray_s" in figures:
