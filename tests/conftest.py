@@ -5,7 +5,7 @@ test uses; tests that need more nodes add them with ``add_node`` and the fixture
 them afterwards. One process can be connected to one Ray cluster only, so a single
 session-wide cluster is both the cheapest and the only consistent choice. It starts only
 for the tests that ask for it: the engine's own logic runs on ``fake_ray``, an
-in-process Ray (``tests/fakeray.py``), which costs nothing to start.
+in-process Ray (``tests/support/fakeray.py``), which costs nothing to start.
 """
 
 from __future__ import annotations
@@ -145,9 +145,9 @@ def add_node(ray_cluster: Any) -> Iterator[Callable[..., Any]]:
 
 @pytest.fixture
 def fake_ray(tmp_path: Any) -> Iterator[Any]:
-    """An in-process fake Ray of one 4-CPU node (see ``tests/fakeray.py``); pass it to
+    """An in-process fake Ray of one 4-CPU node (see ``tests/support/fakeray.py``); pass it to
     ``Orchestrator(_ray_backend=...)``. Its actors die with the test."""
-    from .fakeray import FakeRay
+    from .support.fakeray import FakeRay
 
     fake = FakeRay(tmp_path / "nodes")
     yield fake

@@ -19,7 +19,7 @@ import storage.local as local_module
 from orchestrator.actor.io import ActorIO
 from storage import LocalStorage, StorageFull, UnsupportedFile
 
-from .fullfs import fill, small_filesystem
+from ..support.fullfs import fill, small_filesystem
 
 
 def _scratch(path: Path, files: int = 1, size: int = 3) -> str:

@@ -18,7 +18,7 @@ from orchestrator.actor.scratch import (
 )
 from orchestrator.actor.trial_actor import TrialActor, _HostedTrial
 
-from .trainables import Counter
+from ..support.trainables import Counter
 
 DEAD_PID = 2**22 + 12345  # above the default pid_max: no such process
 

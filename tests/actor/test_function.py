@@ -37,8 +37,8 @@ from orchestrator.core.stopping import StopCondition
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import NotInTrial
 
-from .test_lifecycle import ckpt, kinds, running
-from .trainables import (
+from ..core.test_lifecycle import ckpt, kinds, running
+from ..support.trainables import (
     Counter,
     NotATrainable,
     assert_failure_free_history,

@@ -22,8 +22,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from orchestrator import Checkpoint, Orchestrator, Trial, TrialState
 from orchestrator.actor.locality import HIDDEN_ROOT_ENV, is_visible
 
-from .observe import wait_for
-from .trainables import Recorder, assert_failure_free_history, kill_worker
+from ..support.observe import wait_for
+from ..support.trainables import Recorder, assert_failure_free_history, kill_worker
 
 pytestmark = [pytest.mark.usefixtures("ray_local")]
 

@@ -15,7 +15,7 @@ from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.stopping import StopCondition
 from storage import open_storage
 
-from .trainables import Counter
+from ..support.trainables import Counter
 
 
 class SlowSetup(Counter):

@@ -21,16 +21,17 @@ import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-from .processes import end_tree, kill_tree, ray_started_by
+from ..support import REPO_ROOT
+from ..support.processes import end_tree, kill_tree, ray_started_by
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 COMMON = textwrap.dedent(
     """
     import asyncio, json, sys
     sys.path.insert(0, {root!r})
     from orchestrator import Orchestrator
-    from tests.trainables import Recorder, counting
+    from tests.support.trainables import Recorder, counting
     """
 )
 

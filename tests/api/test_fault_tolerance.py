@@ -14,8 +14,8 @@ import pytest
 
 from orchestrator import Orchestrator, TrialState
 
-from .observe import Timeline, assert_moved_whole, busiest_node, wait_for
-from .trainables import Counter, Recorder, assert_failure_free_history
+from ..support.observe import Timeline, assert_moved_whole, busiest_node, wait_for
+from ..support.trainables import Counter, Recorder, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

@@ -16,8 +16,8 @@ import pytest
 
 from orchestrator import ConfigError, Orchestrator, Trainable, Trial, TrialState
 
-from .observe import wait_for
-from .trainables import Counter
+from ..support.observe import wait_for
+from ..support.trainables import Counter
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

@@ -25,15 +25,16 @@ from orchestrator import Orchestrator, TrialState
 from orchestrator.api.interrupts import Interrupts
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-from .processes import end_tree
-from .trainables import assert_failure_free_history
+from ..support import REPO_ROOT
+from ..support.processes import end_tree
+from ..support.trainables import assert_failure_free_history
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 SCRIPT = """
 import asyncio, sys
 from orchestrator import Orchestrator
-from tests.trainables import Announces
+from tests.support.trainables import Announces
 
 async def main() -> None:
     async with Orchestrator(storage=sys.argv[1], name="sig", progress=False, loggers=[]) as orch:
@@ -159,7 +160,7 @@ async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
 BLOCKING_HOOK = """
 import sys, time
 from orchestrator import Orchestrator
-from tests.trainables import Counter
+from tests.support.trainables import Counter
 
 class Blocks:
     def on_trial_result(self, trial, result):
@@ -212,13 +213,13 @@ WHILE_RAY_STARTS = """
 import os, sys, time
 from orchestrator import Orchestrator
 from orchestrator.engine import raystart
-from tests.trainables import Counter
+from tests.support.trainables import Counter
 
 def slow_start(address, **options):  # Ray's start, held until the test has signalled
     open(sys.argv[2], "w").close()
     while not os.path.exists(sys.argv[3]):
         time.sleep(0.05)
-    return False  # started nothing (a cancelled real start is tests/test_raystart.py's)
+    return False  # started nothing (a cancelled real start is tests/api/test_raystart.py's)
 
 raystart.ensure_ray = slow_start
 orch = Orchestrator(storage=sys.argv[1], name="early", progress=False, loggers=[])

@@ -33,7 +33,7 @@ from orchestrator.core.lease_record import (
     same_process_space,
 )
 
-from .observe import snapshot
+from ..support.observe import snapshot
 
 ME = Holder("box", 100, "alice", "mine", boot_id="b1", pid_ns="pid:[1]", started="500")
 OTHER = Holder("box", 200, "bob", "theirs", boot_id="b1", pid_ns="pid:[1]", started="700")
@@ -334,7 +334,7 @@ def test_take_over_on_the_command_line() -> None:
 
 def test_no_trial_may_take_the_leases_name(tmp_path: Path) -> None:
     from orchestrator import ConfigError
-    from tests.trainables import Counter
+    from tests.support.trainables import Counter
 
     orch = Orchestrator(storage=tmp_path, name="exp")
     with pytest.raises(ConfigError, match=LEASE_KEY):

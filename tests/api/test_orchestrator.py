@@ -19,8 +19,8 @@ import ray
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME
 
-from .observe import committed
-from .trainables import Counter, assert_failure_free_history
+from ..support.observe import committed
+from ..support.trainables import Counter, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from ..support import REPO_ROOT
+
+REPO = REPO_ROOT
 
 #: Packages no module of ``orchestrator``, ``storage`` or ``transfer`` imports.
 NOT_OURS = ("torch", "sqlalchemy", "alembic", "databricks", "virtualenv", "cryptography")

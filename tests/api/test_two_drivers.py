@@ -24,9 +24,11 @@ import pytest
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 
+from ..support import REPO_ROOT
+
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 TTL_S = 10.0  # renewed every 3.3 s; generous for a loaded 2-core machine
 STEPS = 40
 #: The trial waits after this many steps until ``Drivers.fast`` exists: the first driver
@@ -38,7 +40,7 @@ DRIVER = textwrap.dedent(
     import asyncio, json, os, sys
     sys.path.insert(0, {root!r})
     from orchestrator import ExperimentLocked, LeaseLost, Orchestrator
-    from tests.trainables import Counter
+    from tests.support.trainables import Counter
 
     async def main():
         report = {{"pid": os.getpid()}}

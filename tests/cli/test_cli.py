@@ -33,9 +33,10 @@ from orchestrator.cli.demo_model import CHECKPOINT_FILE, DigitsMLP, load_digits_
 from orchestrator.engine.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensure_ray
 from orchestrator.errors import ConfigError
 
-from .processes import kill_tree
+from ..support import REPO_ROOT
+from ..support.processes import kill_tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 TINY_TRAINABLE = """
 import json
@@ -567,7 +568,7 @@ import os
 import time
 
 from orchestrator import Trainable
-from tests.trainables import pass_gate
+from tests.support.trainables import pass_gate
 
 
 class Quad(Trainable):
@@ -597,7 +598,7 @@ class Quad(Trainable):
 def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     tmp_path: Path,
 ) -> None:
-    from .test_driver_crash import kill_with_its_ray, read_journal
+    from ..api.test_driver_crash import kill_with_its_ray, read_journal
 
     (tmp_path / "quad.py").write_text(textwrap.dedent(SWEEP_TRAINABLE))
     marks, gate = tmp_path / "marks", tmp_path / "gate"  # 2 trials pass, the next wait

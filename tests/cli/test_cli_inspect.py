@@ -23,9 +23,16 @@ from orchestrator.cli.present import cell, time_text
 from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
 from storage import open_storage
 
-from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-from .test_reader import MARKER_MODULE, MARKER_SOURCE, entry, rows, run_tiny_experiment, segment
-from .test_reader import write_head as write_experiment
+from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
+from ..views.test_reader import (
+    MARKER_MODULE,
+    MARKER_SOURCE,
+    entry,
+    rows,
+    run_tiny_experiment,
+    segment,
+)
+from ..views.test_reader import write_head as write_experiment
 
 NAME = "tiny"
 

@@ -22,7 +22,7 @@ from orchestrator.core.identity import (
 )
 from orchestrator.errors import ConfigError
 
-from .trainables import Counter, Recorder, counting
+from ..support.trainables import Counter, Recorder, counting
 
 COUNTER = trainable_identity(Counter)
 
@@ -102,23 +102,23 @@ def test_configs_compare_as_the_journal_stores_them() -> None:
 
 
 def test_trainables_are_named_by_module_and_qualname() -> None:
-    assert COUNTER == "tests.trainables:Counter"
+    assert COUNTER == "tests.support.trainables:Counter"
     assert trainable_identity(Recorder) != COUNTER
     # A function, wrapped or not (or through partial), is named after itself.
-    assert trainable_identity(counting) == "tests.trainables:counting"
-    assert trainable_identity(wrap_function(counting)) == "tests.trainables:counting"
+    assert trainable_identity(counting) == "tests.support.trainables:counting"
+    assert trainable_identity(wrap_function(counting)) == "tests.support.trainables:counting"
     assert trainable_identity(wrap_function(functools.partial(counting))) == trainable_identity(
         counting
     )
 
 
 def test_journaled_identities_of_older_journals() -> None:
-    spec = {"trainable": "tests.trainables:Counter", "config": {"rate": 1}}
+    spec = {"trainable": "tests.support.trainables:Counter", "config": {"rate": 1}}
     generated = journaled_identity("Counter_1a2b3c_00001", spec)
     assert generated.identity == ident({"rate": 1}) and not generated.named
     assert journaled_identity("mine", spec).named  # not a generated id: it was given
     assert journaled_identity("Counter_1a2b3c_00001", spec, swept=True).named
-    new = {**spec, "trainable_name": "tests.trainables:Counter", "trial_id_given": True}
+    new = {**spec, "trainable_name": "tests.support.trainables:Counter", "trial_id_given": True}
     assert journaled_identity("Counter_1a2b3c_00001", new).named
 
 

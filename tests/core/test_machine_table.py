@@ -6,7 +6,6 @@ ARCHITECTURE.md is the table's. No Ray, no asyncio."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,9 +52,10 @@ from orchestrator.core.machine import (
 from orchestrator.core.machine.record import TrialRecord
 from orchestrator.errors import InvalidTransition
 
+from ..support import REPO_ROOT
 from .test_lifecycle import ckpt, machine, result
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 def sample(key: Input, m: TrialMachine) -> Event:

@@ -1,4 +1,4 @@
-"""The engine on a fake Ray (``tests/fakeray.py``): no Ray starts in this folder.
+"""The engine on a fake Ray (``tests/support/fakeray.py``): no Ray starts in this folder.
 
 ``fake_ray`` (``tests/conftest.py``) is an in-process Ray of one 4-CPU node (the real
 session cluster's head has 4 CPUs too); ``orchestrator(...)`` builds an ``Orchestrator``
@@ -23,8 +23,8 @@ from orchestrator import Orchestrator, Trial
 from orchestrator.core.spec import policy_for
 from orchestrator.engine.record import TrialRuntime
 
-from ..fakeray import FakeRay
-from ..trainables import Counter
+from ..support.fakeray import FakeRay
+from ..support.trainables import Counter
 
 MakeOrchestrator = Callable[..., Orchestrator]
 MakeRuntime = Callable[..., TrialRuntime]

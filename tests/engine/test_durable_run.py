@@ -16,8 +16,8 @@ from typing import Any
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-from ..fakeray import TRAIN, FakeRay
-from ..trainables import Counter
+from ..support.fakeray import TRAIN, FakeRay
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 
 #: The journal interval: no regular write comes within the test.

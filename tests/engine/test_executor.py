@@ -39,7 +39,7 @@ from orchestrator.engine.record import TrialRuntime
 from orchestrator.errors import CheckpointNotVisible
 from storage import MANIFEST_NAME
 
-from ..fakeray import FakeRay
+from ..support.fakeray import FakeRay
 from .conftest import MakeRuntime, until
 
 CPU = {"cpu": 0.5}

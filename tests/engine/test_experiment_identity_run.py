@@ -13,8 +13,8 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import ConfigError, ExperimentExists, ExperimentNotFound
 
-from ..observe import snapshot
-from ..trainables import Counter
+from ..support.observe import snapshot
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 
 

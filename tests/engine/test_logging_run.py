@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator import Trial, TrialState
 
-from ..trainables import Counter
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}

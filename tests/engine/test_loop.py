@@ -19,9 +19,9 @@ import pytest
 
 from orchestrator import Checkpoint, Trial, TrialState
 
-from ..fakeray import TRAIN, FakeRay
-from ..observe import committed
-from ..trainables import Counter, assert_failure_free_history
+from ..support.fakeray import TRAIN, FakeRay
+from ..support.observe import committed
+from ..support.trainables import Counter, assert_failure_free_history
 from .conftest import MakeOrchestrator, iterations, until
 
 CPU = {"cpu": 0.25}

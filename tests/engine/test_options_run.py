@@ -13,7 +13,7 @@ from orchestrator.core.codec import unpickle_b64
 from orchestrator.core.options import TrialOptions
 from orchestrator.search import uniform
 
-from ..trainables import Counter
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 from .trainables import FakeObjective
 

@@ -35,7 +35,7 @@ from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.loop import Dispatcher
 from orchestrator.engine.record import TrialRuntime
 
-from .trainables import Counter
+from ..support.trainables import Counter
 
 
 class Loop:

@@ -20,7 +20,7 @@ from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.journal.reader import load_experiment
 
 from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-from ..trainables import Counter
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}

@@ -21,7 +21,7 @@ from orchestrator import Orchestrator
 from orchestrator.engine.history import SpilledHistory
 from orchestrator.search import uniform
 
-from ..trainables import Counter
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 
 #: Bytes the driver may keep per finished trivial trial (see the module docstring).

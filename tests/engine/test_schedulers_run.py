@@ -1,7 +1,7 @@
 """Schedulers on the fake Ray: decisions land exactly at their points, paused trials
 free their resources, PBT's exploits are restores from another trial's checkpoint with a
 new config, and all of it survives killed actors. (Moved from
-``tests/test_schedulers_ray.py``, which keeps a PBT sweep resumed after its real driver
+``tests/sweeps/test_schedulers_ray.py``, which keeps a PBT sweep resumed after its real driver
 was killed.)"""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from orchestrator.search import grid
 from orchestrator.sweeps import driver as sweep_module
 
 from ..conftest import HEAD_CPUS
-from ..fakeray import FakeRay
-from ..trainables import counting
+from ..support.fakeray import FakeRay
+from ..support.trainables import counting
 from .conftest import MakeOrchestrator
 from .trainables import FakeClimber, FakeCurve, FakeStubbornClimber
 

@@ -21,7 +21,7 @@ from orchestrator.core.decisions import Decision, RestoreFrom
 from orchestrator.schedulers import FIFO
 from orchestrator.search import uniform
 
-from ..trainables import Counter
+from ..support.trainables import Counter
 from .conftest import MakeOrchestrator
 
 

@@ -22,8 +22,8 @@ from orchestrator.search import OptunaSearch, RandomSearch, grid, uniform
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
-from ..observe import strict_loads
-from ..trainables import Objective
+from ..support.observe import strict_loads
+from ..support.trainables import Objective
 from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}

@@ -16,7 +16,7 @@ import pytest
 from orchestrator import ConfigError, Orchestrator, TrialState
 from orchestrator.search import grid, uniform
 
-from ..trainables import counting
+from ..support.trainables import counting
 from .conftest import MakeOrchestrator
 
 

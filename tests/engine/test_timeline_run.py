@@ -13,8 +13,8 @@ import pytest
 from orchestrator import NoCheckpointError, Trial, TrialState
 from storage import open_storage
 
-from ..observe import committed
-from ..trainables import assert_failure_free_history
+from ..support.observe import committed
+from ..support.trainables import assert_failure_free_history
 from .conftest import MakeOrchestrator
 from .trainables import FakeTripwire
 

@@ -28,13 +28,14 @@ from orchestrator.integrations.mlflow import MLflowHook
 from orchestrator.integrations.tracker import ROLLBACK_METRIC
 from orchestrator.integrations.wandb import WandbHook, run_id_for
 
-from .processes import end_tree
-from .trackers import StoredRun, read_mlflow, read_wandb, read_wandb_now
-from .trainables import Recorder, kill_worker
+from ..support import REPO_ROOT
+from ..support.processes import end_tree
+from ..support.trackers import StoredRun, read_mlflow, read_wandb, read_wandb_now
+from ..support.trainables import Recorder, kill_worker
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CPU = {"cpu": 0.25}
 #: The hooks' wait at the end, generous: on a loaded machine W&B's service takes
 #: seconds to start and to finish runs.
@@ -47,7 +48,7 @@ DRIVER = textwrap.dedent(
     from orchestrator import Orchestrator
     from orchestrator.integrations.mlflow import MLflowHook
     from orchestrator.integrations.wandb import WandbHook
-    from tests.trainables import Counter
+    from tests.support.trainables import Counter
 
     async def main():
         hooks = [MLflowHook({uri!r}, experiment_name="crash", close_grace={grace}),

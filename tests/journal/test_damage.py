@@ -23,7 +23,7 @@ from orchestrator.journal.reader import load as load_journal
 from orchestrator.journal.writer import Journal
 from storage import open_storage
 
-from .trainables import Counter
+from ..support.trainables import Counter
 
 EXPERIMENT = "/runs/exp"
 

@@ -22,10 +22,10 @@ from orchestrator.journal.repair import repair_experiment
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
-from .fakeray import FakeRay
-from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-from .test_cli_inspect import table
-from .trainables import Recorder, setups
+from ..cli.test_cli_inspect import table
+from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
+from ..support.fakeray import FakeRay
+from ..support.trainables import Recorder, setups
 
 NAME = "exp"
 CPU = {"cpu": 0.25}

@@ -18,7 +18,7 @@ from orchestrator.journal.reader import load as load_journal
 from orchestrator.journal.writer import Journal
 from storage import Storage, StorageError, open_storage
 
-from .trainables import Counter
+from ..support.trainables import Counter
 
 #: The head and its backup: rewritten whole by every write.
 HEADS = (JOURNAL_KEY, BACKUP_KEY)

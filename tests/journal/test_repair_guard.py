@@ -22,7 +22,7 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 from orchestrator.errors import ConfigError, ExperimentLocked, LeaseLost
 
-from .fakeray import FakeRay
+from ..support.fakeray import FakeRay
 from .test_repair_matrix import NAME, finished  # noqa: F401
 
 

@@ -34,9 +34,9 @@ from orchestrator.views.loggers.csvfile import PROGRESS_FILE
 from orchestrator.views.loggers.jsonfile import RESULT_FILE
 from storage import open_storage
 
-from .fakeray import FakeRay
-from .storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-from .trainables import Recorder, setups
+from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
+from ..support.fakeray import FakeRay
+from ..support.trainables import Recorder, setups
 
 NAME = "exp"
 ITERATIONS = 12

@@ -24,7 +24,7 @@ from orchestrator.journal.writer import Journal
 from orchestrator.sweeps.judge import info_of
 from storage import Storage, open_storage
 
-from .trainables import Counter
+from ..support.trainables import Counter
 
 
 async def commit(store: Storage, scratch: Path, trial_id: str, iteration: int) -> Checkpoint:

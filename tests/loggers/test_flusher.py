@@ -16,7 +16,7 @@ import pytest
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.views.loggers import ExperimentLogger
 
-from ..observe import OwnTasks
+from ..support.observe import OwnTasks
 from .fakes import (
     FakeCheckpoint,
     FakeTrial,

@@ -16,7 +16,7 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
-from ..trainables import (
+from ..support.trainables import (
     Counter,
     Recorder,
     assert_failure_free_history,

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator import Orchestrator, TrialState
 
-from ..trainables import Counter
+from ..support.trainables import Counter
 from .conftest import BUCKET, unique_prefix
 
 CPU = {"cpu": 0.25}

@@ -18,9 +18,10 @@ import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-from .processes import end_tree
+from ..support import REPO_ROOT
+from ..support.processes import end_tree
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 LRS = [0.01, 0.1, 1.0, 10.0]
 
 
@@ -31,7 +32,7 @@ DRIVER = textwrap.dedent(
     from orchestrator import Orchestrator
     from orchestrator.schedulers import PBT
     from orchestrator.search import grid
-    from tests.trainables import Climber
+    from tests.support.trainables import Climber
 
     async def main():
         async with Orchestrator(storage={storage!r}, name="pbt", {ray},
@@ -55,7 +56,7 @@ DRIVER = textwrap.dedent(
 async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(
     tmp_path: Path, ray_local: Any
 ) -> None:
-    from .test_driver_crash import kill_with_its_ray
+    from ..api.test_driver_crash import kill_with_its_ray
 
     storage, report, marks = tmp_path / "store", tmp_path / "report.json", tmp_path / "marks"
     gate = tmp_path / "gate"  # every trial waits there after 12 steps: the sweep cannot end

@@ -19,9 +19,10 @@ import pytest
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-from .processes import end_tree
+from ..support import REPO_ROOT
+from ..support.processes import end_tree
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 DRIVER = textwrap.dedent(
@@ -30,7 +31,7 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from orchestrator import Orchestrator
     from orchestrator.search import RandomSearch, uniform
-    from tests.trainables import Objective
+    from tests.support.trainables import Objective
 
     async def main():
         async with Orchestrator(storage={storage!r}, name="crash", {ray},
@@ -52,7 +53,7 @@ DRIVER = textwrap.dedent(
 
 
 async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_local: Any) -> None:
-    from .test_driver_crash import kill_with_its_ray, read_journal
+    from ..api.test_driver_crash import kill_with_its_ray, read_journal
 
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
     gate = tmp_path / "gate"  # 2 trials pass, the next wait there: the sweep cannot end

@@ -29,8 +29,7 @@ from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.errors import NotInTrial  # noqa: E402
 from storage import MANIFEST_NAME  # noqa: E402
 
-from .observe import wait_for  # noqa: E402
-from .storage.conftest import (  # noqa: E402, F401
+from ..storage.conftest import (  # noqa: E402, F401
     BUCKET,
     FAKE_KEY_ID,
     FAKE_SECRET,
@@ -39,6 +38,7 @@ from .storage.conftest import (  # noqa: E402, F401
     moto_url,
     unique_prefix,
 )
+from ..support.observe import wait_for  # noqa: E402
 
 #: Two Train runs took 108 s on the loaded 2-core machine (load 23), 60 s at load 15.
 TRAIN_TIMEOUT_S = 600

@@ -1,4 +1,4 @@
-"""Decisions on distributed trials (Ray Train, 2 workers: ``tests/train_gang.py``), on
+"""Decisions on distributed trials (Ray Train, 2 workers: ``tests/support/train_gang.py``), on
 real Ray: ``pause()`` releases the gang (its placement group is removed) and
 ``resume()`` continues from the newest checkpoint; ``restore(ckpt)`` restarts the gang
 from an older one; PBT's exploit restarts a trial's gang from its donor's checkpoint
@@ -21,8 +21,8 @@ from orchestrator import Orchestrator, Trial, TrialState  # noqa: E402
 from orchestrator.schedulers import PBT  # noqa: E402
 from orchestrator.search import grid  # noqa: E402
 
-from .observe import wait_for  # noqa: E402
-from .train_gang import DRIVER, gang_trial, live_gangs, wait_gangs_released  # noqa: E402
+from ..support.observe import wait_for  # noqa: E402
+from ..support.train_gang import DRIVER, gang_trial, live_gangs, wait_gangs_released  # noqa: E402
 
 #: Seconds for a whole test on a loaded 2-core machine (a Train run starts in 15-60 s).
 TRAIN_TIMEOUT_S = 600

@@ -1,8 +1,8 @@
-"""Distributed trials (Ray Train, 2 workers: ``tests/train_gang.py``) survive their
+"""Distributed trials (Ray Train, 2 workers: ``tests/support/train_gang.py``) survive their
 driver's death, on real Ray: the driver is SIGKILLed mid-run, Ray ends the dead
 driver's trial actors, their Train controllers and gangs (no placement group is left
 holding resources), and a new driver with ``resume=True`` continues every distributed
-trial from its checkpoint. (A node lost under a gang: ``tests/test_ray_train_sweep.py``,
+trial from its checkpoint. (A node lost under a gang: ``tests/train/test_ray_train_sweep.py``,
 which has the nodes.)
 
 Every wait is on an event (a hold's marker files, a journaled checkpoint), never on a
@@ -28,16 +28,17 @@ pytest.importorskip("ray.train.torch")
 
 from orchestrator.core.journal_format import JOURNAL_KEY  # noqa: E402
 
-from .processes import end_tree, kill_tree  # noqa: E402
-from .train_gang import held, live_gangs, wait_gangs_released  # noqa: E402
+from ..support import REPO_ROOT
+from ..support.processes import end_tree, kill_tree  # noqa: E402
+from ..support.train_gang import held, live_gangs, wait_gangs_released  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 #: Seconds for a whole test on a loaded 2-core machine (a Train run starts in 15-60 s).
 TRAIN_TIMEOUT_S = 600
 #: The distributed trials the killed driver runs. One shows what is asked (its gang
 #: removed with the driver, the trial continued by the next): each trial more is a Train
 #: start more on each driver, and resuming several trials is the engine's own, shown by
-#: ``tests/test_driver_crash.py``.
+#: ``tests/api/test_driver_crash.py``.
 TRIALS = ("a",)
 
 GANGS = textwrap.dedent(
@@ -45,7 +46,7 @@ GANGS = textwrap.dedent(
     import asyncio, json, sys
     sys.path.insert(0, {root!r})
     from orchestrator import Orchestrator
-    from tests.train_gang import DRIVER, gang_trial
+    from tests.support.train_gang import DRIVER, gang_trial
 
     async def main():
         async with Orchestrator(storage={storage!r}, name="gangs", ray_address={address!r},
@@ -73,7 +74,7 @@ async def test_distributed_trials_resume_after_their_driver_was_killed(
 ) -> None:
     """The first driver runs on the session's cluster, which outlives it: what Ray does
     with the dead driver's gangs is seen there."""
-    from .test_driver_crash import read_journal
+    from ..api.test_driver_crash import read_journal
 
     storage, report, hold = tmp_path / "store", tmp_path / "report.json", tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

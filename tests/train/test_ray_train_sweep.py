@@ -3,7 +3,7 @@
 whose gang (Train's placement group, ``SPREAD``) may span nodes. Rank 0's metrics and
 checkpoints arrive as each trial's results and checkpoints, persisted by the
 experiment's storage and collected by its retention (on local storage: S3 is shown by
-``tests/test_ray_train.py``); the ranks really communicate (an all-reduce); ASHA stops
+``tests/train/test_ray_train.py``); the ranks really communicate (an all-reduce); ASHA stops
 trials early (its journaled decisions); and 4 gangs of 2 CPUs on a cluster that holds 3
 (the head's 4 CPUs and two 1-CPU nodes, the trials' own actors asking for none) never
 hang: no more gangs are placed at once than fit, trials waiting (for their gate, or for
@@ -43,11 +43,11 @@ from orchestrator.core.journal_format import JOURNAL_KEY  # noqa: E402
 from orchestrator.schedulers import ASHA  # noqa: E402
 from orchestrator.search import grid  # noqa: E402
 
-from .conftest import wait_until_dead  # noqa: E402
-from .observe import wait_for  # noqa: E402
+from ..conftest import wait_until_dead  # noqa: E402
+from ..support.observe import wait_for  # noqa: E402
+from ..support.train_gang import DRIVER, ON_HEAD, gang_trial, held  # noqa: E402
+from ..support.trainables import Recorder, assert_failure_free_history  # noqa: E402
 from .test_ray_train import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
-from .train_gang import DRIVER, ON_HEAD, gang_trial, held  # noqa: E402
-from .trainables import Recorder, assert_failure_free_history  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

@@ -23,8 +23,8 @@ from orchestrator.views.loggers import ExperimentLogger
 from orchestrator.views.plotting import _best as plot_best
 from orchestrator.views.progress import ProgressReporter
 
-from .loggers.fakes import FakeTrial
-from .observe import strict_loads
+from ..loggers.fakes import FakeTrial
+from ..support.observe import strict_loads
 
 
 def test_a_non_finite_value_is_kept_and_warned_about_once_per_trial_and_key(

@@ -16,7 +16,7 @@ from rich.console import Console
 from orchestrator.errors import ConfigError
 from orchestrator.views.progress import ProgressReporter
 
-from .observe import OwnTasks
+from ..support.observe import OwnTasks
 
 
 class Clock:

@@ -19,8 +19,8 @@ from orchestrator.journal.reader import load as load_journal
 from orchestrator.views.experiments import ExperimentRecord, list_experiments, read_experiment
 from storage import BucketNotFound, open_storage
 
-from .fakeray import FakeRay
-from .trainables import Counter, Recorder
+from ..support.fakeray import FakeRay
+from ..support.trainables import Counter, Recorder
 
 CPU = {"cpu": 0.25}
 
@@ -76,7 +76,7 @@ def write_head(root: Path, head: dict[str, Any], segments: dict[str, str] | None
 def entry(trial_id: str, **fields: Any) -> dict[str, Any]:
     """A trial's head entry as journal.py writes it (format 2)."""
     return {
-        "trainable": "tests.trainables:Counter",
+        "trainable": "tests.support.trainables:Counter",
         "trainable_pickle": None,
         "config": {"lr": 0.1},
         "config_pickle": "",
@@ -131,7 +131,7 @@ async def test_a_runs_journal_reads_as_the_run_left_its_trials(tmp_path: Path) -
     async with open_storage(tmp_path / "tiny") as store:
         resumable = {t.id: t for t in await load_journal(store) or []}
     for trial, got in zip(trials, record.trials, strict=True):
-        assert got.trainable == f"tests.trainables:{trial.trainable_cls.__name__}"
+        assert got.trainable == f"tests.support.trainables:{trial.trainable_cls.__name__}"
         assert got.config == trial.config
         assert (got.state, got.iteration, got.num_failures) == (
             trial.state.value,
@@ -149,8 +149,8 @@ async def test_a_runs_journal_reads_as_the_run_left_its_trials(tmp_path: Path) -
         assert got.config_now is None  # no exploit changed it
     steady, recovers, fails = record.trials
     assert [c["iteration"] for c in steady.checkpoints] == [2, 4, 6]
-    assert steady.trainable == "tests.trainables:Counter"
-    assert recovers.trainable == "tests.trainables:Recorder"
+    assert steady.trainable == "tests.support.trainables:Counter"
+    assert recovers.trainable == "tests.support.trainables:Recorder"
     # the failure at step 5 rolled back to the checkpoint at 3: no iteration twice
     assert [r["training_iteration"] for r in recovers.results] == [1, 2, 3, 4, 5, 6]
     assert recovers.num_failures == 1
