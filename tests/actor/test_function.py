@@ -37,7 +37,7 @@ from orchestrator.core.stopping import StopCondition
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import NotInTrial
 
-from ..core.test_lifecycle import ckpt, kinds, running
+from ..support.machines import ckpt, kinds, running
 from ..support.trainables import (
     Counter,
     NotATrainable,

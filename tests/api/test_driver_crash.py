@@ -22,7 +22,8 @@ import pytest
 from orchestrator.core.journal_format import JOURNAL_KEY
 
 from ..support import REPO_ROOT
-from ..support.processes import end_tree, kill_tree, ray_started_by
+from ..support.drivers import kill_with_its_ray, read_journal
+from ..support.processes import end_tree
 
 ROOT = REPO_ROOT
 
@@ -152,20 +153,6 @@ async def resume_in_a_second_driver(
     finally:
         await end_tree(second)
     return dict(json.loads(report.read_text()))
-
-
-def kill_with_its_ray(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the driver and every process it started (its Ray: GCS, raylet, workers)."""
-    descendants = kill_tree(proc.pid)
-    proc.wait()
-    assert ray_started_by(descendants), "the driver started no Ray"
-
-
-def read_journal(path: Path) -> dict[str, Any] | None:
-    try:
-        return {t["id"]: t for t in json.loads(path.read_text())["trials"]}
-    except (OSError, ValueError, KeyError):
-        return None  # not written yet (or being replaced: retry)
 
 
 async def test_a_driver_killed_with_its_ray_resumes_in_a_new_process(

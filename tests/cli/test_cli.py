@@ -568,7 +568,7 @@ import os
 import time
 
 from orchestrator import Trainable
-from tests.support.trainables import pass_gate
+from ..support.trainables import pass_gate
 
 
 class Quad(Trainable):
@@ -598,7 +598,7 @@ class Quad(Trainable):
 def test_a_sweep_from_the_command_line_resumes_after_its_driver_is_killed(
     tmp_path: Path,
 ) -> None:
-    from ..api.test_driver_crash import kill_with_its_ray, read_journal
+    from ..support.drivers import kill_with_its_ray, read_journal
 
     (tmp_path / "quad.py").write_text(textwrap.dedent(SWEEP_TRAINABLE))
     marks, gate = tmp_path / "marks", tmp_path / "gate"  # 2 trials pass, the next wait

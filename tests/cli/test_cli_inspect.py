@@ -24,7 +24,7 @@ from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
 from storage import open_storage
 
 from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-from ..views.test_reader import (
+from ..support.journal_heads import (
     MARKER_MODULE,
     MARKER_SOURCE,
     entry,
@@ -32,7 +32,8 @@ from ..views.test_reader import (
     run_tiny_experiment,
     segment,
 )
-from ..views.test_reader import write_head as write_experiment
+from ..support.journal_heads import write_head as write_experiment
+from ..support.rich_tables import table
 
 NAME = "tiny"
 
@@ -64,26 +65,6 @@ def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def head(root: Path, name: str = NAME) -> dict[str, Any]:
     return json.loads((root / name / JOURNAL_KEY).read_text())  # type: ignore[no-any-return]
-
-
-def table(stdout: str, title: str) -> list[dict[str, str]]:
-    """The rows, as ``{column: cell}``, of the rich table whose title starts with
-    ``title``."""
-    _, sep, tail = stdout.partition(title)
-    assert sep, f"no table {title!r} in the output:\n{stdout}"
-    header: list[str] = []
-    found: list[dict[str, str]] = []
-    for line in tail.splitlines()[1:]:
-        if line.startswith(("┏", "┡", "└")):
-            if line.startswith("└"):
-                break
-            continue
-        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
-        if not header:
-            header = cells
-        elif len(cells) == len(header):
-            found.append(dict(zip(header, cells, strict=True)))
-    return found
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

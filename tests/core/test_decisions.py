@@ -30,7 +30,7 @@ from orchestrator.core.stopping import StopCondition
 from orchestrator.core.wire import FUNCTION_DONE
 from orchestrator.schedulers import Exploit
 
-from .test_lifecycle import ckpt, kinds, machine, result, running
+from ..support.machines import ckpt, kinds, machine, result, running
 
 
 class StopsAt:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from orchestrator.core.backoff import Backoff
-from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
+from orchestrator.core.checkpoints import RetentionPolicy
 from orchestrator.core.decisions import (
     Pause,
     RestoreFrom,
@@ -44,34 +42,7 @@ from orchestrator.core.machine import (
 from orchestrator.core.stopping import StopCondition
 from orchestrator.errors import InvalidTransition
 
-
-def ckpt(iteration: int, trial: str = "t", **metrics: Any) -> Checkpoint:
-    key = f"{trial}/checkpoint_{iteration:06d}"
-    return Checkpoint(trial, iteration, key, "file:///x/" + key, metrics=metrics)
-
-
-def machine(**policy: Any) -> TrialMachine:
-    stop = policy.pop("stop", None)
-    if stop is not None:
-        policy["judge"] = StopJudge(StopCondition("t", stop))
-    return TrialMachine("t", TrialPolicy(**policy))
-
-
-def running(**policy: Any) -> TrialMachine:
-    m = machine(**policy)
-    m.handle(Launch())
-    m.handle(ActorReady(m.generation))
-    assert m.state is TrialState.RUNNING
-    return m
-
-
-def kinds(actions: list[Any]) -> list[str]:
-    return [type(a).__name__ for a in actions]
-
-
-def result(m: TrialMachine, **metrics: Any) -> list[Any]:
-    return m.handle(TrainResult(m.generation, (metrics,)))
-
+from ..support.machines import ckpt, kinds, machine, result, running
 
 # -- the happy path ---------------------------------------------------------------------
 

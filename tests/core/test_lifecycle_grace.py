@@ -25,8 +25,8 @@ from orchestrator.core.events import (
 from orchestrator.core.machine import TrialMachine, TrialState
 from orchestrator.core.spec import policy_for
 
+from ..support.machines import ckpt, kinds, running
 from ..support.trainables import Counter
-from .test_lifecycle import ckpt, kinds, running
 
 
 def step(m: TrialMachine, took: float = 0.01) -> list[Any]:

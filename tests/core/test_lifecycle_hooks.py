@@ -24,7 +24,7 @@ from orchestrator.core.events import (
 )
 from orchestrator.core.machine import TrialMachine, TrialState
 
-from .test_lifecycle import ckpt, kinds, running
+from ..support.machines import ckpt, kinds, running
 
 
 def results(m: TrialMachine, n: int) -> list[Any]:

@@ -53,7 +53,7 @@ from orchestrator.core.machine.record import TrialRecord
 from orchestrator.errors import InvalidTransition
 
 from ..support import REPO_ROOT
-from .test_lifecycle import ckpt, machine, result
+from ..support.machines import ckpt, machine, result
 
 ROOT = REPO_ROOT
 

@@ -17,39 +17,13 @@ from orchestrator.errors import JournalDamaged
 from orchestrator.journal.reader import load as load_journal
 from orchestrator.journal.writer import Journal
 from storage import Storage, StorageError, open_storage
+from tests.support.slow_storage import StorageView
 
+from ..support.slow_storage import CountedWrites, SlowWrites
 from ..support.trainables import Counter
 
 #: The head and its backup: rewritten whole by every write.
 HEADS = (JOURNAL_KEY, BACKUP_KEY)
-
-
-class StorageView:
-    """The journal's view of a real storage: everything passes through to it, except
-    what a subclass overrides (``write_bytes``, in the tests here)."""
-
-    def __init__(self, store: Storage) -> None:
-        self.store = store
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.store, name)
-
-
-class SlowWrites(StorageView):
-    """The journal's view of a storage whose writes take ``delay`` seconds (a large
-    journal on a slow bucket), writing through to a real one; ``started`` holds when
-    each write of the head began (one per journal write; its backup goes beside it)."""
-
-    def __init__(self, store: Storage, delay: float) -> None:
-        super().__init__(store)
-        self.delay = delay
-        self.started: list[float] = []
-
-    async def write_bytes(self, key: str, data: bytes) -> None:
-        if key == JOURNAL_KEY:
-            self.started.append(time.monotonic())
-        await asyncio.sleep(self.delay)
-        await self.store.write_bytes(key, data)
 
 
 async def _gaps_between_writes(store: Storage, *, delay: float, seconds: float) -> list[float]:
@@ -313,19 +287,6 @@ def test_a_trial_may_not_take_the_journals_names(tmp_path: Path) -> None:
 
 
 # -- urgent writes -------------------------------------------------------------------------
-
-
-class CountedWrites(StorageView):
-    """Records when each journal head was written."""
-
-    def __init__(self, store: Storage) -> None:
-        super().__init__(store)
-        self.heads: list[float] = []
-
-    async def write_bytes(self, key: str, data: bytes) -> None:
-        await self.store.write_bytes(key, data)
-        if key == JOURNAL_KEY:
-            self.heads.append(time.monotonic())
 
 
 async def _wait_writes(store: CountedWrites, count: int, timeout: float = 30.0) -> None:

@@ -17,7 +17,7 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.journal.writer import Journal
 from storage import open_storage
 
-from .test_journal import CountedWrites, SlowWrites
+from ..support.slow_storage import CountedWrites, SlowWrites
 
 #: How long a test waits for a write that a request asked for; the pace it must beat is
 #: at least three times this.

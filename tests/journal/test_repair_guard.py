@@ -23,7 +23,7 @@ from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 from orchestrator.errors import ConfigError, ExperimentLocked, LeaseLost
 
 from ..support.fakeray import FakeRay
-from .test_repair_matrix import NAME, finished  # noqa: F401
+from ..support.finished_experiment import NAME
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ DRIVER = textwrap.dedent(
 async def test_a_pbt_sweep_resumes_after_its_driver_was_killed(
     tmp_path: Path, ray_local: Any
 ) -> None:
-    from ..api.test_driver_crash import kill_with_its_ray
+    from ..support.drivers import kill_with_its_ray
 
     storage, report, marks = tmp_path / "store", tmp_path / "report.json", tmp_path / "marks"
     gate = tmp_path / "gate"  # every trial waits there after 12 steps: the sweep cannot end

@@ -53,7 +53,7 @@ DRIVER = textwrap.dedent(
 
 
 async def test_a_sweep_resumes_after_its_driver_was_killed(tmp_path: Path, ray_local: Any) -> None:
-    from ..api.test_driver_crash import kill_with_its_ray, read_journal
+    from ..support.drivers import kill_with_its_ray, read_journal
 
     marks, storage, report = tmp_path / "marks", tmp_path / "store", tmp_path / "report.json"
     gate = tmp_path / "gate"  # 2 trials pass, the next wait there: the sweep cannot end

@@ -74,7 +74,7 @@ async def test_distributed_trials_resume_after_their_driver_was_killed(
 ) -> None:
     """The first driver runs on the session's cluster, which outlives it: what Ray does
     with the dead driver's gangs is seen there."""
-    from ..api.test_driver_crash import read_journal
+    from ..support.drivers import read_journal
 
     storage, report, hold = tmp_path / "store", tmp_path / "report.json", tmp_path / "go"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -1,0 +1,27 @@
+"""Helpers moved from ``tests/cli/test_cli_inspect.py``, shared by more than one test module."""
+
+from __future__ import annotations
+
+import re
+
+from tests.storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
+
+
+def table(stdout: str, title: str) -> list[dict[str, str]]:
+    """The rows, as ``{column: cell}``, of the rich table whose title starts with
+    ``title``."""
+    _, sep, tail = stdout.partition(title)
+    assert sep, f"no table {title!r} in the output:\n{stdout}"
+    header: list[str] = []
+    found: list[dict[str, str]] = []
+    for line in tail.splitlines()[1:]:
+        if line.startswith(("┏", "┡", "└")):
+            if line.startswith("└"):
+                break
+            continue
+        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+        if not header:
+            header = cells
+        elif len(cells) == len(header):
+            found.append(dict(zip(header, cells, strict=True)))
+    return found
