@@ -15,7 +15,7 @@ import orchestrator.engine.raystart
 from orchestrator import ConfigError, Orchestrator
 from storage import BucketNotFound, StorageError
 
-from ..storage.conftest import BUCKET, aws_env, moto_url  # noqa: F401
+from ..support.servers import BUCKET, aws_env, moto_url  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

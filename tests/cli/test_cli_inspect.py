@@ -23,7 +23,6 @@ from orchestrator.cli.present import cell, time_text
 from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
 from storage import open_storage
 
-from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from ..support.journal_heads import (
     MARKER_MODULE,
     MARKER_SOURCE,
@@ -34,6 +33,7 @@ from ..support.journal_heads import (
 )
 from ..support.journal_heads import write_head as write_experiment
 from ..support.rich_tables import table
+from ..support.servers import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 
 NAME = "tiny"
 

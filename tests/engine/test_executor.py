@@ -39,8 +39,8 @@ from orchestrator.engine.record import TrialRuntime
 from orchestrator.errors import CheckpointNotVisible
 from storage import MANIFEST_NAME
 
+from ..support.fake_engine import MakeRuntime, until
 from ..support.fakeray import FakeRay
-from .conftest import MakeRuntime, until
 
 CPU = {"cpu": 0.5}
 

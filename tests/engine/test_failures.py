@@ -18,11 +18,11 @@ import pytest
 
 from orchestrator import Trial, TrialState
 
-from ..conftest import HEAD_CPUS
+from ..support.cluster import HEAD_CPUS
+from ..support.fake_engine import MakeOrchestrator, MakeRuntime
 from ..support.fakeray import FakeRay
 from ..support.observe import Timeline, assert_moved_whole, busiest_node, committed, wait_for
 from ..support.trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator, MakeRuntime
 from .trainables import FakeRecorder
 
 

@@ -14,10 +14,10 @@ import pytest
 
 from orchestrator import TrialState
 
+from ..support.fake_engine import MakeOrchestrator
 from ..support.fakeray import FakeRay
 from ..support.observe import wait_for
 from ..support.trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator
 from .trainables import FakeRecorder
 
 CPU = {"cpu": 0.25}

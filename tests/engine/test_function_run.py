@@ -17,6 +17,7 @@ from orchestrator import TrialState
 from orchestrator.core.wire import REPORTED_CHECKPOINT
 from storage import open_storage
 
+from ..support.fake_engine import MakeOrchestrator
 from ..support.observe import committed
 from ..support.trainables import (
     assert_failure_free_history,
@@ -26,7 +27,6 @@ from ..support.trainables import (
     reports_a_list,
     reports_a_missing_checkpoint,
 )
-from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator import Trainable, TrialState, report
 
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
 
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}
 CPU = {"cpu": 0.25}

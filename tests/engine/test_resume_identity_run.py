@@ -18,8 +18,8 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 from orchestrator.search import RandomSearch, uniform
 
+from ..support.fake_engine import MakeOrchestrator
 from ..support.trainables import Objective, Recorder, setups
-from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 SHORT: dict[str, Any] = {"stop": {"training_iteration": 3}, "checkpoint_every": 1, "resources": CPU}

@@ -29,6 +29,7 @@ from orchestrator import (
 )
 from storage import MANIFEST_NAME
 
+from ..support.fake_engine import MakeOrchestrator, iterations
 from ..support.fakeray import FakeRay
 from ..support.observe import committed
 from ..support.trainables import (
@@ -41,7 +42,6 @@ from ..support.trainables import (
     SeesItsCheckpoints,
     assert_failure_free_history,
 )
-from .conftest import MakeOrchestrator, iterations
 
 CPU = {"cpu": 0.25}
 

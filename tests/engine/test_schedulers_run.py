@@ -23,10 +23,10 @@ from orchestrator.schedulers import ASHA, PBT, HyperBand
 from orchestrator.search import grid
 from orchestrator.sweeps import driver as sweep_module
 
-from ..conftest import HEAD_CPUS
+from ..support.cluster import HEAD_CPUS
+from ..support.fake_engine import MakeOrchestrator
 from ..support.fakeray import FakeRay
 from ..support.trainables import counting
-from .conftest import MakeOrchestrator
 from .trainables import FakeClimber, FakeCurve, FakeStubbornClimber
 
 CPU = {"cpu": 0.25}

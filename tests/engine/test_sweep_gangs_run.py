@@ -15,7 +15,7 @@ import pytest
 from orchestrator import Orchestrator, TrialState
 from orchestrator.search import grid
 
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
 from .trainables import FakeObjective
 
 NOTHING = {"cpu": 0}

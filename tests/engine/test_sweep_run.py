@@ -16,8 +16,8 @@ import pytest
 from orchestrator import ConfigError, Trial, TrialState
 from orchestrator.search import OptunaSearch, RandomSearch, choice, grid, sample_from, uniform
 
+from ..support.fake_engine import MakeOrchestrator
 from ..support.fakeray import FakeRay
-from .conftest import MakeOrchestrator
 from .trainables import FakeObjective
 
 CPU = {"cpu": 0.25}

@@ -19,9 +19,9 @@ import pytest
 
 from orchestrator import TrialState
 
+from ..support.fake_engine import MakeOrchestrator
 from ..support.fullfs import fill, small_filesystem
 from ..support.trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}

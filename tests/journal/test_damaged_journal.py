@@ -22,9 +22,9 @@ from orchestrator.journal.repair import repair_experiment
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
-from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from ..support.fakeray import FakeRay
 from ..support.rich_tables import table
+from ..support.servers import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from ..support.trainables import Recorder, setups
 
 NAME = "exp"

@@ -17,9 +17,8 @@ from orchestrator.errors import JournalDamaged
 from orchestrator.journal.reader import load as load_journal
 from orchestrator.journal.writer import Journal
 from storage import Storage, StorageError, open_storage
-from tests.support.slow_storage import StorageView
 
-from ..support.slow_storage import CountedWrites, SlowWrites
+from ..support.slow_storage import CountedWrites, SlowWrites, StorageView
 from ..support.trainables import Counter
 
 #: The head and its backup: rewritten whole by every write.

@@ -34,7 +34,6 @@ from orchestrator.views.loggers.csvfile import PROGRESS_FILE
 from orchestrator.views.loggers.jsonfile import RESULT_FILE
 from storage import open_storage
 
-from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from ..support.fakeray import FakeRay
 from ..support.finished_experiment import (
     ITERATIONS,
@@ -42,6 +41,7 @@ from ..support.finished_experiment import (
     SEGMENTS,
     add_trials,
 )
+from ..support.servers import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 from ..support.trainables import setups
 
 

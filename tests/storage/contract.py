@@ -41,7 +41,7 @@ from storage import (
 )
 from storage.schemes import driver_class, scheme_named
 
-from .conftest import FAKE_SECRET, FlakyProxy
+from ..support.servers import FAKE_SECRET, FlakyProxy
 
 Flaky = Callable[..., Awaitable[tuple[Storage, FlakyProxy]]]
 

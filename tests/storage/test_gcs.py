@@ -14,7 +14,7 @@ import requests
 
 from storage import BucketNotFound, GCSStorage, RetryPolicy, Storage, open_storage
 
-from .conftest import BUCKET, FlakyProxy, unique_prefix
+from ..support.servers import BUCKET, FlakyProxy, unique_prefix
 from .contract import NetworkContract, Reopen, StorageContract
 
 KiB = 1 << 10

@@ -16,6 +16,14 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
+from ..support.servers import (
+    BUCKET,
+    FAKE_KEY_ID,
+    FAKE_SECRET,
+    FlakyProxy,
+    boto3_client,
+    unique_prefix,
+)
 from ..support.trainables import (
     Counter,
     Recorder,
@@ -23,7 +31,6 @@ from ..support.trainables import (
     counting,
     kill_worker,
 )
-from .conftest import BUCKET, FAKE_KEY_ID, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

@@ -12,7 +12,6 @@ import pytest
 from orchestrator import Orchestrator, TrialState
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX
 from orchestrator.core.json_codec import dumps
-from tests.storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
 
 from .fakeray import FakeRay
 from .trainables import Recorder

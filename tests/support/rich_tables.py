@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-from tests.storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-
 
 def table(stdout: str, title: str) -> list[dict[str, str]]:
     """The rows, as ``{column: cell}``, of the rich table whose title starts with

@@ -29,7 +29,8 @@ from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.errors import NotInTrial  # noqa: E402
 from storage import MANIFEST_NAME  # noqa: E402
 
-from ..storage.conftest import (  # noqa: E402, F401
+from ..support.observe import wait_for  # noqa: E402
+from ..support.servers import (  # noqa: E402, F401
     BUCKET,
     FAKE_KEY_ID,
     FAKE_SECRET,
@@ -38,10 +39,7 @@ from ..storage.conftest import (  # noqa: E402, F401
     moto_url,
     unique_prefix,
 )
-from ..support.observe import wait_for  # noqa: E402
-
-#: Two Train runs took 108 s on the loaded 2-core machine (load 23), 60 s at load 15.
-TRAIN_TIMEOUT_S = 600
+from ..support.train_runs import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
 
 #: The trial's own actor only waits in fit(): the workers hold the CPUs.
 DRIVER = {"cpu": 0}
@@ -114,29 +112,6 @@ def distributed_trial(config: dict[str, Any]) -> None:
     from orchestrator.integrations.ray_train import TrialReportCallback
 
     fit_two_workers(config, TrialReportCallback())
-
-
-def wait_gangs_released(timeout: float = 60.0) -> None:
-    """Every placement group (Train's worker groups: the engine makes none) is removed:
-    no Train run outlives its trial."""
-    import time
-
-    from ray.util import placement_group_table
-
-    deadline = time.monotonic() + timeout
-    while True:
-        live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
-        if not live:
-            return
-        assert time.monotonic() < deadline, live
-        time.sleep(0.5)
-
-
-def saved_epoch(path: str | None) -> int:
-    import torch
-
-    assert path is not None
-    return int(torch.load(os.path.join(path, "model.pt"))["epoch"])
 
 
 def s3_env() -> dict[str, Any]:

@@ -43,11 +43,11 @@ from orchestrator.core.journal_format import JOURNAL_KEY  # noqa: E402
 from orchestrator.schedulers import ASHA  # noqa: E402
 from orchestrator.search import grid  # noqa: E402
 
-from ..conftest import wait_until_dead  # noqa: E402
+from ..support.cluster import wait_until_dead  # noqa: E402
 from ..support.observe import wait_for  # noqa: E402
 from ..support.train_gang import DRIVER, ON_HEAD, gang_trial, held  # noqa: E402
+from ..support.train_runs import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
 from ..support.trainables import Recorder, assert_failure_free_history  # noqa: E402
-from .test_ray_train import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

@@ -17,7 +17,7 @@ pytest.importorskip("ray.train.xgboost")
 
 from orchestrator import Orchestrator, TrialState  # noqa: E402
 
-from .test_ray_train import TRAIN_TIMEOUT_S, wait_gangs_released  # noqa: E402
+from ..support.train_runs import TRAIN_TIMEOUT_S, wait_gangs_released  # noqa: E402
 
 ROUNDS = 4
 
