@@ -20,6 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -28,6 +29,9 @@ BUCKET = "trialflow-test"
 # Credentials the emulators ignore; the tests check they never show up in errors.
 FAKE_KEY_ID = "AKIATESTKEYID0000000"
 FAKE_SECRET = "s3cr3t-SHOULD-NEVER-APPEAR-in-messages"
+#: The GCS driver's options in the tests (the storage suite's and the dashboard's): parts
+#: of 256 KiB, so a file of a few hundred KiB is a multi-part upload.
+GCS_OPTIONS: dict[str, Any] = {"part_size": 256 * 1024, "max_concurrency": 4}
 
 
 def free_port() -> int:

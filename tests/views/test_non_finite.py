@@ -23,7 +23,7 @@ from orchestrator.views.loggers import ExperimentLogger
 from orchestrator.views.plotting import _best as plot_best
 from orchestrator.views.progress import ProgressReporter
 
-from ..loggers.fakes import FakeTrial
+from ..support.logger_fakes import FakeTrial
 from ..support.observe import strict_loads
 
 
