@@ -1,4 +1,5 @@
-"""Helpers moved from ``tests/conftest.py``, shared by more than one test module."""
+"""The session cluster's size and a wait for removed nodes to be dead (the session
+fixtures in ``tests/conftest.py`` and the tests that add or lose nodes use them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers moved from ``tests/dashboard/test_server.py``, shared by more than one test module."""
+"""Reading the dashboard's server-sent events (the local and the remote dashboard tests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers moved from ``tests/api/test_driver_crash.py``, shared by more than one test module."""
+"""A driver process killed with the Ray it started, and its local journal read back
+(the crash-and-resume tests of the API, the CLI, sweeps and Ray Train)."""
 
 from __future__ import annotations
 

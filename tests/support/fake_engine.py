@@ -1,4 +1,5 @@
-"""Helpers moved from ``tests/engine/conftest.py``, shared by more than one test module."""
+"""Types and waits of the engine's tests on the fake Ray: the ``orchestrator`` and
+``runtime`` fixtures of ``tests/engine/conftest.py`` build what these name."""
 
 from __future__ import annotations
 

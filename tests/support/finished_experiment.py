@@ -1,5 +1,5 @@
-"""Helpers moved from ``tests/journal/test_repair_matrix.py``,
-shared by more than one test module."""
+"""A finished experiment of three trials whose results span several journal segments:
+the repair tests damage copies of it (``tests/journal/conftest.py`` provides the fixture)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers moved from ``tests/views/test_reader.py``, shared by more than one test module."""
+"""Journals to read: a tiny run on the fake Ray, heads and segments written by hand, and
+a module that records being imported (the reader's and the ``inspect`` commands' tests)."""
 
 from __future__ import annotations
 

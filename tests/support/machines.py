@@ -1,4 +1,5 @@
-"""Helpers moved from ``tests/core/test_lifecycle.py``, shared by more than one test module."""
+"""A trial's machine driven by hand: checkpoints, a machine (running or not), its
+actions' kinds, a result fed in (the core tests of the lifecycle, decisions, table)."""
 
 from __future__ import annotations
 

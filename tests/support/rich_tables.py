@@ -1,4 +1,4 @@
-"""Helpers moved from ``tests/cli/test_cli_inspect.py``, shared by more than one test module."""
+"""The rows of a rich table printed by the CLI, as plain dicts."""
 
 from __future__ import annotations
 

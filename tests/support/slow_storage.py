@@ -1,4 +1,4 @@
-"""Helpers moved from ``tests/journal/test_journal.py``, shared by more than one test module."""
+"""Storage views that delay or count the journal's writes (the journal's tests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Helpers moved from ``tests/train/test_ray_train.py``, shared by more than one test module."""
+"""Waits and reads of the Ray Train tests: the placement groups released, a saved
+epoch, the per-test timeout (shared by the Torch, XGBoost and sweep files)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers moved from ``tests/transfer/test_sink.py``, shared by more than one test module."""
+"""A directory copy through the transfer's source and sink in this process."""
 
 from __future__ import annotations
 

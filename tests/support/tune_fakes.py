@@ -1,5 +1,4 @@
-"""Helpers moved from ``tests/tune/test_results_and_search.py``,
-shared by more than one test module."""
+"""A trial of the Tune facade's result views, faked as plain data."""
 
 from __future__ import annotations
 
