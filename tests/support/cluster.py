@@ -3,10 +3,11 @@ fixtures in ``tests/conftest.py`` and the tests that add or lose nodes use them)
 
 from __future__ import annotations
 
+#: CPUs of the session cluster's head node (the fake Ray's one node has as many).
 HEAD_CPUS = 4
 
-
-#: Seconds the GCS may take to notice a removed node (see HEALTH_CHECKS), generously.
+#: Seconds the GCS may take to notice a removed node (see ``HEALTH_CHECKS`` in
+#: ``tests/conftest.py``), generously.
 NODE_DEATH_TIMEOUT_S = 120.0
 
 

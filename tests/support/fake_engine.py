@@ -11,8 +11,6 @@ from orchestrator import Orchestrator, Trial
 from orchestrator.engine.record import TrialRuntime
 
 MakeOrchestrator = Callable[..., Orchestrator]
-
-
 MakeRuntime = Callable[..., TrialRuntime]
 
 
