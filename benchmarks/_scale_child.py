@@ -20,10 +20,10 @@ from ._sweep_common import emit_figures, rss_bytes
 
 
 async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
-    """Ours on ``tests/fakeray.py``: the same sweep as ``_sweep_ours`` runs on Ray."""
+    """Ours on ``tests/support/fakeray.py``: the same sweep as ``_sweep_ours`` runs on Ray."""
     from orchestrator import Orchestrator
     from orchestrator.search import uniform
-    from tests.fakeray import FakeRay
+    from tests.support.fakeray import FakeRay
 
     from ._sweep_figures import last_of
     from ._sweep_ours import SleepyTrainable

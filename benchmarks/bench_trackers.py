@@ -136,20 +136,20 @@ def main() -> int:
     parser.add_argument(
         "--fake-ray",
         action="store_true",
-        help="the trials on tests/fakeray.py (in-process) instead of a private Ray: the "
+        help="the trials on tests/support/fakeray.py (in-process) instead of a private Ray: the "
         "driver's own cost, where a tracker's cost lies, without Ray's",
     )
     args = parser.parse_args()
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses it otherwise
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.trackers import silent_server
+    from tests.support.trackers import silent_server
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-trackers-") as tmp, silent_server() as uri:
         backend = None
         if args.fake_ray:
-            from tests.fakeray import FakeRay
+            from tests.support.fakeray import FakeRay
 
             backend = FakeRay(Path(tmp) / "nodes")
         else:

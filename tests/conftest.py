@@ -5,7 +5,7 @@ test uses; tests that need more nodes add them with ``add_node`` and the fixture
 them afterwards. One process can be connected to one Ray cluster only, so a single
 session-wide cluster is both the cheapest and the only consistent choice. It starts only
 for the tests that ask for it: the engine's own logic runs on ``fake_ray``, an
-in-process Ray (``tests/fakeray.py``), which costs nothing to start.
+in-process Ray (``tests/support/fakeray.py``), which costs nothing to start.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from .support.cluster import HEAD_CPUS, wait_until_dead
+
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -24,7 +26,6 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # the driver and in the trials' workers (which inherit the session cluster's env).
 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
-HEAD_CPUS = 4
 
 #: Ray's node health checks, relaxed for a busy 2-core CI machine. A check that gets
 #: no answer within the timeout counts as a miss, and a node is declared dead after
@@ -38,8 +39,6 @@ HEALTH_CHECKS = {
     "health_check_timeout_ms": 60000,
     "health_check_failure_threshold": 10,
 }
-#: Seconds the GCS may take to notice a removed node (see HEALTH_CHECKS), generously.
-NODE_DEATH_TIMEOUT_S = 120.0
 
 #: Ray Train V2's knobs for the Train tests, in the env of every process of the cluster
 #: (Train reads them in the trial's process, its controller and workers). None changes
@@ -145,35 +144,13 @@ def add_node(ray_cluster: Any) -> Iterator[Callable[..., Any]]:
 
 @pytest.fixture
 def fake_ray(tmp_path: Any) -> Iterator[Any]:
-    """An in-process fake Ray of one 4-CPU node (see ``tests/fakeray.py``); pass it to
+    """An in-process fake Ray of one 4-CPU node (see ``tests/support/fakeray.py``); pass it to
     ``Orchestrator(_ray_backend=...)``. Its actors die with the test."""
-    from .fakeray import FakeRay
+    from .support.fakeray import FakeRay
 
     fake = FakeRay(tmp_path / "nodes")
     yield fake
     fake.close()
-
-
-def wait_until_dead(node_ids: list[str]) -> None:
-    """Block until the GCS reports every node in ``node_ids`` dead.
-
-    A node killed at the end of one test (or by it) is still "alive" to the GCS until its
-    health checks fail, and Ray would place the next test's actors on it: they died at
-    creation ("the actor died unexpectedly"), a flaky failure of whichever test came next.
-    """
-    import time
-
-    import ray
-
-    deadline = time.monotonic() + NODE_DEATH_TIMEOUT_S
-    wanted = set(node_ids)
-    while wanted:
-        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-        if not wanted & alive:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"nodes still alive {NODE_DEATH_TIMEOUT_S} s after removal")
-        time.sleep(0.2)
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ so this test reads the code (by its syntax tree: nothing is imported) and checks
 backticked token of the page that looks like code:
 
 - a **path**, a token with a ``/`` or ending in ``.py`` (``engine/loop.py``,
-  ``core/machine/``, ``core/best``, ``tests/observe.py``): some file or folder of the
+  ``core/machine/``, ``core/best``, ``tests/support/observe.py``): some file or folder of the
   repository ends with it (or with it and ``.py``), whole components
   (``loggers/values.py`` finds ``orchestrator/views/loggers/values.py``); a path with
   a name after it (``core/results.flatten``) is that module and a dotted name in it.

@@ -161,7 +161,7 @@ class TrialActor:
 
     Where it runs (:meth:`_where`), its node's scratch space (:meth:`_scratch_parent`)
     and its log prefix (:meth:`_announce`) are the methods an in-process test double
-    (``tests/fakeray.py``) overrides; everything else runs as in a worker.
+    (``tests/support/fakeray.py``) overrides; everything else runs as in a worker.
     """
 
     def __init__(self, storage_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:

@@ -56,7 +56,7 @@ class Opening:
     progress: bool
     take_over: bool
     # The Ray the engine calls: None is Ray itself (started or joined on entry); the
-    # engine's tests pass an in-process fake (``tests/fakeray.py``), and Ray is not
+    # engine's tests pass an in-process fake (``tests/support/fakeray.py``), and Ray is not
     # started at all.
     ray_backend: RayBackend | None = None
 

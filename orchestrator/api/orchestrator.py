@@ -171,7 +171,7 @@ class Orchestrator:
         resources.
     _ray_backend:
         Not for users: the Ray the engine calls. The engine's tests pass an in-process
-        fake (``tests/fakeray.py``); ``None`` is Ray itself.
+        fake (``tests/support/fakeray.py``); ``None`` is Ray itself.
     """
 
     def __init__(

@@ -7,7 +7,7 @@ actors from, ``kill``, the cluster's resources and nodes, the two calls that str
 checkpoint between nodes, and the delete of a checkpoint on the nodes that see it.
 Production passes :data:`RAY` (Ray itself, these very functions: nothing is added on
 the path of a step, whose calls go to the actor handle directly); the engine's tests
-pass an in-process fake (``tests/fakeray.py``) whose actors are the real
+pass an in-process fake (``tests/support/fakeray.py``) whose actors are the real
 :class:`~orchestrator.actor.trial_actor.TrialActor` run on threads,
 so the loop, the outcomes and the executor are tested in milliseconds.
 """

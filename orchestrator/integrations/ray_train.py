@@ -88,7 +88,7 @@ It relies on three of Train V2's developer interfaces (``ReportCallback``,
 ``WorkerCallback`` and ``WorkerGroupCallback``, in
 ``ray.train.v2._internal.execution.callback``), sets the worker's
 ``TrainContext.checkpoint`` and reads the worker group's placement group (as Train's
-own ``PlacementGroupCleanerCallback`` does); ``tests/test_ray_train.py`` pins them.
+own ``PlacementGroupCleanerCallback`` does); ``tests/train/test_ray_train.py`` pins them.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ class Spec:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "trainable": "tests.trainables:Counter",
+            "trainable": "tests.support.trainables:Counter",
             "config": self.config,
             "checkpoint_every": 0,
             "resources": {"cpu": 1.0},

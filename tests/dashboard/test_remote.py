@@ -13,10 +13,9 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.views.dashboard import running
 from storage import Storage, open_storage
 
-from ..storage.conftest import BUCKET, aws_env, gcs_url, moto_url, unique_prefix  # noqa: F401
-from ..storage.test_gcs import OPTIONS as GCS_OPTIONS
+from ..support.dashboard_events import LIVE_TIMEOUT_S, next_event
+from ..support.servers import BUCKET, GCS_OPTIONS, aws_env, gcs_url, moto_url, unique_prefix  # noqa: F401
 from .journals import Run
-from .test_server import LIVE_TIMEOUT_S, next_event
 
 
 @pytest.fixture(params=["s3", "gs"])

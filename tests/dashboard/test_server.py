@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -23,12 +22,10 @@ from orchestrator.core.machine import TrialState
 from orchestrator.views.dashboard import RunningDashboard, running
 from storage import LocalStorage
 
+from ..support.dashboard_events import LIVE_TIMEOUT_S, next_event
 from .journals import CountingStorage, Run
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Seconds a new result may take to reach a stream on a loaded machine (the issue's
-#: figure is about 2 s; the poll is 0.5 s).
-LIVE_TIMEOUT_S = 30.0
 
 
 @pytest.fixture
@@ -161,21 +158,6 @@ async def test_a_page_from_another_reading_is_sent_everything_again(
     async with http.get(url, headers={"Last-Event-ID": f"0ther-{version}"}) as stream:
         event = await asyncio.wait_for(next_event(stream, "reset"), LIVE_TIMEOUT_S)
     assert event == {"version": version}
-
-
-async def next_event(stream: aiohttp.ClientResponse, kind: str) -> Any:
-    """The data of the next server-sent event of ``kind``."""
-    current: dict[str, str] = {}
-    async for raw in stream.content:
-        line = raw.decode().rstrip("\n")
-        if not line:
-            if current.get("event") == kind:
-                return json.loads(current["data"])
-            current = {}
-        elif not line.startswith(":"):
-            field, _, value = line.partition(": ")
-            current[field] = value
-    raise AssertionError("the stream ended")
 
 
 # -- safety ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The engine on a fake Ray (``tests/fakeray.py``): no Ray starts in this folder.
+"""The engine on a fake Ray (``tests/support/fakeray.py``): no Ray starts in this folder.
 
 ``fake_ray`` (``tests/conftest.py``) is an in-process Ray of one 4-CPU node (the real
 session cluster's head has 4 CPUs too); ``orchestrator(...)`` builds an ``Orchestrator``
@@ -9,10 +9,8 @@ executor directly.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +21,9 @@ from orchestrator import Orchestrator, Trial
 from orchestrator.core.spec import policy_for
 from orchestrator.engine.record import TrialRuntime
 
-from ..fakeray import FakeRay
-from ..trainables import Counter
-
-MakeOrchestrator = Callable[..., Orchestrator]
-MakeRuntime = Callable[..., TrialRuntime]
-
+from ..support.fake_engine import MakeOrchestrator, MakeRuntime
+from ..support.fakeray import FakeRay
+from ..support.trainables import Counter
 
 #: Ray's driver-side calls the engine makes; on the fake Ray none may be made.
 RAY_CALLS = (
@@ -87,18 +82,6 @@ def runtime(tmp_path: Path) -> MakeRuntime:
         return rt
 
     return make
-
-
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Wait for ``condition`` (generous: a loaded CI machine is slow, not wrong)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        await asyncio.sleep(0.005)
-
-
-def iterations(trial: Trial) -> list[int]:
-    return [r["training_iteration"] for r in trial.results]
 
 
 @pytest.fixture

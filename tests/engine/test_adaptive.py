@@ -14,8 +14,8 @@ import pytest
 from orchestrator import Trial, TrialState
 from orchestrator.core.spec import ADAPTIVE_SLICE_S
 
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trainables import Counter
 
 CPU = {"cpu": 0.25}
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from orchestrator.core.journal_format import JOURNAL_KEY
 
-from ..fakeray import TRAIN, FakeRay
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.fakeray import TRAIN, FakeRay
+from ..support.trainables import Counter
 
 #: The journal interval: no regular write comes within the test.
 INTERVAL = 600.0

@@ -39,8 +39,8 @@ from orchestrator.engine.record import TrialRuntime
 from orchestrator.errors import CheckpointNotVisible
 from storage import MANIFEST_NAME
 
-from ..fakeray import FakeRay
-from .conftest import MakeRuntime, until
+from ..support.fake_engine import MakeRuntime, until
+from ..support.fakeray import FakeRay
 
 CPU = {"cpu": 0.5}
 

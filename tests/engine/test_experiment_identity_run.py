@@ -13,9 +13,9 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.errors import ConfigError, ExperimentExists, ExperimentNotFound
 
-from ..observe import snapshot
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.observe import snapshot
+from ..support.trainables import Counter
 
 
 async def run_two_trials(

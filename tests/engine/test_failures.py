@@ -18,11 +18,11 @@ import pytest
 
 from orchestrator import Trial, TrialState
 
-from ..conftest import HEAD_CPUS
-from ..fakeray import FakeRay
-from ..observe import Timeline, assert_moved_whole, busiest_node, committed, wait_for
-from ..trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator, MakeRuntime
+from ..support.cluster import HEAD_CPUS
+from ..support.fake_engine import MakeOrchestrator, MakeRuntime
+from ..support.fakeray import FakeRay
+from ..support.observe import Timeline, assert_moved_whole, busiest_node, committed, wait_for
+from ..support.trainables import Counter, assert_failure_free_history
 from .trainables import FakeRecorder
 
 
@@ -267,7 +267,7 @@ async def test_node_loss_moves_trials_to_the_surviving_node(
 ) -> None:
     """Two worker nodes; the one with more trials dies: its trials restore their newest
     checkpoint on the other (the disk is shared: nothing is streamed). The real node
-    death is ``tests/test_fault_tolerance.py``'s."""
+    death is ``tests/api/test_fault_tolerance.py``'s."""
     nodes = [fake_ray.add_node(f"worker-{i}", {"CPU": 2.0, "worker": 100.0}) for i in (1, 2)]
     timeline = Timeline()
     async with orchestrator(

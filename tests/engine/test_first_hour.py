@@ -1,5 +1,5 @@
 """What a newcomer gets wrong in the first hour, answered at once and clearly, on the
-fake Ray (moved from ``tests/test_first_hour.py``, which keeps what needs real workers:
+fake Ray (moved from ``tests/api/test_first_hour.py``, which keeps what needs real workers:
 a trainable they cannot import, and their output's prefix)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 
 from orchestrator import TrialState
 
-from ..fakeray import FakeRay
-from ..observe import wait_for
-from ..trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.fakeray import FakeRay
+from ..support.observe import wait_for
+from ..support.trainables import Counter, assert_failure_free_history
 from .trainables import FakeRecorder
 
 CPU = {"cpu": 0.25}

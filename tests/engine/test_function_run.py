@@ -1,6 +1,6 @@
 """Function trainables (``def train(config)`` + ``report``) in whole experiments on
 the fake Ray: the function runs in a thread of the real trial actor, which is itself a
-thread here. Moved from ``tests/test_function.py``, which keeps the wrapper driven by
+thread here. Moved from ``tests/actor/test_function.py``, which keeps the wrapper driven by
 hand and, on real Ray, function trainables whose worker processes are SIGKILLed."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from orchestrator import TrialState
 from orchestrator.core.wire import REPORTED_CHECKPOINT
 from storage import open_storage
 
-from ..observe import committed
-from ..trainables import (
+from ..support.fake_engine import MakeOrchestrator
+from ..support.observe import committed
+from ..support.trainables import (
     assert_failure_free_history,
     async_counting,
     counting,
@@ -26,7 +27,6 @@ from ..trainables import (
     reports_a_list,
     reports_a_missing_checkpoint,
 )
-from .conftest import MakeOrchestrator
 
 CPU = {"cpu": 0.25}
 
@@ -160,7 +160,7 @@ async def test_a_function_that_never_reports_ends_with_no_results(
         await orch.run()
     assert trial.state is TrialState.TERMINATED and trial.results == [] and trial.error is None
     # The warning is the actor's (in a worker, Ray forwards it to the driver's output:
-    # tests/test_first_hour.py checks that forwarding).
+    # tests/api/test_first_hour.py checks that forwarding).
     warning = f"trial {trial.id}: its function never_reports returned without"
     assert warning in caplog.text
 

@@ -19,10 +19,10 @@ import pytest
 
 from orchestrator import Checkpoint, Trial, TrialState
 
-from ..fakeray import TRAIN, FakeRay
-from ..observe import committed
-from ..trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator, iterations, until
+from ..support.fake_engine import MakeOrchestrator, iterations, until
+from ..support.fakeray import TRAIN, FakeRay
+from ..support.observe import committed
+from ..support.trainables import Counter, assert_failure_free_history
 
 CPU = {"cpu": 0.25}
 

@@ -1,7 +1,7 @@
 """``sys.exit()`` in a trainable, on the fake Ray: the trial fails saying its code
 exited (its actor's process goes on: the fake would end it for a ``SystemExit`` that
 escaped, as Ray ends a worker), and each message names its trial once. Moved from
-``tests/test_misuse.py``: only the Ray under it changed."""
+``tests/api/test_misuse.py``: only the Ray under it changed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator import Trainable, TrialState, report
 
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
 
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}
 CPU = {"cpu": 0.25}

@@ -13,8 +13,8 @@ from orchestrator.core.codec import unpickle_b64
 from orchestrator.core.options import TrialOptions
 from orchestrator.search import uniform
 
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trainables import Counter
 from .trainables import FakeObjective
 
 CPU = {"cpu": 0.25}

@@ -52,8 +52,8 @@ from orchestrator.engine.record import TrialRuntime
 from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageFull, TransientError
 
-from ..fakeray import actor_died, task_error
-from .conftest import MakeRuntime
+from ..support.fake_engine import MakeRuntime
+from ..support.fakeray import actor_died, task_error
 
 MANIFEST = {"files": [{"path": "state.json", "size": 12}]}
 

@@ -18,8 +18,8 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 from orchestrator.search import RandomSearch, uniform
 
-from ..trainables import Objective, Recorder, setups
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trainables import Objective, Recorder, setups
 
 CPU = {"cpu": 0.25}
 SHORT: dict[str, Any] = {"stop": {"training_iteration": 3}, "checkpoint_every": 1, "resources": CPU}
@@ -171,7 +171,7 @@ async def test_a_sweep_resumed_with_the_same_call_adds_no_trial(
         with pytest.raises(
             ConfigError,
             match="sweep 'sweep': the journal holds this sweep with trainable "
-            "tests.trainables:Objective",
+            "tests.support.trainables:Objective",
         ):
             await orch.sweep(**call(Recorder))
         assert len(orch.trials) == 3

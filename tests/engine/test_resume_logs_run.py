@@ -19,9 +19,9 @@ from orchestrator import Trial, TrialState
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.journal.reader import load_experiment
 
-from ..storage.conftest import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.servers import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
+from ..support.trainables import Counter
 
 CPU = {"cpu": 0.25}
 OPTIONS: dict[str, Any] = {

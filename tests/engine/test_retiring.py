@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.engine.retiring import Retiring
 
-from .conftest import until
+from ..support.fake_engine import until
 
 
 class Ref:

@@ -2,7 +2,7 @@
 retention, buffering, rollbacks, pause/resume, failures and their budget, hooks, trials
 added during a run) through the public API, in milliseconds per trial.
 
-These tests were real-Ray tests (``tests/test_orchestrator.py``); only the Ray under
+These tests were real-Ray tests (``tests/api/test_orchestrator.py``); only the Ray under
 them changed. The wiring to Ray itself is proved there (a real actor killed and
 restored through its node's uploader, a script's ``run_sync``).
 """
@@ -29,9 +29,10 @@ from orchestrator import (
 )
 from storage import MANIFEST_NAME
 
-from ..fakeray import FakeRay
-from ..observe import committed
-from ..trainables import (
+from ..support.fake_engine import MakeOrchestrator, iterations
+from ..support.fakeray import FakeRay
+from ..support.observe import committed
+from ..support.trainables import (
     AsyncCounter,
     BadLoad,
     BadSetup,
@@ -41,7 +42,6 @@ from ..trainables import (
     SeesItsCheckpoints,
     assert_failure_free_history,
 )
-from .conftest import MakeOrchestrator, iterations
 
 CPU = {"cpu": 0.25}
 

@@ -21,8 +21,8 @@ from orchestrator import Orchestrator
 from orchestrator.engine.history import SpilledHistory
 from orchestrator.search import uniform
 
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trainables import Counter
 
 #: Bytes the driver may keep per finished trivial trial (see the module docstring).
 PER_TRIAL_BOUND = 12 * 1024

@@ -31,7 +31,7 @@ from orchestrator.views.dashboard.payloads import experiment
 from orchestrator.views.dashboard.tail import JournalTail
 from storage import LocalStorage
 
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
 from .trainables import FakeCurve
 
 

@@ -1,7 +1,7 @@
 """Schedulers on the fake Ray: decisions land exactly at their points, paused trials
 free their resources, PBT's exploits are restores from another trial's checkpoint with a
 new config, and all of it survives killed actors. (Moved from
-``tests/test_schedulers_ray.py``, which keeps a PBT sweep resumed after its real driver
+``tests/sweeps/test_schedulers_ray.py``, which keeps a PBT sweep resumed after its real driver
 was killed.)"""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from orchestrator.schedulers import ASHA, PBT, HyperBand
 from orchestrator.search import grid
 from orchestrator.sweeps import driver as sweep_module
 
-from ..conftest import HEAD_CPUS
-from ..fakeray import FakeRay
-from ..trainables import counting
-from .conftest import MakeOrchestrator
+from ..support.cluster import HEAD_CPUS
+from ..support.fake_engine import MakeOrchestrator
+from ..support.fakeray import FakeRay
+from ..support.trainables import counting
 from .trainables import FakeClimber, FakeCurve, FakeStubbornClimber
 
 CPU = {"cpu": 0.25}

@@ -21,8 +21,8 @@ from orchestrator.core.decisions import Decision, RestoreFrom
 from orchestrator.schedulers import FIFO
 from orchestrator.search import uniform
 
-from ..trainables import Counter
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trainables import Counter
 
 
 async def test_admission_asks_only_the_trials_that_have_not_ended(

@@ -2,7 +2,7 @@
 places its workers itself) on the fake Ray: the cluster's resources cannot bound it,
 so it runs one trial at a time and says so once, naming the sweep and the way on;
 with ``max_concurrent_trials`` it runs that many and says nothing.
-(``tests/test_ray_train_sweep.py`` runs such a sweep of real Train runs.)"""
+(``tests/train/test_ray_train_sweep.py`` runs such a sweep of real Train runs.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from orchestrator import Orchestrator, TrialState
 from orchestrator.search import grid
 
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
 from .trainables import FakeObjective
 
 NOTHING = {"cpu": 0}

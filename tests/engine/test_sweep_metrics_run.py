@@ -22,9 +22,9 @@ from orchestrator.search import OptunaSearch, RandomSearch, grid, uniform
 from orchestrator.views.experiments import read_experiment
 from storage import open_storage
 
-from ..observe import strict_loads
-from ..trainables import Objective
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.observe import strict_loads
+from ..support.trainables import Objective
 
 CPU = {"cpu": 0.25}
 

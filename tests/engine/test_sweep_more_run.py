@@ -16,8 +16,8 @@ import pytest
 from orchestrator import ConfigError, Orchestrator, TrialState
 from orchestrator.search import grid, uniform
 
-from ..trainables import counting
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trainables import counting
 
 
 async def test_a_sweep_ended_from_a_hook_stops_its_trials_and_starts_no_more(

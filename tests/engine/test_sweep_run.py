@@ -1,6 +1,6 @@
 """``Orchestrator.sweep`` on the fake Ray: search spaces over trials, bounded
 concurrency, actor reuse, results, and every bad input before any trial (moved from
-``tests/test_sweep.py``, which keeps a sweep resumed after its real driver was killed).
+``tests/sweeps/test_sweep.py``, which keeps a sweep resumed after its real driver was killed).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from orchestrator import ConfigError, Trial, TrialState
 from orchestrator.search import OptunaSearch, RandomSearch, choice, grid, sample_from, uniform
 
-from ..fakeray import FakeRay
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.fakeray import FakeRay
 from .trainables import FakeObjective
 
 CPU = {"cpu": 0.25}

@@ -13,9 +13,9 @@ import pytest
 from orchestrator import NoCheckpointError, Trial, TrialState
 from storage import open_storage
 
-from ..observe import committed
-from ..trainables import assert_failure_free_history
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.observe import committed
+from ..support.trainables import assert_failure_free_history
 from .trainables import FakeTripwire
 
 CPU = {"cpu": 0.25}

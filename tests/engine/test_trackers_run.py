@@ -22,8 +22,8 @@ from orchestrator.integrations.mlflow import MLflowHook
 from orchestrator.integrations.tracker import ROLLBACK_METRIC, TrackerHook
 from orchestrator.integrations.wandb import WandbHook, run_id_for
 
-from ..trackers import StoredRun, read_mlflow, read_wandb, silent_server
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trackers import StoredRun, read_mlflow, read_wandb, silent_server
 from .trainables import FakeRecorder
 
 CPU = {"cpu": 0.25}

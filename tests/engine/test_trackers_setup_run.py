@@ -17,8 +17,8 @@ from orchestrator.integrations.wandb import run_id_for
 from orchestrator.tune.integration.mlflow import setup_mlflow
 from orchestrator.tune.integration.wandb import setup_wandb
 
-from ..trackers import read_mlflow, read_wandb
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.trackers import read_mlflow, read_wandb
 
 CPU = {"cpu": 0.25}
 

@@ -2,7 +2,7 @@
 it) pauses its trial at once with an error naming the trial, the file and the way on;
 what was stored stays; other trials go on; a resume after the fix continues the trial.
 
-The full disk is a real, small tmpfs (``tests/fullfs.py``), filled by the trial itself
+The full disk is a real, small tmpfs (``tests/support/fullfs.py``), filled by the trial itself
 at a known step, so the next checkpoint meets the kernel's ``ENOSPC``. On the fake Ray
 (moved from ``tests/test_unstorable_checkpoints.py``: only the Ray under them changed).
 """
@@ -19,9 +19,9 @@ import pytest
 
 from orchestrator import TrialState
 
-from ..fullfs import fill, small_filesystem
-from ..trainables import Counter, assert_failure_free_history
-from .conftest import MakeOrchestrator
+from ..support.fake_engine import MakeOrchestrator
+from ..support.fullfs import fill, small_filesystem
+from ..support.trainables import Counter, assert_failure_free_history
 
 CPU = {"cpu": 0.25}
 QUIET: dict[str, Any] = {"progress": False, "loggers": []}

@@ -1,4 +1,4 @@
-"""Trainables of ``tests/trainables.py`` made for the fake Ray, where every actor is a
+"""Trainables of ``tests/support/trainables.py`` made for the fake Ray, where every actor is a
 thread of this one process: they report their fake actor's ``pid`` instead of the real
 one, and crash by ending their fake process instead of this one."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fakeray import ProcessDied, current_actor
-from ..trainables import Climber, Curve, Objective, Recorder, StubbornClimber, Tripwire
+from ..support.fakeray import ProcessDied, current_actor
+from ..support.trainables import Climber, Curve, Objective, Recorder, StubbornClimber, Tripwire
 
 
 def fake_pid() -> int:

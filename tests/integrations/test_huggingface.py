@@ -28,7 +28,7 @@ pytest.importorskip("torch")
 
 from orchestrator import tune  # noqa: E402
 
-from ..processes import kill_tree  # noqa: E402
+from ..support.processes import kill_tree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("hf_search.py")

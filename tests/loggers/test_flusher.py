@@ -16,8 +16,7 @@ import pytest
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.views.loggers import ExperimentLogger
 
-from ..observe import OwnTasks
-from .fakes import (
+from ..support.logger_fakes import (
     FakeCheckpoint,
     FakeTrial,
     MemoryStorage,
@@ -26,6 +25,7 @@ from .fakes import (
     read_results,
     scalars,
 )
+from ..support.observe import OwnTasks
 
 _OWN = OwnTasks("loggers:flush")
 

@@ -13,7 +13,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from orchestrator.errors import ConfigError
 from orchestrator.views.loggers import ExperimentLogger, flatten
 
-from .fakes import (
+from ..support.logger_fakes import (
     FakeCheckpoint,
     FakeTrial,
     accumulator,

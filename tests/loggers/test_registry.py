@@ -20,7 +20,7 @@ from orchestrator.views.loggers import (
     register_logger,
 )
 
-from .fakes import FakeTrial
+from ..support.logger_fakes import FakeTrial
 
 
 @pytest.mark.parametrize("kind", list(LOGGERS.values()), ids=lambda kind: kind.name)

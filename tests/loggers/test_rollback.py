@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.views.loggers import ExperimentLogger
 
-from .fakes import (
+from ..support.logger_fakes import (
     FakeCheckpoint,
     FakeTrial,
     event_files,

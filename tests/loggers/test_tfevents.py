@@ -83,7 +83,7 @@ def test_the_tensorboard_logger_imports_neither_tensorboardx_nor_torch(tmp_path:
     code = (
         "import asyncio, sys\nfrom pathlib import Path\n"
         "from orchestrator.views.loggers import ExperimentLogger\n"
-        "from tests.loggers.fakes import FakeTrial\n"
+        "from tests.support.logger_fakes import FakeTrial\n"
         "async def main():\n"
         "    logger = ExperimentLogger(Path(sys.argv[1]), flush_interval=60)\n"
         "    trial = FakeTrial('t1')\n"

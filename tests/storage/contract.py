@@ -41,7 +41,7 @@ from storage import (
 )
 from storage.schemes import driver_class, scheme_named
 
-from .conftest import FAKE_SECRET, FlakyProxy
+from ..support.servers import FAKE_SECRET, FlakyProxy
 
 Flaky = Callable[..., Awaitable[tuple[Storage, FlakyProxy]]]
 
@@ -491,7 +491,7 @@ class StorageContract:
         from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
         from orchestrator.journal.reader import load
 
-        from ..trainables import Counter
+        from ..support.trainables import Counter
 
         monkeypatch.setattr(journal_module, "COMPACT_AFTER", 2)
         trial = Orchestrator(storage=tmp_path, name="exp").add_trial(Counter, trial_id="a")

@@ -1,7 +1,7 @@
 """A full disk and a file over a size limit are permanent, said at once, and change
 nothing that was stored; a storage root that is a file is named as such.
 
-The disk is a real, small tmpfs (``tests/fullfs.py``: root only); the size limit is the
+The disk is a real, small tmpfs (``tests/support/fullfs.py``: root only); the size limit is the
 kernel's ``RLIMIT_FSIZE`` in a child process (``EFBIG``), which needs no root.
 """
 
@@ -18,7 +18,7 @@ import pytest
 import storage.local as local_module
 from storage import LocalStorage, NotADirectory, StorageFull, open_storage
 
-from ..fullfs import fill, small_filesystem
+from ..support.fullfs import fill, small_filesystem
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[2]

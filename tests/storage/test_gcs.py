@@ -14,11 +14,11 @@ import requests
 
 from storage import BucketNotFound, GCSStorage, RetryPolicy, Storage, open_storage
 
-from .conftest import BUCKET, FlakyProxy, unique_prefix
+from ..support.servers import BUCKET, GCS_OPTIONS, FlakyProxy, unique_prefix
 from .contract import NetworkContract, Reopen, StorageContract
 
 KiB = 1 << 10
-OPTIONS: dict[str, Any] = {"part_size": 256 * KiB, "max_concurrency": 4}
+OPTIONS = GCS_OPTIONS
 
 
 class GCSRaw:

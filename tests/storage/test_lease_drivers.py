@@ -13,7 +13,7 @@ from orchestrator.api.lease import acquire_lease
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 from storage import open_storage
 
-from .conftest import BUCKET, unique_prefix
+from ..support.servers import BUCKET, unique_prefix
 
 
 @pytest.fixture(params=["s3", "gcs"])

@@ -25,7 +25,7 @@ from orchestrator.api.lease import TTL_ENV, ExperimentLease, take_lease
 from orchestrator.core.lease_record import LEASE_KEY, MIN_TTL_S, LeaseRecord
 from storage import Storage, StorageError, open_storage
 
-from .conftest import BUCKET, unique_prefix
+from ..support.servers import BUCKET, unique_prefix
 
 #: Generous for a loaded 2-core machine: every wait below ends on an event long before.
 WAIT_S = 60.0

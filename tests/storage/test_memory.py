@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BUCKET, unique_prefix
+from ..support.servers import BUCKET, unique_prefix
 
 MiB = 1 << 20
 

@@ -16,14 +16,21 @@ import requests
 from orchestrator import Orchestrator, Trial, TrialState
 from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
-from ..trainables import (
+from ..support.servers import (
+    BUCKET,
+    FAKE_KEY_ID,
+    FAKE_SECRET,
+    FlakyProxy,
+    boto3_client,
+    unique_prefix,
+)
+from ..support.trainables import (
     Counter,
     Recorder,
     assert_failure_free_history,
     counting,
     kill_worker,
 )
-from .conftest import BUCKET, FAKE_KEY_ID, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from orchestrator import Orchestrator, TrialState
 
-from ..trainables import Counter
-from .conftest import BUCKET, unique_prefix
+from ..support.servers import BUCKET, unique_prefix
+from ..support.trainables import Counter
 
 CPU = {"cpu": 0.25}
 

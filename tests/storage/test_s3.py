@@ -13,7 +13,7 @@ import pytest
 
 from storage import BucketNotFound, NotFound, RetryPolicy, S3Storage, Storage, open_storage
 
-from .conftest import BUCKET, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
+from ..support.servers import BUCKET, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 from .contract import MiB, NetworkContract, Reopen, StorageContract, make_tree
 
 OPTIONS: dict[str, Any] = {"part_size": 5 * MiB, "max_concurrency": 4}

@@ -20,8 +20,8 @@ from transfer.errors import TransferError
 from transfer.local import copy_local
 from transfer.writer import DIRECT_MIN_SIZE
 
+from ..support.transfer_copies import copy_in_process
 from .helpers import make_tree, siblings, snapshot
-from .test_sink import copy_in_process
 
 Inode = tuple[int, int]
 

@@ -24,20 +24,8 @@ from transfer.source import SourceReader
 from transfer.staging import StagedTree
 from transfer.writer import DIRECT_MIN_SIZE
 
+from ..support.transfer_copies import copy_in_process
 from .helpers import make_tree, siblings, snapshot
-
-
-def copy_in_process(
-    src: Path, dst: Path, *, chunk_size: int = 64 * 1024, delta: bool = True, mirror: bool = False
-) -> tuple[int, int]:
-    source, sink = SourceReader(str(src)), SinkWriter(str(dst), "test")
-    plan = make_plan(source.scan(), sink.scan(), delta=delta, mirror=mirror)
-    source.start(plan.send)
-    sink.begin(plan)
-    for spec in layout([e.size for e in plan.send], chunk_size):
-        sink.write(source.read(spec).copy())
-    result = sink.commit()
-    return result.files_written, result.files_kept
 
 
 def test_copy_tree_round_trip(tmp_path: Path) -> None:

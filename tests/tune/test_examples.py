@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from benchmarks.tune_examples import examples_dir, rewrite, run_example
-from tests.trackers import read_mlflow
+
+from ..support.trackers import read_mlflow
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 

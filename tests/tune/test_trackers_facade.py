@@ -22,7 +22,7 @@ from orchestrator.integrations.wandb import run_id_for
 from orchestrator.tune.integration.mlflow import MLflowLoggerCallback, setup_mlflow
 from orchestrator.tune.integration.wandb import WandbLoggerCallback
 
-from ..trackers import read_mlflow, read_wandb
+from ..support.trackers import read_mlflow, read_wandb
 
 CPU = {"cpu": 0.25}
 STEPS = 5

@@ -24,7 +24,7 @@ from orchestrator.tune.adapters import engine_trainable
 from orchestrator.tune.context import RunInfo
 from orchestrator.tune.result import DEFAULT_METRIC
 
-from .test_results_and_search import FakeTrial, _State
+from ..support.tune_fakes import FakeTrial, _State
 
 INFO = RunInfo("exp", "/tmp/exp", "train")
 TUNE_KEYS = {"done", "timestamp", "date", "time_since_restore", "iterations_since_restore", "pid"}
