@@ -34,7 +34,7 @@ REPO = REPO_ROOT
 SCRIPT = """
 import asyncio, sys
 from orchestrator import Orchestrator
-from ..support.trainables import Announces
+from tests.support.trainables import Announces
 
 async def main() -> None:
     async with Orchestrator(storage=sys.argv[1], name="sig", progress=False, loggers=[]) as orch:
@@ -160,7 +160,7 @@ async def test_a_signalled_script_ends_cleanly_says_how_to_resume_and_resumes(
 BLOCKING_HOOK = """
 import sys, time
 from orchestrator import Orchestrator
-from ..support.trainables import Counter
+from tests.support.trainables import Counter
 
 class Blocks:
     def on_trial_result(self, trial, result):
@@ -213,7 +213,7 @@ WHILE_RAY_STARTS = """
 import os, sys, time
 from orchestrator import Orchestrator
 from orchestrator.engine import raystart
-from ..support.trainables import Counter
+from tests.support.trainables import Counter
 
 def slow_start(address, **options):  # Ray's start, held until the test has signalled
     open(sys.argv[2], "w").close()

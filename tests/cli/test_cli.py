@@ -568,7 +568,7 @@ import os
 import time
 
 from orchestrator import Trainable
-from ..support.trainables import pass_gate
+from tests.support.trainables import pass_gate
 
 
 class Quad(Trainable):
