@@ -64,7 +64,7 @@ from orchestrator.journal.sources import (
     log_sources,
     segment_rows,
 )
-from orchestrator.journal.writer import segment_token
+from orchestrator.journal.write_bytes import segment_token
 
 __all__ = ["RepairReport", "check_repairable", "repair_experiment"]
 

@@ -43,11 +43,9 @@ import asyncio
 import contextlib
 import logging
 import math
-import secrets
 import time
 from array import array
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.core.journal_format import (
@@ -60,6 +58,7 @@ from orchestrator.core.json_codec import dumps
 from orchestrator.engine.history import SpilledHistory
 from orchestrator.errors import JournalError
 from orchestrator.journal.spill import SpillFile, SpillRef
+from orchestrator.journal.write_bytes import Write, build_timed, segment_token
 
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
@@ -96,18 +95,6 @@ URGENT_DELAY = 0.05
 #: write cost divided by this after it: even a stream of trials ending (or checkpoints
 #: persisted) one after another keeps the journal under a quarter of a core.
 URGENT_CPU_SHARE = 0.25
-
-
-@dataclass
-class _Write:
-    """What one write stores, captured on the loop: the head's parts and, per trial
-    with new results, the index they start at and their serialised rows."""
-
-    header: dict[str, Any]
-    heads: list[str]
-    rows: list[tuple[str, int, list[str] | SpillRef]]  # a spilled trial's: read back
-    compact: bool
-    ended: list[str]  # trials looked at that had ended: spilled once this is stored
 
 
 class Journal:
@@ -303,7 +290,7 @@ class Journal:
             # loop, from the copies taken on it (results recorded meanwhile go into the
             # next write).
             segment, head, built_cpu = await asyncio.to_thread(
-                _build_timed, write, listed, self._spill
+                build_timed, write, listed, self._spill
             )
             stored = time.monotonic()
             if key is not None:
@@ -354,7 +341,7 @@ class Journal:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    def _committed(self, write: _Write, listed: list[str], size: int) -> None:
+    def _committed(self, write: Write, listed: list[str], size: int) -> None:
         """Record that the head in storage now lists ``listed``."""
         self._segments = listed
         if write.compact:
@@ -440,7 +427,7 @@ class Journal:
             due = min(due, max(self._soon_at + wait, earliest))
         return due
 
-    def _capture(self) -> _Write:
+    def _capture(self) -> Write:
         """The head's parts and the rows a write must store, from the state as it is."""
         compact = (
             not self._segments
@@ -478,7 +465,7 @@ class Journal:
                     rows.append((trial_id, 0, results))
             elif start < len(results):
                 rows.append((trial_id, start, results[start:]))
-        return _Write(header, heads, rows, compact, ended)
+        return Write(header, heads, rows, compact, ended)
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
         """The trial's part of the head, built afresh. A settled trial's is kept, and
@@ -518,45 +505,3 @@ class Journal:
             self._spec_lens[position] = len(spec)
             del self._specs[trial_id]
         return head
-
-
-def segment_token() -> str:
-    """A driver's segment names' prefix: never used before, and in the order drivers
-    started (milliseconds, then random), so that ``repair`` can replay the segments
-    that survive a lost head in the order they were written."""
-    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(2)}"
-
-
-def _build_timed(
-    write: _Write, segments: list[str], spill: SpillFile | None
-) -> tuple[bytes, bytes, float]:
-    """The segment and the head a write stores, and the CPU-seconds they took (in the
-    thread that built them; spilled rows are read back here, off the loop)."""
-    start = time.thread_time()
-    rows = [
-        (trial_id, first, spill.get(part) if isinstance(part, SpillRef) and spill else part)
-        for trial_id, first, part in write.rows
-    ]
-    segment = _segment(rows)  # type: ignore[arg-type]
-    head = _head(write.header, segments, write.heads)
-    return segment, head, time.thread_time() - start
-
-
-def _segment(rows: list[tuple[str, int, list[str]]]) -> bytes:
-    """The segment holding ``rows``, one line per trial (empty: none)."""
-    return "".join(
-        '{"trial":'
-        + dumps(trial_id)
-        + ',"from":'
-        + str(first)
-        + ',"rows":['
-        + ",".join(serialised)
-        + "]}\n"
-        for trial_id, first, serialised in rows
-    ).encode()
-
-
-def _head(header: dict[str, Any], segments: list[str], heads: list[str]) -> bytes:
-    return (
-        dumps({**header, "segments": segments})[:-1] + ',"trials":[' + ",".join(heads) + "]}"
-    ).encode()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import orchestrator.journal.write_bytes as write_bytes
 import orchestrator.journal.writer as journal_module
 from orchestrator import ConfigError, Orchestrator, Trial, TrialState
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_PREFIX
@@ -61,7 +62,7 @@ async def test_writes_space_out_as_the_document_costs_more_cpu(
 ) -> None:
     """Building a write (a base holds every result) costs driver CPU: the pause grows
     with that CPU time, not with the wall time a loaded machine or a slow fsync adds."""
-    build = journal_module._head
+    build = write_bytes._head
 
     def costly(*parts: object) -> bytes:
         start = time.thread_time()
@@ -69,7 +70,7 @@ async def test_writes_space_out_as_the_document_costs_more_cpu(
             pass
         return build(*parts)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(journal_module, "_head", costly)
+    monkeypatch.setattr(write_bytes, "_head", costly)
     monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.25)
     async with open_storage(tmp_path) as store:
         gaps = await _gaps_between_writes(store, delay=0.0, seconds=2.5)
