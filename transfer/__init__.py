@@ -11,6 +11,7 @@ from .errors import (
     NodeLostError,
     SizeLimitExceeded,
     TransferError,
+    TransferIntegrityError,
     UnsafePathError,
 )
 from .stats import TransferProgress, TransferStats
@@ -22,6 +23,7 @@ __all__ = [
     "NodeLostError",
     "SizeLimitExceeded",
     "TransferError",
+    "TransferIntegrityError",
     "TransferProgress",
     "TransferStats",
     "UnsafePathError",

@@ -23,7 +23,7 @@ from typing import Any
 
 from .checksum import digest_file, new_check
 from .chunks import decode
-from .errors import IntegrityError, TransferError
+from .errors import TransferError, TransferIntegrityError
 from .manifest import Entry, scan
 from .paths import check_relpath
 from .plan import Plan
@@ -121,18 +121,18 @@ class SinkWriter:
         try:
             view = memoryview(frame).cast("B")
         except TypeError as err:
-            raise IntegrityError("chunk frame is not a byte buffer") from err
+            raise TransferIntegrityError("chunk frame is not a byte buffer") from err
         files = self._plan.send
         nbytes = done = 0
         for piece in decode(view):
             if piece.file_id != self._cur or piece.file_id >= len(files):
-                raise IntegrityError(
+                raise TransferIntegrityError(
                     f"chunk piece for file #{piece.file_id}, expected #{self._cur}"
                 )
             entry = files[piece.file_id]
             end = piece.offset + piece.length
             if piece.offset != self._off or end > entry.size or piece.last != (end == entry.size):
-                raise IntegrityError(
+                raise TransferIntegrityError(
                     f"chunk piece for {entry.path!r} at [{piece.offset}, {end}) does not "
                     f"continue the file at {self._off} of {entry.size} bytes"
                 )
@@ -149,7 +149,7 @@ class SinkWriter:
             nbytes += piece.length
             if piece.last:
                 if self._check.digest() != piece.digest:
-                    raise IntegrityError(
+                    raise TransferIntegrityError(
                         f"checksum mismatch for {entry.path!r}: the bytes received differ "
                         "from the source's; retry the copy"
                     )
@@ -179,7 +179,9 @@ class SinkWriter:
             raise TransferError("cannot commit a failed copy") from self._failed
         plan, staged = self._plan, self._staged
         if self._cur != len(plan.send):
-            raise IntegrityError(f"copy incomplete: {self._cur} of {len(plan.send)} files arrived")
+            raise TransferIntegrityError(
+                f"copy incomplete: {self._cur} of {len(plan.send)} files arrived"
+            )
         try:
             self._settle(0)
             staged.link_kept(plan.keep)
