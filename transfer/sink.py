@@ -4,7 +4,7 @@ It trusts nothing it receives. The plan is validated as a whole before anything 
 created (:mod:`transfer.paths`); each frame's header is parsed with ``struct`` and every
 piece must continue exactly the file and offset the sink expects next, within the
 file's announced size, so a crafted frame can neither write outside the staged tree nor
-grow a file. Each piece's write starts at once (:class:`~transfer.writer.FileWriter`,
+grow a file. Each piece's write starts at once (:class:`~transfer.file_writer.FileWriter`,
 big files straight from the frame's buffer) and its bytes are hashed meanwhile; a file
 whose transit check differs from the source's fails the copy. A complete file is handed
 to the staged tree, which makes it durable in the background.
@@ -23,12 +23,12 @@ from typing import Any
 
 from .checksum import digest_file, new_check
 from .chunks import decode
+from .delta import Plan
 from .errors import TransferError, TransferIntegrityError
-from .manifest import Entry, scan
+from .file_writer import WRITE_DEPTH, FileWriter, OpenFile
+from .listing import Entry, scan
 from .paths import check_relpath
-from .plan import Plan
 from .staging import WRITE_FLAGS, StagedTree
-from .writer import WRITE_DEPTH, FileWriter, OpenFile
 
 __all__ = ["CommitResult", "SinkWriter"]
 

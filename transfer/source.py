@@ -19,7 +19,7 @@ import numpy.typing as npt
 from .checksum import CHECK_SIZE, digest_file, new_check
 from .chunks import ChunkSpec, encode_header, header_size
 from .errors import TransferIntegrityError
-from .manifest import Entry, scan
+from .listing import Entry, scan
 from .paths import check_relpath
 
 __all__ = ["SourceReader"]

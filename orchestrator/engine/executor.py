@@ -63,7 +63,7 @@ from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialEr
 
 if TYPE_CHECKING:
     from orchestrator.core.events import Event
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 

@@ -37,7 +37,7 @@ from orchestrator.errors import InvalidTransition, OrchestratorError, TrialError
 
 if TYPE_CHECKING:
     from orchestrator.engine.ports import JournalPort
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 

@@ -37,7 +37,7 @@ from storage import StorageError
 from transfer.ray_errors import is_lost, raised
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 

@@ -48,7 +48,7 @@ from orchestrator.engine.outcomes import (
     Upload,
     WantSpare,
 )
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageFull, TransientError
 

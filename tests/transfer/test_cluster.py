@@ -17,9 +17,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import transfer
 from transfer.chunks import Piece, encode_header, header_size
+from transfer.delta import Plan
 from transfer.errors import TransferIntegrityError, UnsafePathError
-from transfer.manifest import Entry, EntryKind
-from transfer.plan import Plan
+from transfer.listing import Entry, EntryKind
 from transfer.sink import SinkWriter
 
 from .helpers import make_tree, siblings, snapshot

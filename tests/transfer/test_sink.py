@@ -16,13 +16,13 @@ import pytest
 
 from transfer.checksum import CHECK_SIZE
 from transfer.chunks import Piece, encode_header, header_size, layout
+from transfer.delta import Plan, make_plan
 from transfer.errors import TransferError, TransferIntegrityError, UnsafePathError
-from transfer.manifest import Entry, EntryKind
-from transfer.plan import Plan, make_plan
+from transfer.file_writer import DIRECT_MIN_SIZE
+from transfer.listing import Entry, EntryKind
 from transfer.sink import SinkWriter
 from transfer.source import SourceReader
 from transfer.staging import StagedTree
-from transfer.writer import DIRECT_MIN_SIZE
 
 from ..support.transfer_copies import copy_in_process
 from .helpers import make_tree, siblings, snapshot

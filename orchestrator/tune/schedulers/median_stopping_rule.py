@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from orchestrator.schedulers import MedianStopping
-from orchestrator.tune.errors import unsupported
-from orchestrator.tune.schedulers.base import TuneScheduler
+from orchestrator.tune.error import unsupported
+from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
 
 __all__ = ["MedianStoppingRule"]
 

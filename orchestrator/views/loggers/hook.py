@@ -23,8 +23,8 @@ from typing import Any
 from orchestrator.core.trial_history import history_before, iteration_of, results_of
 from orchestrator.errors import ConfigError
 from orchestrator.views.loggers.flusher import Flusher
+from orchestrator.views.loggers.log_sink import LogSink
 from orchestrator.views.loggers.ops import TRAINING_ITERATION, ConfigChange, End, Reset, Rollback
-from orchestrator.views.loggers.sink import LogSink
 from orchestrator.views.loggers.values import dumps
 from orchestrator.views.loggers.writers import DEFAULT_LOGGERS, check_logger_names
 

@@ -1,4 +1,4 @@
-"""The direct byte stream (``transfer.wire``) between a source reader and a sink, without
+"""The direct byte stream (``transfer.tcp``) between a source reader and a sink, without
 Ray tasks: a real copy over a local socket, strangers ignored, a missing receiver, a
 stream cut short."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from transfer.chunks import ChunkSpec, layout
+from transfer.delta import Plan, make_plan
 from transfer.errors import TransferIntegrityError
-from transfer.manifest import EntryKind
-from transfer.plan import Plan, make_plan
+from transfer.listing import EntryKind
 from transfer.sink import SinkWriter
 from transfer.source import SourceReader
-from transfer.wire import (
+from transfer.tcp import (
     TOKEN_SIZE,
     DirectUnavailable,
     Listener,

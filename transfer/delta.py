@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .manifest import Entry, EntryKind
+from .listing import Entry, EntryKind
 from .paths import check_tree
 
 __all__ = ["Plan", "make_plan", "needs_checksum"]

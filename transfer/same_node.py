@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .checksum import digest_file
+from .delta import make_plan, needs_checksum
 from .errors import SizeLimitExceeded, TransferError, TransferIntegrityError
-from .manifest import Entry, scan
-from .plan import make_plan, needs_checksum
+from .listing import Entry, scan
 from .staging import StagedTree
 
 __all__ = ["LocalResult", "copy_local"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from transfer.delta import make_plan, needs_checksum
 from transfer.errors import TransferError, UnsafePathError
-from transfer.manifest import Entry, EntryKind, is_excluded, scan
-from transfer.plan import make_plan, needs_checksum
+from transfer.listing import Entry, EntryKind, is_excluded, scan
 
 from .helpers import UNICODE_NAME, make_tree
 
