@@ -139,8 +139,21 @@ SHARED_MODULES: dict[str, tuple[frozenset[str], str]] = {
         f"the searcher, and {_MIRROR}",
     ),
     "base.py": (
-        frozenset({"orchestrator/schedulers/base.py", "storage/base.py"}),
-        "an extension point's contract, each in its own package (Scheduler, Storage)",
+        frozenset(
+            {
+                "orchestrator/schedulers/base.py",
+                "orchestrator/tune/schedulers/base.py",
+                "storage/base.py",
+            }
+        ),
+        "an extension point's contract, each in its own package (Scheduler, Storage); "
+        "tune/schedulers/base.py holds FIFOScheduler, pickled into journals and "
+        "trialflow_tuner.pkl with a sweep's call (a path old pickles name)",
+    ),
+    "sample.py": (
+        frozenset({"orchestrator/tune/sample.py", "orchestrator/tune/search/sample.py"}),
+        f"{_MIRROR} (search/sample.py); tune/sample.py holds the wrapper of a Tune "
+        "sample_from function, pickled with a sweep's space (a path old pickles name)",
     ),
     "registry.py": (
         frozenset({"orchestrator/schedulers/registry.py", "orchestrator/search/registry.py"}),

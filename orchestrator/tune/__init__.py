@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
     from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
     from orchestrator.tune.error import TuneError, TuneUnsupported
-    from orchestrator.tune.param_space import grid_search
     from orchestrator.tune.progress_reporter import CLIReporter
     from orchestrator.tune.result_grid import Result, ResultGrid
+    from orchestrator.tune.sample import grid_search
     from orchestrator.tune.search.sample import (
         choice,
         lograndint,
@@ -78,7 +78,7 @@ _WHERE = {
     "run": ".tune",
     "with_parameters": ".adapters",
     "with_resources": ".adapters",
-    "grid_search": ".param_space",
+    "grid_search": ".sample",
     "install": ".alias",
     "uninstall": ".alias",
     **{

@@ -22,8 +22,8 @@ from orchestrator.schedulers import Scheduler, scheduler_kinds
 from orchestrator.tune.adapters import check_trainable, unwrap
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from orchestrator.tune.error import unsupported
-from orchestrator.tune.param_space import translate_space
-from orchestrator.tune.schedulers.tune_scheduler import FIFOScheduler, TuneScheduler
+from orchestrator.tune.sample import translate_space
+from orchestrator.tune.schedulers.base import FIFOScheduler, TuneScheduler
 from orchestrator.tune.search.basic_variant import BasicVariantGenerator
 from orchestrator.tune.search.concurrency_limiter import ConcurrencyLimiter, Wrapper
 from orchestrator.tune.search.searcher import engine_searcher

@@ -11,7 +11,7 @@ the engine.
 - a stopper that keeps state across results or trials (``TrialPlateauStopper``,
   ``ExperimentPlateauStopper``, ``CombinedStopper``, a subclass of ``Stopper``): it runs
   in the driver only, on every result in order, through the sweep's scheduler
-  (:mod:`orchestrator.tune.schedulers.tune_scheduler`), and its ``stop_all()`` ends the sweep;
+  (:mod:`orchestrator.tune.schedulers.base`), and its ``stop_all()`` ends the sweep;
 - a time budget (``TimeoutStopper``, and ``TuneConfig(time_budget_s=...)``): a timer
   that ends the sweep when it expires.
 """

@@ -27,7 +27,7 @@ from orchestrator.tune.error import TuneError, unsupported
 from orchestrator.tune.ray_configs import as_ours
 from orchestrator.tune.result_grid import ResultGrid
 from orchestrator.tune.run_plan import RunPlan, plan_run
-from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
+from orchestrator.tune.schedulers.base import TuneScheduler
 from orchestrator.tune.serializable import check_serializable
 from orchestrator.tune.tune_hooks import TuneHooks
 

@@ -12,7 +12,7 @@ import pytest
 import orchestrator.tune.schedulers as tune_schedulers
 from orchestrator.cli.main import build_parser
 from orchestrator.schedulers import SchedulerKind, register_scheduler, scheduler_kinds
-from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
+from orchestrator.tune.schedulers.base import TuneScheduler
 
 
 def scheduler_choices(parser: argparse.ArgumentParser) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator import search, tune
 from orchestrator.errors import ConfigError
-from orchestrator.tune.param_space import translate_space
+from orchestrator.tune.sample import translate_space
 from orchestrator.tune.search.sample import Categorical, Domain, Float, Function, Integer
 
 

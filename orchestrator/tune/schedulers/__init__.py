@@ -4,10 +4,10 @@ Tune's arguments and is trialflow's scheduler (see :mod:`.base`)."""
 from __future__ import annotations
 
 from orchestrator.tune.schedulers.async_hyperband import ASHAScheduler, AsyncHyperBandScheduler
+from orchestrator.tune.schedulers.base import FIFOScheduler, TuneScheduler
 from orchestrator.tune.schedulers.hyperband import HyperBandScheduler
 from orchestrator.tune.schedulers.median_stopping_rule import MedianStoppingRule
 from orchestrator.tune.schedulers.pbt import PopulationBasedTraining
-from orchestrator.tune.schedulers.tune_scheduler import FIFOScheduler, TuneScheduler
 from orchestrator.tune.unsupported import getattr_for, refused_class
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from orchestrator.schedulers import ASHA, TrialInfo
-from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
+from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["ASHAScheduler", "AsyncHyperBandScheduler"]
 

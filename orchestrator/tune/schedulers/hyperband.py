@@ -4,7 +4,7 @@ bracket's milestone, freeing their resources; the best resume)."""
 from __future__ import annotations
 
 from orchestrator.schedulers import HyperBand
-from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
+from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["HyperBandScheduler"]
 

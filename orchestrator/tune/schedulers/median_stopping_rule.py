@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orchestrator.schedulers import MedianStopping
 from orchestrator.tune.error import unsupported
-from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
+from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["MedianStoppingRule"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from orchestrator.schedulers import PBT
 from orchestrator.tune.error import unsupported
-from orchestrator.tune.schedulers.tune_scheduler import TuneScheduler
+from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["PopulationBasedTraining"]
 

@@ -3,7 +3,7 @@ your own subclasses ``orchestrator.schedulers.Scheduler`` (decisions as data).""
 
 from __future__ import annotations
 
-from orchestrator.tune.schedulers.tune_scheduler import FIFOScheduler
+from orchestrator.tune.schedulers.base import FIFOScheduler
 from orchestrator.tune.unsupported import getattr_for
 
 __all__ = ["FIFOScheduler"]

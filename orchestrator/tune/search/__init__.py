@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from orchestrator.tune.param_space import grid_search
+from orchestrator.tune.sample import grid_search
 from orchestrator.tune.search.basic_variant import BasicVariantGenerator
 from orchestrator.tune.search.concurrency_limiter import ConcurrencyLimiter
 from orchestrator.tune.search.repeater import Repeater

@@ -27,7 +27,7 @@ from typing import Any
 
 from orchestrator import search
 from orchestrator.tune.error import unsupported
-from orchestrator.tune.param_space import _TuneFunction, grid_search
+from orchestrator.tune.sample import _TuneFunction, grid_search
 
 __all__ = [
     "Categorical",

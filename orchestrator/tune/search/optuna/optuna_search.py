@@ -24,7 +24,7 @@ from orchestrator.search import SearchSpace
 from orchestrator.search.optuna_own import flat
 from orchestrator.search.optuna_search import _distribution
 from orchestrator.tune.error import unsupported
-from orchestrator.tune.param_space import translate_space
+from orchestrator.tune.sample import translate_space
 
 _NO_SPACE = (
     "Trying to sample a configuration from {cls}, but no search space has been defined. "
