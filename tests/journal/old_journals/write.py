@@ -3,15 +3,17 @@
 Each experiment is an honest journal of that version: its pickles name the module paths
 the code had then (``orchestrator.trainable``, ``orchestrator.stopping``,
 ``orchestrator.function``, ``orchestrator.demo_model``), which today's code knows only
-through ``orchestrator.core.moved.MOVED``. Every trial is paused after two results, with
-a checkpoint, so resuming them has work left to do (up to ``n == 4``; the demo's model,
+through ``orchestrator.core.moved.MOVED``. Every trial is asked to pause once it has two
+results and a checkpoint; it pauses after its third (the step in flight), with a
+checkpoint of it, so resuming it has work left to do (up to ``n == 4``; the demo's model,
 which this script cannot slow down, up to 50 iterations).
 
 How they were made (from a clone of the repository)::
 
+    mkdir -p /tmp/old_a /tmp/old_b
     git archive 57c4c42 | tar -x -C /tmp/old_a   # before the reshape into layers
     git archive e7560e2~1 | tar -x -C /tmp/old_b  # before the demo's model moved to cli/
-    export WRITING_OLD_JOURNAL=1 OUT=tests/journal/old_journals
+    export WRITING_OLD_JOURNAL=1 OUT=$PWD/tests/journal/old_journals
     cd /tmp/old_a && PYTHONPATH=. python $OUT/write.py $OUT before_layers
     cd /tmp/old_b && PYTHONPATH=. python $OUT/write.py $OUT before_cli
 
