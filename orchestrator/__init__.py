@@ -16,27 +16,31 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Each public name twice: imported here for type checkers (``X as X`` exports it to
+# them) and in ``_WHERE`` for the loader; ``__all__`` is derived from ``_WHERE``.
+# tests/test_exports.py checks that the two agree.
 if TYPE_CHECKING:
-    from orchestrator.actor.function import get_checkpoint, report
-    from orchestrator.actor.trainable import Trainable
-    from orchestrator.api.orchestrator import Orchestrator, OrchestratorStatistics
-    from orchestrator.api.sweep_result import SweepResult
-    from orchestrator.api.trial import Trial
-    from orchestrator.core.checkpoints import Checkpoint, RetentionPolicy
-    from orchestrator.core.machine import TrialState
-    from orchestrator.core.options import TrialOptions
-    from orchestrator.engine.hooks import HOOK_NAMES
-    from orchestrator.errors import (
-        ConfigError,
-        ExperimentLocked,
-        InvalidTransition,
-        JournalError,
-        LeaseLost,
-        NoCheckpointError,
-        OrchestratorError,
-        TrialError,
-        TrialNotRunning,
-    )
+    from orchestrator.actor.function import get_checkpoint as get_checkpoint
+    from orchestrator.actor.function import report as report
+    from orchestrator.actor.trainable import Trainable as Trainable
+    from orchestrator.api.orchestrator import Orchestrator as Orchestrator
+    from orchestrator.api.orchestrator import OrchestratorStatistics as OrchestratorStatistics
+    from orchestrator.api.sweep_result import SweepResult as SweepResult
+    from orchestrator.api.trial import Trial as Trial
+    from orchestrator.core.checkpoints import Checkpoint as Checkpoint
+    from orchestrator.core.checkpoints import RetentionPolicy as RetentionPolicy
+    from orchestrator.core.machine import TrialState as TrialState
+    from orchestrator.core.options import TrialOptions as TrialOptions
+    from orchestrator.engine.hooks import HOOK_NAMES as HOOK_NAMES
+    from orchestrator.errors import ConfigError as ConfigError
+    from orchestrator.errors import ExperimentLocked as ExperimentLocked
+    from orchestrator.errors import InvalidTransition as InvalidTransition
+    from orchestrator.errors import JournalError as JournalError
+    from orchestrator.errors import LeaseLost as LeaseLost
+    from orchestrator.errors import NoCheckpointError as NoCheckpointError
+    from orchestrator.errors import OrchestratorError as OrchestratorError
+    from orchestrator.errors import TrialError as TrialError
+    from orchestrator.errors import TrialNotRunning as TrialNotRunning
 
 _WHERE = {
     "HOOK_NAMES": ".engine.hooks",
@@ -62,29 +66,7 @@ _WHERE = {
     "report": ".actor.function",
 }
 
-__all__ = [
-    "HOOK_NAMES",
-    "Checkpoint",
-    "ConfigError",
-    "ExperimentLocked",
-    "InvalidTransition",
-    "JournalError",
-    "LeaseLost",
-    "NoCheckpointError",
-    "Orchestrator",
-    "OrchestratorError",
-    "OrchestratorStatistics",
-    "RetentionPolicy",
-    "SweepResult",
-    "Trainable",
-    "Trial",
-    "TrialError",
-    "TrialNotRunning",
-    "TrialOptions",
-    "TrialState",
-    "get_checkpoint",
-    "report",
-]
+__all__ = sorted(_WHERE)  # every name the loader finds, and no other
 
 
 def __getattr__(name: str) -> Any:

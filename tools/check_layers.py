@@ -45,8 +45,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("api",),
     ("tune",),
     ("cli", "__main__"),
-    # The package's face and the names old journals' pickles hold: re-exports only.
-    ("__init__", "stopping", "function", "trainable", "demo_model"),
+    # The package's face: re-exports only.
+    ("__init__",),
 ]
 #: Layers that must stay sans-IO: no Ray, no asyncio (nor what wraps them).
 SANS_IO = ("core", "search", "schedulers")

@@ -1,5 +1,6 @@
 """How the journal keeps code and configs: pickles (base64) and import paths for
-classes. Plain functions, no I/O; JSON is :mod:`orchestrator.core.json_codec`."""
+classes. Plain functions, no I/O; JSON is :mod:`orchestrator.core.json_codec`. Reading
+back follows names that moved since (:mod:`orchestrator.core.moved`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import cloudpickle
 
+from orchestrator.core import moved
+
 __all__ = ["class_path", "import_class", "pickle_b64", "unpickle_b64"]
 
 
@@ -17,7 +20,7 @@ def pickle_b64(value: Any) -> str:
 
 
 def unpickle_b64(text: str) -> Any:
-    return cloudpickle.loads(base64.b64decode(text))
+    return moved.loads(base64.b64decode(text))
 
 
 def class_path(cls: type) -> str | None:
@@ -29,7 +32,7 @@ def class_path(cls: type) -> str | None:
 
 
 def import_class(path: str) -> Any:
-    module_name, _, qualname = path.partition(":")
+    module_name, _, qualname = moved.resolve(path).partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
         obj = getattr(obj, part)

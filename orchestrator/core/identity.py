@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core import moved
 from orchestrator.core.naming import config_identity, trainable_identity
 from orchestrator.errors import ConfigError
 
@@ -129,8 +130,8 @@ def journaled_identity(
 
 def _journaled_trainable(spec: Mapping[str, Any]) -> str | None:
     name = spec.get("trainable_name") or spec.get("trainable")
-    if name:
-        return str(name)
+    if name:  # where it is now, if it moved since: a call passes it from there
+        return moved.resolve(str(name))
     pickled = spec.get("trainable_pickle")
     if not pickled:
         return None

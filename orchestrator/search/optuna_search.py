@@ -16,6 +16,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrator.core import moved
 from orchestrator.errors import ConfigError
 from orchestrator.search.domains import Choice, Domain, LogUniform, QUniform, RandInt, Uniform
 from orchestrator.search.more_domains import LogRandInt, QLogRandInt, QLogUniform, QRandInt
@@ -304,7 +305,7 @@ class OptunaSearch(Searcher):
     def set_state(self, state: Any) -> None:
         self._set_up()
         try:
-            loaded = pickle.loads(state) if isinstance(state, bytes) else None
+            loaded = moved.loads(state) if isinstance(state, bytes) else None
         except Exception:  # not a pickle at all: as wrong as a pickle of something else
             loaded = None
         loaded = checked_state(_STATE_KIND, loaded, _STATE_VERSION)

@@ -24,7 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.tune.unsupported import getattr_for, install_finder
 
+# Each public name twice: imported here for type checkers (``X as X`` exports it to
+# them) and in ``_WHERE`` for the loader; ``__all__`` is derived from ``_WHERE``.
+# tests/test_exports.py checks that the two agree.
 if TYPE_CHECKING:
+<<<<<<< HEAD
     from orchestrator.tune.adapters import with_parameters, with_resources
     from orchestrator.tune.alias import install, uninstall
     from orchestrator.tune.analysis import ExperimentAnalysis
@@ -54,6 +58,45 @@ if TYPE_CHECKING:
     from orchestrator.tune.trainable import Trainable
     from orchestrator.tune.tune import run
     from orchestrator.tune.tuner import Tuner
+=======
+    from orchestrator.tune.adapters import with_parameters as with_parameters
+    from orchestrator.tune.adapters import with_resources as with_resources
+    from orchestrator.tune.alias import install as install
+    from orchestrator.tune.alias import uninstall as uninstall
+    from orchestrator.tune.analysis import ExperimentAnalysis as ExperimentAnalysis
+    from orchestrator.tune.callback import Callback as Callback
+    from orchestrator.tune.checkpoint import Checkpoint as Checkpoint
+    from orchestrator.tune.config import CheckpointConfig as CheckpointConfig
+    from orchestrator.tune.config import FailureConfig as FailureConfig
+    from orchestrator.tune.config import RunConfig as RunConfig
+    from orchestrator.tune.config import TuneConfig as TuneConfig
+    from orchestrator.tune.context import TuneContext as TuneContext
+    from orchestrator.tune.context import get_checkpoint as get_checkpoint
+    from orchestrator.tune.context import get_context as get_context
+    from orchestrator.tune.context import report as report
+    from orchestrator.tune.errors import TuneError as TuneError
+    from orchestrator.tune.errors import TuneUnsupported as TuneUnsupported
+    from orchestrator.tune.progress_reporter import CLIReporter as CLIReporter
+    from orchestrator.tune.result_grid import Result as Result
+    from orchestrator.tune.result_grid import ResultGrid as ResultGrid
+    from orchestrator.tune.run import run as run
+    from orchestrator.tune.sample import grid_search as grid_search
+    from orchestrator.tune.search.sample import choice as choice
+    from orchestrator.tune.search.sample import lograndint as lograndint
+    from orchestrator.tune.search.sample import loguniform as loguniform
+    from orchestrator.tune.search.sample import qlograndint as qlograndint
+    from orchestrator.tune.search.sample import qloguniform as qloguniform
+    from orchestrator.tune.search.sample import qrandint as qrandint
+    from orchestrator.tune.search.sample import qrandn as qrandn
+    from orchestrator.tune.search.sample import quniform as quniform
+    from orchestrator.tune.search.sample import randint as randint
+    from orchestrator.tune.search.sample import randn as randn
+    from orchestrator.tune.search.sample import sample_from as sample_from
+    from orchestrator.tune.search.sample import uniform as uniform
+    from orchestrator.tune.stopper import Stopper as Stopper
+    from orchestrator.tune.trainable import Trainable as Trainable
+    from orchestrator.tune.tuner import Tuner as Tuner
+>>>>>>> shims
 
 _WHERE = {
     "CLIReporter": ".progress_reporter",
@@ -100,45 +143,7 @@ _WHERE = {
     },
 }
 
-__all__ = [
-    "CLIReporter",
-    "Callback",
-    "Checkpoint",
-    "CheckpointConfig",
-    "ExperimentAnalysis",
-    "FailureConfig",
-    "Result",
-    "ResultGrid",
-    "RunConfig",
-    "Stopper",
-    "Trainable",
-    "TuneConfig",
-    "TuneContext",
-    "TuneError",
-    "TuneUnsupported",
-    "Tuner",
-    "choice",
-    "get_checkpoint",
-    "get_context",
-    "grid_search",
-    "install",
-    "lograndint",
-    "loguniform",
-    "qlograndint",
-    "qloguniform",
-    "qrandint",
-    "qrandn",
-    "quniform",
-    "randint",
-    "randn",
-    "report",
-    "run",
-    "sample_from",
-    "uniform",
-    "uninstall",
-    "with_parameters",
-    "with_resources",
-]
+__all__ = sorted(_WHERE)  # every name the loader finds, and no other
 
 install_finder()
 _uncovered = getattr_for("")

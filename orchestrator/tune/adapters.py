@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from orchestrator.actor.trainable import Trainable as EngineTrainable
+from orchestrator.core import moved
 from orchestrator.core.wire import REPORTED_CHECKPOINT
 from orchestrator.tune import context as ctx
 from orchestrator.tune import train_names
@@ -165,7 +166,7 @@ class ClassAdapter(EngineTrainable):
         pickled = os.path.join(checkpoint_dir, DICT_CHECKPOINT)
         if os.path.exists(pickled):
             with open(pickled, "rb") as f:
-                self.inner.load_checkpoint(pickle.load(f))
+                self.inner.load_checkpoint(moved.load(f))
         else:
             self.inner.load_checkpoint(checkpoint_dir)
         self._context.restarted()

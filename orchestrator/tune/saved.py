@@ -19,6 +19,7 @@ from typing import Any
 import cloudpickle
 
 import storage
+from orchestrator.core import moved
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.tune.config import RunConfig
 
@@ -88,7 +89,7 @@ def load(uri: str) -> dict[str, Any]:
         async with storage.open_storage(uri) as store:
             return await store.read_bytes(TUNER_KEY)
 
-    loaded = cloudpickle.loads(_run(read()))
+    loaded = moved.loads(_run(read()))
     if not isinstance(loaded, dict) or loaded.get("version") != _VERSION:
         raise ValueError(f"{uri}/{TUNER_KEY} is not a saved Tuner of this version")
     return loaded

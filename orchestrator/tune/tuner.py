@@ -12,7 +12,6 @@ their newest checkpoints, and only the remaining samples are asked for.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -32,8 +31,6 @@ from orchestrator.tune.serializable import check_serializable
 from orchestrator.tune.tune_hooks import TuneHooks
 
 __all__ = ["Tuner"]
-
-log = logging.getLogger("orchestrator.tune")
 
 
 class Tuner:

@@ -18,7 +18,6 @@ absent: per trial ``"events"`` (restores, failures, exploits), and at the top le
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,8 +39,6 @@ __all__ = [
     "metric_value",
     "read_experiment",
 ]
-
-log = logging.getLogger("orchestrator.views.experiments")
 
 #: The fields of each journaled checkpoint a :class:`StoredTrial` keeps (manifests and
 #: node ids are for restoring, and a manifest lists every file).

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import pickle
 import re
 import signal
 import subprocess
@@ -333,19 +332,19 @@ def test_run_bad_import_path_exits_non_zero_with_a_clear_error(tmp_path: Path) -
     ("args", "message"),
     [
         (["json:JSONDecoder", "--stop", "a=1"], "is neither a subclass of orchestrator.Trainable"),
-        (["orchestrator.demo_model:Nope", "--stop", "a=1"], "has no 'Nope'"),
-        (["orchestrator.demo_model:DigitsMLP"], "give at least one --stop"),
-        (["orchestrator.demo_model:DigitsMLP", "--stop", "iters"], "expected METRIC=NUMBER"),
+        (["orchestrator.cli.demo_model:Nope", "--stop", "a=1"], "has no 'Nope'"),
+        (["orchestrator.cli.demo_model:DigitsMLP"], "give at least one --stop"),
+        (["orchestrator.cli.demo_model:DigitsMLP", "--stop", "iters"], "expected METRIC=NUMBER"),
         (
-            ["orchestrator.demo_model:DigitsMLP", "--config", "{bad", "--stop", "a=1"],
+            ["orchestrator.cli.demo_model:DigitsMLP", "--config", "{bad", "--stop", "a=1"],
             "--config is not valid JSON",
         ),
         (
-            ["orchestrator.demo_model:DigitsMLP", "--grid", '{"lr": 0.1}', "--stop", "a=1"],
+            ["orchestrator.cli.demo_model:DigitsMLP", "--grid", '{"lr": 0.1}', "--stop", "a=1"],
             "'lr' must map to a non-empty list",
         ),
         (
-            ["orchestrator.demo_model:DigitsMLP", "--stop", "a=1", "--max-failures", "-5"],
+            ["orchestrator.cli.demo_model:DigitsMLP", "--stop", "a=1", "--max-failures", "-5"],
             "max_failures must be an int >= -1",
         ),
     ],
@@ -443,16 +442,16 @@ def test_help_of_every_command(command: str | None, tmp_path: Path) -> None:
         assert description in " ".join(proc.stdout.split())
 
 
-def test_the_old_module_paths_still_load_what_journals_name() -> None:
+def test_the_demos_old_path_still_loads_what_journals_name() -> None:
     """Journals record trainables by import path and pickles name their module: an
-    experiment from before the move resumes and unpickles."""
-    import orchestrator.demo_model as old_model
+    experiment from before the model moved resumes and unpickles (through the table of
+    moved names; no module is left at the old path)."""
+    from orchestrator.core import moved
     from orchestrator.core.codec import import_class
 
     assert import_class("orchestrator.demo_model:DigitsMLP") is DigitsMLP
-    assert pickle.loads(b"corchestrator.demo_model\nDigitsMLP\n.") is DigitsMLP
-    assert old_model.load_digits_split is load_digits_split
-    assert old_model.CHECKPOINT_FILE == CHECKPOINT_FILE
+    assert moved.loads(b"corchestrator.demo_model\nDigitsMLP\n.") is DigitsMLP
+    assert moved.loads(b"corchestrator.demo_model\nload_digits_split\n.") is load_digits_split
     # The demo's runner was never named by a journal: its old flat path is gone.
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("orchestrator.demo")
@@ -472,7 +471,7 @@ def test_a_demo_worker_loads_no_driver_machinery_with_its_trainable() -> None:
     ]
     probe = (
         "import json, sys\n"
-        "import orchestrator.cli.demo_model, orchestrator.demo_model\n"
+        "import orchestrator.cli.demo_model\n"
         f"print(json.dumps([m for m in {driver_only!r} if m in sys.modules]))\n"
     )
     out = subprocess.run(

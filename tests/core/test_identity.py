@@ -122,6 +122,19 @@ def test_journaled_identities_of_older_journals() -> None:
     assert journaled_identity("Counter_1a2b3c_00001", new).named
 
 
+def test_a_trainable_journaled_at_a_path_it_moved_from_is_the_same_trainable() -> None:
+    """A script resumed after the demo's model moved passes it from its new module: the
+    call adopts the trial journaled under the old path, not a twin from scratch."""
+    from orchestrator.cli.demo_model import DigitsMLP
+
+    spec = {"trainable": "orchestrator.demo_model:DigitsMLP", "config": {"lr": 0.1}}
+    spec["trainable_name"] = spec["trainable"]
+    journaled_trial = journaled_identity("DigitsMLP_1a2b3c_00000", spec)
+    matcher = TrialMatcher([journaled_trial])
+    call = Identity(trainable_identity(DigitsMLP), config_identity({"lr": 0.1}))
+    assert matcher.match(call, None) == "DigitsMLP_1a2b3c_00000"
+
+
 def test_a_new_trial_is_said_with_what_the_call_may_have_meant(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

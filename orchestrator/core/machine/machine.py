@@ -58,11 +58,6 @@ class TrialMachine(TrialSteps):
             raise
         return actions
 
-    def accepts(self, key: Input) -> bool:
-        """The table has an entry for ``key`` (an event type, or a decision's kind) in
-        the current state."""
-        return key in TABLE[self.state]
-
     def _entry(self, key: Input) -> Move:
         move = _ROWS[id(self._state)].get(key)
         if move is None:

@@ -160,9 +160,9 @@ class TuneSearcherAdapter(EngineSearcher):
     def set_state(self, state: Any) -> None:
         if state is None:
             return
-        import cloudpickle
+        from orchestrator.core import moved
 
-        searcher_state, self._finished = cloudpickle.loads(state)
+        searcher_state, self._finished = moved.loads(state)
         self.searcher.set_state(searcher_state)
 
 

@@ -262,10 +262,10 @@ class OptunaSearch(EngineOptunaSearch):
     def restore(self, checkpoint_path: str) -> None:
         """Go on from a file :meth:`save` wrote, into this searcher (built with any
         arguments: the saved ones win, as on Tune)."""
-        import pickle
+        from orchestrator.core import moved
 
         with open(checkpoint_path, "rb") as file:
-            saved = pickle.load(file)
+            saved = moved.load(file)
         if not isinstance(saved, dict) or saved.get("kind") != _SAVED_KIND:
             raise ConfigError(
                 f"OptunaSearch.restore: {checkpoint_path} was not written by "
