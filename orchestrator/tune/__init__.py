@@ -28,37 +28,6 @@ from orchestrator.tune.unsupported import getattr_for, install_finder
 # them) and in ``_WHERE`` for the loader; ``__all__`` is derived from ``_WHERE``.
 # tests/test_exports.py checks that the two agree.
 if TYPE_CHECKING:
-<<<<<<< HEAD
-    from orchestrator.tune.adapters import with_parameters, with_resources
-    from orchestrator.tune.alias import install, uninstall
-    from orchestrator.tune.analysis import ExperimentAnalysis
-    from orchestrator.tune.callback import Callback
-    from orchestrator.tune.checkpoint import Checkpoint
-    from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
-    from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
-    from orchestrator.tune.error import TuneError, TuneUnsupported
-    from orchestrator.tune.progress_reporter import CLIReporter
-    from orchestrator.tune.result_grid import Result, ResultGrid
-    from orchestrator.tune.sample import grid_search
-    from orchestrator.tune.search.sample import (
-        choice,
-        lograndint,
-        loguniform,
-        qlograndint,
-        qloguniform,
-        qrandint,
-        qrandn,
-        quniform,
-        randint,
-        randn,
-        sample_from,
-        uniform,
-    )
-    from orchestrator.tune.stopper import Stopper
-    from orchestrator.tune.trainable import Trainable
-    from orchestrator.tune.tune import run
-    from orchestrator.tune.tuner import Tuner
-=======
     from orchestrator.tune.adapters import with_parameters as with_parameters
     from orchestrator.tune.adapters import with_resources as with_resources
     from orchestrator.tune.alias import install as install
@@ -74,12 +43,11 @@ if TYPE_CHECKING:
     from orchestrator.tune.context import get_checkpoint as get_checkpoint
     from orchestrator.tune.context import get_context as get_context
     from orchestrator.tune.context import report as report
-    from orchestrator.tune.errors import TuneError as TuneError
-    from orchestrator.tune.errors import TuneUnsupported as TuneUnsupported
+    from orchestrator.tune.error import TuneError as TuneError
+    from orchestrator.tune.error import TuneUnsupported as TuneUnsupported
     from orchestrator.tune.progress_reporter import CLIReporter as CLIReporter
     from orchestrator.tune.result_grid import Result as Result
     from orchestrator.tune.result_grid import ResultGrid as ResultGrid
-    from orchestrator.tune.run import run as run
     from orchestrator.tune.sample import grid_search as grid_search
     from orchestrator.tune.search.sample import choice as choice
     from orchestrator.tune.search.sample import lograndint as lograndint
@@ -95,8 +63,8 @@ if TYPE_CHECKING:
     from orchestrator.tune.search.sample import uniform as uniform
     from orchestrator.tune.stopper import Stopper as Stopper
     from orchestrator.tune.trainable import Trainable as Trainable
+    from orchestrator.tune.tune import run as run
     from orchestrator.tune.tuner import Tuner as Tuner
->>>>>>> shims
 
 _WHERE = {
     "CLIReporter": ".progress_reporter",

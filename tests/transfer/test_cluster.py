@@ -269,7 +269,7 @@ async def test_cancelling_a_same_node_copy_in_the_driver(
     stop: the cancel lands mid-copy however fast or slow the machine (a poll for the
     staging tree could miss a whole copy while this process waited for a core). The
     product has no hook for this: the test wraps the real functions in this process."""
-    from transfer import api, local
+    from transfer import api, same_node
 
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_many(src, 20)
@@ -277,7 +277,7 @@ async def test_cancelling_a_same_node_copy_in_the_driver(
     (dst / "old").write_text("old")
     asked: list[threading.Event] = []  # the copy's own "stop" flag
     paused = threading.Event()
-    copy_local, copy_file = local.copy_local, local._copy_file
+    copy_local, copy_file = same_node.copy_local, same_node._copy_file
 
     def copy_local_noting_its_flag(*args: Any, cancelled: threading.Event, **kwargs: Any) -> Any:
         asked.append(cancelled)
@@ -290,7 +290,7 @@ async def test_cancelling_a_same_node_copy_in_the_driver(
             asked[0].wait(300)
 
     monkeypatch.setattr(api, "copy_local", copy_local_noting_its_flag)
-    monkeypatch.setattr(local, "_copy_file", copy_file_then_hold)
+    monkeypatch.setattr(same_node, "_copy_file", copy_file_then_hold)
     task = asyncio.ensure_future(
         transfer.copy_dir(head_id(), str(src), head_id(), str(dst), hardlink=False)
     )
