@@ -327,6 +327,11 @@ class Storage(abc.ABC):
         await self._ready()
         await self._delete_checkpoint(key)
 
+    async def sweep_blobs(self) -> int:
+        """Remove content-addressed blobs no checkpoint holds (what a crash mid-save or
+        mid-delete left); how many went. Run under the experiment's lease."""
+        return 0
+
     async def _delete_checkpoint(self, key: str) -> None:
         await self._delete(join_key(key, MANIFEST_NAME))
         await self._delete(key)

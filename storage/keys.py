@@ -14,6 +14,7 @@ import re
 from .errors import InvalidKey
 
 __all__ = [
+    "BLOBS_PREFIX",
     "RESERVED_PREFIX",
     "join_key",
     "local_path",
@@ -25,6 +26,10 @@ __all__ = [
 #: Temporary names the drivers create (staging directories, partial files). Keys may
 #: not use them, so listing can hide them without hiding anything of the caller's.
 RESERVED_PREFIX = ".trialflow-tmp-"
+
+#: The top-level folder of content-addressed checkpoint blobs (``storage.dedup``): a
+#: key may not start with it, so no caller's key can name, or shadow, a blob.
+BLOBS_PREFIX = ".blobs"
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -58,6 +63,8 @@ def _check(key: str, uri: str) -> None:
         raise InvalidKey(f"key {shown} contains NUL", uri=uri)
     if key.startswith("/") or _DRIVE.match(key) or key.startswith("\\"):
         raise InvalidKey(f"key {shown} is absolute; keys are relative to the root", uri=uri)
+    if key.split("/", 1)[0] == BLOBS_PREFIX:
+        raise InvalidKey(f"key {shown} uses the reserved name {BLOBS_PREFIX}", uri=uri)
     for part in key.split("/"):
         if part in ("", ".", ".."):
             raise InvalidKey(

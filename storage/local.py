@@ -3,7 +3,9 @@
 Every write goes to a reserved temporary sibling and is renamed into place, so readers
 (and other hosts on NFS, which honours rename atomicity within a directory) never see
 a partial file. A checkpoint is staged whole in a sibling directory, manifest included,
-and committed with one rename. All disk I/O runs in worker threads.
+and committed with one rename; its files are hard links to content-addressed blobs
+(:mod:`storage.blobs_local`), so unchanged bytes are stored once. All disk I/O runs in
+worker threads.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from ._files import (
     temp_sibling,
 )
 from .base import Storage, Versioned
+from .blobs_local import LocalBlobs, checkpoint_shas
+from .dedup import dedup_enabled
 from .errors import (
     BucketNotFound,
     InvalidKey,
@@ -69,6 +73,7 @@ class LocalStorage(Storage):
         self.root = root
         self.create = create
         self.fsync = fsync
+        self.blobs = LocalBlobs(root, fsync=fsync)
 
     def uri_for(self, key: str) -> str:
         return self._path(validate_prefix(key, uri=self.uri))
@@ -357,9 +362,11 @@ class LocalStorage(Storage):
         return files
 
     def _stage_file(self, stage: str, f: LocalFile, stop: threading.Event) -> ManifestEntry:
-        digest = copy_hashed(
-            f.path, os.path.join(stage, *f.rel.split("/")), fsync=self.fsync, stop=stop
-        )
+        dst = os.path.join(stage, *f.rel.split("/"))
+        if dedup_enabled():
+            digest = self.blobs.stage(f.path, dst, stop=stop)
+        else:
+            digest = copy_hashed(f.path, dst, fsync=self.fsync, stop=stop)
         return ManifestEntry(f.rel, digest.size, digest.sha256)
 
     def _stage_small(
@@ -388,10 +395,32 @@ class LocalStorage(Storage):
         except OSError as err:
             raise self._map_error(err, key, "writing the manifest") from err
         try:
-            self._remove_old(final)
+            self._delete_now(final)
         except OSError as err:
             raise self._map_error(err, key, "removing the previous checkpoint") from err
         return manifest
+
+    # -- checkpoint deletion: the directory, then the blobs it alone held --------------
+
+    async def delete_checkpoint(self, key: str) -> None:
+        """Un-commit (delete the manifest), delete the files, then the blobs no other
+        checkpoint holds. A crash in between leaves only unlisted garbage and blobs
+        with one link, which :meth:`sweep_blobs` removes."""
+        key = validate_key(key, uri=self.uri)
+        await self._ready()
+        await self._run(key, "delete", self._delete_now, self._path(key))
+
+    def _delete_now(self, final: str) -> None:
+        shas = checkpoint_shas(final)
+        self._remove_old(final)
+        self.blobs.release(shas)
+
+    async def sweep_blobs(self) -> int:
+        """Remove the blobs no checkpoint holds and the staging or trash directories a
+        crash left (see :meth:`LocalBlobs.sweep`); the number of blobs removed. For
+        ``repair`` and a resumed run's start, under the experiment's lease."""
+        await self._ready()
+        return await self._run(None, "sweeping blobs", self.blobs.sweep)
 
     @staticmethod
     def _remove_old(final: str) -> None:
