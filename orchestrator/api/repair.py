@@ -6,11 +6,13 @@ refused with :class:`~orchestrator.errors.ExperimentLocked` while a live driver 
 it (``take_over=True`` takes it anyway, as for a driver). Before that, it looks without
 writing: a path where no experiment is, or a storage root that holds experiments, is
 a :class:`~orchestrator.errors.ConfigError` and nothing is written there (not even the
-lease). What it does is :mod:`orchestrator.journal.repair`'s.
+lease). What it does is :mod:`orchestrator.journal.repair`'s; then, still under the
+lease, it sweeps the checkpoint blobs a crash left unheld (``Storage.sweep_blobs``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -74,7 +76,10 @@ async def repair(
             Experiment(settings, settings.storage_mode(is_local=local), opening)
         )
         try:
-            return await repair_experiment(store)
+            report = await repair_experiment(store)
+            # Under the lease: no driver deletes checkpoints meanwhile.
+            swept = await store.sweep_blobs()
+            return dataclasses.replace(report, blobs_swept=swept)
         finally:
             await lease.release()
     finally:

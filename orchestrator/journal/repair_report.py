@@ -30,6 +30,7 @@ class RepairReport:
     damaged: list[Damaged] = field(default_factory=list)  # every damaged object
     recovered: list[Recovered] = field(default_factory=list)  # results from elsewhere
     lost: list[Lost] = field(default_factory=list)  # results no object holds
+    blobs_swept: int = 0  # checkpoint blobs no checkpoint held, removed after the repair
 
     @property
     def complete(self) -> bool:
@@ -38,6 +39,13 @@ class RepairReport:
 
     def lines(self) -> list[str]:
         """The report in words, one line each."""
+        swept = [
+            f"removed {self.blobs_swept} checkpoint blob(s) no checkpoint holds (left by "
+            "a crash mid-save or mid-delete)"
+        ]
+        return self._journal_lines() + (swept if self.blobs_swept else [])
+
+    def _journal_lines(self) -> list[str]:
         if self.action == "intact":
             whole = f"the journal at {self.uri} reads whole ({self.trials} trial(s))"
             if not self.damaged:
