@@ -90,6 +90,7 @@ class LocalBlobs:
                 h.update(chunk)
                 fout.write(chunk)
                 size += len(chunk)
+            fout.flush()  # before an fsync, and before a link publishes it
             digest = Digest(size, h.hexdigest())
             if not self.links_ok:
                 self._sync(fout.fileno())
