@@ -49,7 +49,7 @@ from .dedup import BLOBS_DIGEST
 from .keys import BLOBS_PREFIX, RESERVED_PREFIX
 from .manifest import MANIFEST_NAME
 
-__all__ = ["NO_LINKS", "STALE_AFTER_S", "LocalBlobs", "checkpoint_shas"]
+__all__ = ["NO_LINKS", "STALE_AFTER_S", "LocalBlobs", "blob_dir", "checkpoint_shas"]
 
 log = logging.getLogger("trialflow.storage")
 
@@ -65,7 +65,7 @@ class LocalBlobs:
     """The blobs of one local storage root. Blocking methods: run them in a thread."""
 
     def __init__(self, root: str, *, fsync: bool) -> None:
-        self.top = os.path.join(root, BLOBS_PREFIX, BLOBS_DIGEST)
+        self.top = blob_dir(root)
         self.root = root
         self.fsync = fsync
         self.links_ok = True  # False once this filesystem refused a hard link
@@ -198,6 +198,11 @@ class LocalBlobs:
         if gone:
             log.info("%s: removed %d blob(s) no checkpoint holds", self.root, gone)
         return gone
+
+
+def blob_dir(root: str) -> str:
+    """The folder of a local storage root's blobs, ``<ab>/<hex>`` below it."""
+    return os.path.join(root, BLOBS_PREFIX, BLOBS_DIGEST)
 
 
 def checkpoint_shas(directory: str) -> list[str]:

@@ -6,6 +6,7 @@ differs, and swaps the result in at once. See ``api.copy_dir`` for the options.
 """
 
 from .api import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_IN_FLIGHT, copy_dir, copy_dir_sync
+from .blobs import ContentStore
 from .errors import (
     IntegrityError,
     NodeLostError,
@@ -18,6 +19,7 @@ from .stats import TransferProgress, TransferStats
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_IN_FLIGHT",
+    "ContentStore",
     "IntegrityError",
     "NodeLostError",
     "SizeLimitExceeded",

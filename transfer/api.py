@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 import ray
 import ray.exceptions as rex
 
+from .blobs import ContentStore
 from .errors import NodeLostError, TransferError
 from .local import LocalResult, copy_local
 from .ray_errors import is_lost
@@ -71,6 +72,7 @@ async def copy_dir(
     progress: ProgressCallback | None = None,
     always_checksum: bool = False,
     hardlink: bool = True,
+    content_store: ContentStore | None = None,
 ) -> TransferStats:
     """Copy directory ``source_path`` on one node to ``target_path`` on another.
 
@@ -85,7 +87,9 @@ async def copy_dir(
     as chunks land (after the first, then at most every 50 ms, and after the last); if
     it raises, the copy is abandoned. On the same node,
     files are hard-linked when ``hardlink`` (see :mod:`transfer.local`) or copied by the
-    kernel.
+    kernel. Across nodes, ``content_store`` names a directory of SHA-256-named files on
+    the target (a local storage's blobs) and the SHA-256 of source files: those it holds
+    are copied there from it, not sent (:mod:`transfer.blobs`; counted as skipped).
 
     The target changes only at the very end, all at once, once every byte of the new
     tree is on the disk (fsynced: a crash leaves the old tree or the new one); on any
@@ -126,7 +130,9 @@ async def copy_dir(
             seconds=time.perf_counter() - started,
             same_node=True,
         )
-    settings = Settings(chunk_size=chunk_size, max_in_flight=max_in_flight, **options)
+    settings = Settings(
+        chunk_size=chunk_size, max_in_flight=max_in_flight, store=content_store, **options
+    )
     return await _copy_across(
         (source_node_id, source_path),
         (target_node_id, target_path),
