@@ -16,7 +16,7 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from . import _local_conditional
@@ -76,7 +76,7 @@ class LocalStorage(Storage):
         self.blobs = LocalBlobs(root, fsync=fsync)
 
     def uri_for(self, key: str) -> str:
-        return self._path(validate_prefix(key, uri=self.uri))
+        return self._path(validate_prefix(key, uri=self.uri, root=True))
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
@@ -168,7 +168,7 @@ class LocalStorage(Storage):
     def lock_path(self, key: str) -> str:
         """The hidden file whose POSIX lock guards the conditional writes of ``key``
         (kept, never removed: removing a lock file others may hold breaks the lock)."""
-        directory, name = os.path.split(self._path(validate_key(key, uri=self.uri)))
+        directory, name = os.path.split(self._path(validate_key(key, uri=self.uri, root=True)))
         return os.path.join(directory, _local_conditional.lock_name(name))
 
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
@@ -247,7 +247,7 @@ class LocalStorage(Storage):
         on a busy node each hand-off to the event loop's thread and from there to a file
         thread waits for a CPU, and a restore of a few kilobytes took a quarter second.
         """
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         self._check_root()
         try:
             with open(self._path(join_key(key, MANIFEST_NAME)), "rb") as fh:
@@ -273,13 +273,16 @@ class LocalStorage(Storage):
 
     # -- checkpoints: stage, then one rename ------------------------------------------
 
-    async def put_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest:
+    async def put_checkpoint(
+        self, local_dir: str | os.PathLike[str], key: str, *, known: Collection[str] = ()
+    ) -> Manifest:
         """Copy ``local_dir`` into a hidden sibling of the checkpoint's directory, write
         the manifest there, then rename the whole directory into place: the commit is one
         atomic rename, and an interrupted put leaves only a hidden staging directory
         (removed on the way out). Falls back to the generic file-by-file protocol if
-        the filesystem refuses the rename."""
-        key = validate_key(key, uri=self.uri)
+        the filesystem refuses the rename. ``known`` (blobs known to be stored, for
+        object stores) is not needed here: a blob is found by its name."""
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         files = await asyncio.to_thread(self._scan, local_dir, key)
         final = self._path(key)
@@ -322,7 +325,7 @@ class LocalStorage(Storage):
         checkpoints this way, for less than any hand-off to another thread or process
         would cost.
         """
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         self._check_root()
         files = self._scan(local_dir, key)
         if not _is_small(files):
@@ -406,7 +409,7 @@ class LocalStorage(Storage):
         """Un-commit (delete the manifest), delete the files, then the blobs no other
         checkpoint holds. A crash in between leaves only unlisted garbage and blobs
         with one link, which :meth:`sweep_blobs` removes."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         await self._run(key, "delete", self._delete_now, self._path(key))
 

@@ -6,8 +6,7 @@ refused with :class:`~orchestrator.errors.ExperimentLocked` while a live driver 
 it (``take_over=True`` takes it anyway, as for a driver). Before that, it looks without
 writing: a path where no experiment is, or a storage root that holds experiments, is
 a :class:`~orchestrator.errors.ConfigError` and nothing is written there (not even the
-lease). What it does is :mod:`orchestrator.journal.repair`'s; then, still under the
-lease, it sweeps the checkpoint blobs a crash left unheld (``Storage.sweep_blobs``).
+lease). What it does is :mod:`orchestrator.journal.repair`'s.
 """
 
 from __future__ import annotations
@@ -77,9 +76,10 @@ async def repair(
         )
         try:
             report = await repair_experiment(store)
-            # Under the lease: no driver deletes checkpoints meanwhile.
+            # Then, still under the lease, the blobs a crash left that no checkpoint
+            # holds (a local disk's: one link left; see ``LocalStorage.sweep_blobs``).
             swept = await store.sweep_blobs()
-            return dataclasses.replace(report, blobs_swept=swept)
+            return dataclasses.replace(report, blobs_swept=report.blobs_swept + swept)
         finally:
             await lease.release()
     finally:

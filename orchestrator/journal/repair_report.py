@@ -30,7 +30,7 @@ class RepairReport:
     damaged: list[Damaged] = field(default_factory=list)  # every damaged object
     recovered: list[Recovered] = field(default_factory=list)  # results from elsewhere
     lost: list[Lost] = field(default_factory=list)  # results no object holds
-    blobs_swept: int = 0  # checkpoint blobs no checkpoint held, removed after the repair
+    blobs_swept: int = 0  # blobs of content-addressed checkpoints that none named
 
     @property
     def complete(self) -> bool:
@@ -39,10 +39,7 @@ class RepairReport:
 
     def lines(self) -> list[str]:
         """The report in words, one line each."""
-        swept = [
-            f"removed {self.blobs_swept} checkpoint blob(s) no checkpoint holds (left by "
-            "a crash mid-save or mid-delete)"
-        ]
+        swept = [f"deleted {self.blobs_swept} blob(s) that no checkpoint names"]
         return self._journal_lines() + (swept if self.blobs_swept else [])
 
     def _journal_lines(self) -> list[str]:

@@ -38,7 +38,7 @@ async def test_repair_sweeps_the_blobs_no_checkpoint_holds(finished: Path, tmp_p
 
     report = await repair(tmp_path / "runs", NAME)
     assert report.action == "intact" and report.blobs_swept == 1
-    assert any("removed 1 checkpoint blob(s)" in line for line in report.lines())
+    assert any("deleted 1 blob(s) that no checkpoint names" in line for line in report.lines())
     assert not orphan.exists() and not stage.exists()
     assert held.exists()
     verify_checkpoint(checkpoint)
