@@ -179,7 +179,7 @@ def _sink_frames(src: str, dst: str) -> tuple[Any, list[Any]]:
 
     from transfer.api import DEFAULT_CHUNK_SIZE
     from transfer.chunks import layout
-    from transfer.plan import make_plan
+    from transfer.delta import make_plan
     from transfer.sink import SinkWriter
     from transfer.source import SourceReader
 

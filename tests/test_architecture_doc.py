@@ -10,10 +10,10 @@ backticked token of the page that looks like code:
   (``loggers/values.py`` finds ``orchestrator/views/loggers/values.py``); a path with
   a name after it (``core/results.flatten``) is that module and a dotted name in it.
   Tokens with ``<``, ``*`` or a space are patterns, not paths, and are skipped.
-- a **dotted name** (``core.machine.TrialMachine``, ``record.Observer``,
+- a **dotted name** (``core.machine.TrialMachine``, ``trial_runtime.Observer``,
   ``Journal.urgent``, ``Trial.save()``; arguments and a return annotation are cut):
   its longest leading part that is a module (by its full dotted name or a trailing
-  part of it: ``engine.record``, ``record``) must define the next part, and a class
+  part of it: ``engine.trial_runtime``, ``trial_runtime``) must define the next part, and a class
   named there the part after it (a method, a class attribute or an attribute set on
   ``self``, its bases' included); or its first part is a class of ours and the second
   a member of it. A first part that is neither is an error, unless it is another
@@ -244,7 +244,7 @@ def test_the_checker_finds_a_missing_name() -> None:
     assert problem("engine/nowhere.py") is not None
     assert problem("Journal.no_such_method") is not None
     assert problem("NoSuchClass") is not None
-    assert problem("engine.record.Waiter") is None
-    assert problem("record.Observer") is None
+    assert problem("engine.trial_runtime.Waiter") is None
+    assert problem("trial_runtime.Observer") is None
     assert problem("Journal.urgent") is None
     assert problem("core/machine/") is None

@@ -6,14 +6,15 @@ differs, and swaps the result in at once. See ``api.copy_dir`` for the options.
 """
 
 from .api import DEFAULT_CHUNK_SIZE, DEFAULT_MAX_IN_FLIGHT, copy_dir, copy_dir_sync
-from .blobs import ContentStore
 from .errors import (
     IntegrityError,
     NodeLostError,
     SizeLimitExceeded,
     TransferError,
+    TransferIntegrityError,
     UnsafePathError,
 )
+from .from_store import ContentStore
 from .stats import TransferProgress, TransferStats
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "NodeLostError",
     "SizeLimitExceeded",
     "TransferError",
+    "TransferIntegrityError",
     "TransferProgress",
     "TransferStats",
     "UnsafePathError",

@@ -5,8 +5,8 @@ orchestrator can run many copies beside its other events. The bytes never pass t
 the driver: it starts one streaming task on the target node (``tasks.receive``), which
 plans the delta and receives checksummed frames from a reader task on the source node,
 a bounded window ahead (over a direct TCP stream, or through the object store when the
-nodes cannot connect directly: :mod:`transfer.wire`); the driver only receives small
-progress events. Same-node copies run as one task on that node (:mod:`transfer.local`).
+nodes cannot connect directly: :mod:`transfer.tcp`); the driver only receives small
+progress events. Same-node copies run as one task on that node (:mod:`transfer.same_node`).
 
 Failure handling lives here too: Ray's errors become :class:`TransferError` kinds at one
 place (``_translate``), and on any failure or cancellation the copying task is killed
@@ -28,10 +28,10 @@ from typing import Any, NoReturn
 import ray
 import ray.exceptions as rex
 
-from .blobs import ContentStore
 from .errors import NodeLostError, TransferError
-from .local import LocalResult, copy_local
+from .from_store import ContentStore
 from .ray_errors import is_lost
+from .same_node import LocalResult, copy_local
 from .staging import clean_stale
 from .stats import TransferProgress, TransferStats
 from .tasks import Finished, Landed, Settings, Started, pinned, receive_task
@@ -86,10 +86,11 @@ async def copy_dir(
     send and is checked before any byte moves. ``progress`` (sync or async) is called
     as chunks land (after the first, then at most every 50 ms, and after the last); if
     it raises, the copy is abandoned. On the same node,
-    files are hard-linked when ``hardlink`` (see :mod:`transfer.local`) or copied by the
-    kernel. Across nodes, ``content_store`` names a directory of SHA-256-named files on
-    the target (a local storage's blobs) and the SHA-256 of source files: those it holds
-    are copied there from it, not sent (:mod:`transfer.blobs`; counted as skipped).
+    files are hard-linked when ``hardlink`` (see :mod:`transfer.same_node`) or copied by
+    the kernel. Across nodes, ``content_store`` names a directory of SHA-256-named files
+    on the target (a local storage's blobs) and the SHA-256 of source files: those it
+    holds are copied there from it, not sent (:mod:`transfer.from_store`; counted as
+    skipped).
 
     The target changes only at the very end, all at once, once every byte of the new
     tree is on the disk (fsynced: a crash leaves the old tree or the new one); on any

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .checksum import CHECK_SIZE
-from .errors import IntegrityError
+from .errors import TransferIntegrityError
 
 __all__ = [
     "ALIGN",
@@ -136,14 +136,16 @@ def encode_header(buf: memoryview, pieces: Sequence[Piece], digests: Sequence[by
 
 def decode(frame: memoryview) -> list[FramePiece]:
     """Parse and check a frame's header. Bounds only: whether pieces fit the plan is the
-    sink's job. Raises IntegrityError on anything malformed."""
+    sink's job. Raises TransferIntegrityError on anything malformed."""
     if frame.nbytes < _HEAD.size:
-        raise IntegrityError(f"chunk frame too short ({frame.nbytes} bytes)")
+        raise TransferIntegrityError(f"chunk frame too short ({frame.nbytes} bytes)")
     magic, n = _HEAD.unpack_from(frame, 0)
     if magic != MAGIC:
-        raise IntegrityError(f"chunk frame has a bad magic {magic!r}")
+        raise TransferIntegrityError(f"chunk frame has a bad magic {magic!r}")
     if header_size(n) > frame.nbytes:
-        raise IntegrityError(f"chunk frame announces {n} pieces but is {frame.nbytes} bytes")
+        raise TransferIntegrityError(
+            f"chunk frame announces {n} pieces but is {frame.nbytes} bytes"
+        )
     out: list[FramePiece] = []
     start = header_size(n)
     pos = _HEAD.size
@@ -151,11 +153,11 @@ def decode(frame: memoryview) -> list[FramePiece]:
         file_id, offset, length, flags, digest = _PIECE.unpack_from(frame, pos)
         pos += _PIECE.size
         if flags not in (0, _LAST):
-            raise IntegrityError(f"chunk frame piece has unknown flags {flags}")
+            raise TransferIntegrityError(f"chunk frame piece has unknown flags {flags}")
         out.append(FramePiece(file_id, offset, length, flags == _LAST, digest, start))
         start += length
     if start != frame.nbytes:
-        raise IntegrityError(
+        raise TransferIntegrityError(
             f"chunk frame payload is {frame.nbytes - header_size(n)} bytes, "
             f"pieces announce {start - header_size(n)}"
         )

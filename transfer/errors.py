@@ -13,6 +13,7 @@ __all__ = [
     "NodeLostError",
     "SizeLimitExceeded",
     "TransferError",
+    "TransferIntegrityError",
     "UnsafePathError",
 ]
 
@@ -29,9 +30,16 @@ class UnsafePathError(TransferError, ValueError):
     """
 
 
-class IntegrityError(TransferError):
+class TransferIntegrityError(TransferError):
     """Bytes arrived that do not match what the source announced (checksum, size, framing),
-    or a source file changed while it was being copied. Retrying usually helps."""
+    or a source file changed while it was being copied. Retrying usually helps.
+
+    Named apart from :class:`storage.IntegrityError` (stored bytes that do not match
+    their manifest); the old name ``transfer.IntegrityError`` stays importable."""
+
+
+#: The name this error had before it was told apart from ``storage.IntegrityError``.
+IntegrityError = TransferIntegrityError
 
 
 class SizeLimitExceeded(TransferError):

@@ -4,7 +4,7 @@ It trusts nothing it receives. The plan is validated as a whole before anything 
 created (:mod:`transfer.paths`); each frame's header is parsed with ``struct`` and every
 piece must continue exactly the file and offset the sink expects next, within the
 file's announced size, so a crafted frame can neither write outside the staged tree nor
-grow a file. Each piece's write starts at once (:class:`~transfer.writer.FileWriter`,
+grow a file. Each piece's write starts at once (:class:`~transfer.file_writer.FileWriter`,
 big files straight from the frame's buffer) and its bytes are hashed meanwhile; a file
 whose transit check differs from the source's fails the copy. A complete file is handed
 to the staged tree, which makes it durable in the background.
@@ -21,15 +21,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from .blobs import Found, close_found, copy_found
 from .checksum import digest_file, new_check
 from .chunks import decode
-from .errors import IntegrityError, TransferError
-from .manifest import Entry, scan
+from .delta import Plan
+from .errors import TransferError, TransferIntegrityError
+from .file_writer import WRITE_DEPTH, FileWriter, OpenFile
+from .from_store import StoredCopy, close_found, copy_found
+from .listing import Entry, scan
 from .paths import check_relpath
-from .plan import Plan
 from .staging import WRITE_FLAGS, StagedTree
-from .writer import WRITE_DEPTH, FileWriter, OpenFile
 
 __all__ = ["CommitResult", "SinkWriter"]
 
@@ -89,8 +89,8 @@ class SinkWriter:
             self.abort()
             raise
 
-    def copy_from_store(self, found: Sequence[Found]) -> None:
-        """Write the files the target's blob store holds (see :mod:`transfer.blobs`)
+    def copy_from_store(self, found: Sequence[StoredCopy]) -> None:
+        """Write the files the target's blob store holds (see :mod:`transfer.from_store`)
         into the staged tree, closing every blob; call after :meth:`begin`."""
         if self._staged is None:
             close_found(found)
@@ -143,18 +143,18 @@ class SinkWriter:
         try:
             view = memoryview(frame).cast("B")
         except TypeError as err:
-            raise IntegrityError("chunk frame is not a byte buffer") from err
+            raise TransferIntegrityError("chunk frame is not a byte buffer") from err
         files = self._plan.send
         nbytes = done = 0
         for piece in decode(view):
             if piece.file_id != self._cur or piece.file_id >= len(files):
-                raise IntegrityError(
+                raise TransferIntegrityError(
                     f"chunk piece for file #{piece.file_id}, expected #{self._cur}"
                 )
             entry = files[piece.file_id]
             end = piece.offset + piece.length
             if piece.offset != self._off or end > entry.size or piece.last != (end == entry.size):
-                raise IntegrityError(
+                raise TransferIntegrityError(
                     f"chunk piece for {entry.path!r} at [{piece.offset}, {end}) does not "
                     f"continue the file at {self._off} of {entry.size} bytes"
                 )
@@ -171,7 +171,7 @@ class SinkWriter:
             nbytes += piece.length
             if piece.last:
                 if self._check.digest() != piece.digest:
-                    raise IntegrityError(
+                    raise TransferIntegrityError(
                         f"checksum mismatch for {entry.path!r}: the bytes received differ "
                         "from the source's; retry the copy"
                     )
@@ -201,7 +201,9 @@ class SinkWriter:
             raise TransferError("cannot commit a failed copy") from self._failed
         plan, staged = self._plan, self._staged
         if self._cur != len(plan.send):
-            raise IntegrityError(f"copy incomplete: {self._cur} of {len(plan.send)} files arrived")
+            raise TransferIntegrityError(
+                f"copy incomplete: {self._cur} of {len(plan.send)} files arrived"
+            )
         try:
             self._settle(0)
             staged.link_kept(plan.keep)

@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from .checksum import CHECK_SIZE, digest_file, new_check
 from .chunks import ChunkSpec, encode_header, header_size
-from .errors import IntegrityError
-from .manifest import Entry, scan
+from .errors import TransferIntegrityError
+from .listing import Entry, scan
 from .paths import check_relpath
 
 __all__ = ["SourceReader"]
@@ -71,7 +71,9 @@ class SourceReader:
             if piece.offset == 0:
                 self._open(piece.file_id)
             elif piece.file_id != self._cur or piece.offset != self._off:
-                raise IntegrityError(f"chunk {spec.index} read out of order at {entry.path!r}")
+                raise TransferIntegrityError(
+                    f"chunk {spec.index} read out of order at {entry.path!r}"
+                )
             part = view[pos : pos + piece.length]
             self._read_exact(part, piece.offset, entry)
             self._check.update(part)
@@ -93,12 +95,14 @@ class SourceReader:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as err:
-            raise IntegrityError(f"source file {path!r} vanished or changed: {err}") from err
+            raise TransferIntegrityError(
+                f"source file {path!r} vanished or changed: {err}"
+            ) from err
         self._fd, self._cur, self._off = fd, file_id, 0
         self._check = new_check()
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size != entry.size:
-            raise IntegrityError(f"source file {path!r} changed since it was listed; retry")
+            raise TransferIntegrityError(f"source file {path!r} changed since it was listed; retry")
         if entry.size > 0:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
@@ -107,13 +111,15 @@ class SourceReader:
         while got < part.nbytes:
             n = os.preadv(self._fd, [part[got:]], offset + got)
             if n == 0:
-                raise IntegrityError(f"source file {entry.path!r} shrank while being copied")
+                raise TransferIntegrityError(
+                    f"source file {entry.path!r} shrank while being copied"
+                )
             got += n
 
     def _check_unchanged(self, entry: Entry) -> None:
         st = os.fstat(self._fd)
         if st.st_size != entry.size or st.st_mtime_ns != entry.mtime_ns:
-            raise IntegrityError(f"source file {entry.path!r} changed while being copied")
+            raise TransferIntegrityError(f"source file {entry.path!r} changed while being copied")
 
     def _close(self) -> None:
         if self._fd >= 0:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 from .durable import Syncer, fsync_dir
 from .errors import TransferError
-from .manifest import Entry, is_excluded
+from .listing import Entry, is_excluded
 
 __all__ = ["WRITE_FLAGS", "StagedTree", "clean_stale"]
 

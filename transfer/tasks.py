@@ -10,7 +10,7 @@ node's already started pooled workers. So a copy is:
   to the driver, which only ever awaits those.
 * ``send_frames`` - a task pinned to the source node, started by ``receive``, that
   connects back to it and streams the frames over one TCP connection
-  (:mod:`transfer.wire`, which says why the bytes avoid the object store). Both ends
+  (:mod:`transfer.tcp`, which says why the bytes avoid the object store). Both ends
   read or receive at most ``max_in_flight`` frames ahead, into reused buffers.
 * ``read_frames`` - the fallback when the reader cannot connect (or direct streams are
   disabled): a streaming-generator task whose frames travel through the object store;
@@ -39,15 +39,15 @@ import numpy.typing as npt
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from .blobs import ContentStore, close_found, split_plan
 from .chunks import ChunkSpec, layout
+from .delta import make_plan, needs_checksum
 from .errors import SizeLimitExceeded, TransferError
+from .from_store import ContentStore, close_found, split_plan
 from .handoff import END, drain
-from .manifest import Entry
-from .plan import make_plan, needs_checksum
+from .listing import Entry
 from .sink import CommitResult, SinkWriter
 from .source import SourceReader
-from .wire import DirectUnavailable, Listener, direct_enabled, receive_stream, send_stream
+from .tcp import DirectUnavailable, Listener, direct_enabled, receive_stream, send_stream
 
 __all__ = ["Finished", "Landed", "Settings", "Started", "pinned", "receive_task"]
 
@@ -66,9 +66,9 @@ class Settings:
     always_checksum: bool
     max_size: int | None
     exclude: tuple[str, ...]
-    #: Bytes over a direct TCP stream (see :mod:`transfer.wire`), else the object store.
+    #: Bytes over a direct TCP stream (see :mod:`transfer.tcp`), else the object store.
     direct: bool = True
-    #: Files the target's blob store holds are copied from it, not sent (transfer.blobs).
+    #: Files the target's blob store holds are copied from it, not sent (transfer.from_store).
     store: ContentStore | None = None
 
 
@@ -209,7 +209,7 @@ def _receive_direct(
     specs: Sequence[ChunkSpec],
     settings: Settings,
 ) -> Iterator[Landed]:
-    """Frames over one TCP stream from a ``send_frames`` task (see :mod:`transfer.wire`).
+    """Frames over one TCP stream from a ``send_frames`` task (see :mod:`transfer.tcp`).
     Raises DirectUnavailable before any byte arrived if the reader cannot connect."""
     listener = Listener()
     sender: Any = None

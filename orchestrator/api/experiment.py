@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
     from orchestrator.engine.ray_calls import RayBackend
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
     from orchestrator.journal.reader import JournalContents
     from orchestrator.journal.writer import Journal
     from orchestrator.sweeps.driver import Sweep
@@ -130,7 +130,7 @@ class Experiment:
         """A new trial of ``spec``, PENDING (started now when ``run()`` is in progress).
         Its policy is built now, once: it asks ``judge`` after its stop criterion, and
         its first result must report ``required_metrics`` (metric: what reads it) too."""
-        from orchestrator.engine.record import TrialRuntime
+        from orchestrator.engine.trial_runtime import TrialRuntime
 
         if spec.trial_id in self.trials:
             raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")

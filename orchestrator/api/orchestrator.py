@@ -447,7 +447,7 @@ class Orchestrator:
         from orchestrator.api.sweep_port import ExperimentPort
         from orchestrator.api.sweep_result import SweepResult
         from orchestrator.sweeps.call import SweepCall
-        from orchestrator.sweeps.plan import plan_sweep
+        from orchestrator.sweeps.preflight import plan_sweep
 
         exp = self._exp
         dispatcher, _ = exp.entered()

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from orchestrator.core.settings import ExperimentSettings
     from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.ports import RequestSink
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
     from orchestrator.journal.reader import JournalContents
 
 __all__ = ["Resumption", "adopt_experiment", "claim", "preview", "previewed_spec"]

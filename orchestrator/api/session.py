@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.loop import Dispatcher
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
     from orchestrator.journal.reader import JournalContents
     from orchestrator.journal.writer import Journal
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from orchestrator.core.options import TrialOptions
     from orchestrator.core.spec import TrialSpec
     from orchestrator.engine.loop import Dispatcher
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 __all__ = ["ExperimentPort"]
 

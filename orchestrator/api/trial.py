@@ -2,7 +2,7 @@
 
 A trial's state lives in exactly one place, its
 :class:`~orchestrator.core.machine.TrialMachine`, and the rest of what the loop knows of it
-in its :class:`~orchestrator.engine.record.TrialRuntime`; this handle is a read-only view of
+in its :class:`~orchestrator.engine.trial_runtime.TrialRuntime`; this handle is a read-only view of
 both and turns the user's requests (``restore``, ``pause``, ``resume``, ``stop``) into
 decisions for the loop: the same :mod:`~orchestrator.core.decisions` a scheduler makes,
 carried out the same way. Every request is an awaitable that returns once the loop has
@@ -26,7 +26,7 @@ from orchestrator.errors import ConfigError, NoCheckpointError, TrialError, Tria
 if TYPE_CHECKING:
     from orchestrator.core.stopping import StopCondition
     from orchestrator.engine.ports import RequestSink
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 
 def handle_of(runtime: TrialRuntime) -> Trial:
@@ -308,7 +308,7 @@ class Trial:
     def _add_waiter(
         self, done: Callable[[], bool], after: Event | None = None
     ) -> asyncio.Future[None]:
-        from orchestrator.engine.record import Waiter
+        from orchestrator.engine.trial_runtime import Waiter
 
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if after is None and done():

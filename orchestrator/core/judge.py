@@ -10,7 +10,7 @@ decision out exactly as it carries out the same decision sent by anyone else (th
 must decide again (:meth:`Judge.next_decision_at`): buffered steps are capped there the
 way checkpoints cap them, so a scheduler's rung or a PBT boundary is decided on exactly
 the result that reaches it. The stop criterion is one judge; a sweep's scheduler is
-another (:mod:`orchestrator.sweeps.judge`); several combine with :class:`Judges`.
+another (:mod:`orchestrator.sweeps.scheduler_judge`); several combine with :class:`Judges`.
 Judges are built with the trial's policy and never changed after. Sans-IO, like the
 machine.
 """

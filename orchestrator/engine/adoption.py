@@ -15,7 +15,7 @@ from orchestrator.core.identity import (
 from orchestrator.core.machine import TrialMachine, TrialState
 from orchestrator.core.settings import ExperimentSettings
 from orchestrator.core.spec import TrialSpec, policy_for
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 from orchestrator.errors import TrialError
 
 if TYPE_CHECKING:

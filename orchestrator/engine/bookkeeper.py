@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from orchestrator.engine.collector import CheckpointCollector
     from orchestrator.engine.hooks import HookRunner
     from orchestrator.engine.ports import JournalPort
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 __all__ = ["Bookkeeper"]
 

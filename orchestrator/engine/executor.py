@@ -36,12 +36,12 @@ from orchestrator.core.placement import Host, HostPool, resource_key
 from orchestrator.core.settings import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.outcomes import (
+    CallKind,
     Collect,
     FetchPayload,
     FollowUp,
     HostDied,
     Kill,
-    Kind,
     LoadStreamed,
     Payload,
     Pending,
@@ -63,7 +63,7 @@ from orchestrator.errors import CheckpointNotVisible, OrchestratorError, TrialEr
 
 if TYPE_CHECKING:
     from orchestrator.core.events import Event
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 
@@ -80,12 +80,14 @@ class Tracker(Protocol):
     @property
     def trials(self) -> Mapping[str, TrialRuntime]: ...
 
-    def track(self, rt: TrialRuntime, kind: Kind, ref: Any, payload: Payload = None) -> None: ...
+    def track(
+        self, rt: TrialRuntime, kind: CallKind, ref: Any, payload: Payload = None
+    ) -> None: ...
 
     def track_pending(self, pending: Pending, ref: Any) -> None: ...
 
     def track_task(
-        self, rt: TrialRuntime, kind: Kind, task: asyncio.Task[Any], payload: Payload
+        self, rt: TrialRuntime, kind: CallKind, task: asyncio.Task[Any], payload: Payload
     ) -> None: ...
 
     def request(self, rt: TrialRuntime, event: Event) -> None: ...
@@ -248,7 +250,7 @@ class Executor:
         prefetch = target.to_dict() if target is not None else None
         ref = host.actor.setup.remote(rt.id, generation, payload, prefetch)
         rt.seq = 1  # setup was call #0
-        self._dispatcher.track(rt, Kind.READY, ref)
+        self._dispatcher.track(rt, CallKind.READY, ref)
 
     # -- training and saving ------------------------------------------------------------
 
@@ -261,7 +263,7 @@ class Executor:
             ref = actor.train_sole.remote()
         else:
             ref = actor.train.remote(rt.id, seq)
-        self._dispatcher.track(rt, Kind.TRAIN, ref)
+        self._dispatcher.track(rt, CallKind.TRAIN, ref)
 
     def _save(self, rt: TrialRuntime, action: Save) -> None:
         actor = rt.actor
@@ -272,7 +274,7 @@ class Executor:
         payload = SavePayload(action.iteration, key, metrics, rt.node_id, rt.host_name)
         if self._mode.is_local:
             saved = actor.save_and_commit.remote(rt.id, seq, action.iteration, key)
-            self._dispatcher.track(rt, Kind.SAVE, saved, payload)
+            self._dispatcher.track(rt, CallKind.SAVE, saved, payload)
             return
         persister = self.persisters.for_node(rt.node_id)
         if self.persisters.is_ready(rt.node_id):
@@ -282,7 +284,7 @@ class Executor:
             persisted = actor.save_and_persist.remote(
                 rt.id, seq, action.iteration, key, self._save_retry_for
             )
-        self._dispatcher.track(rt, Kind.SAVE, persisted, payload)
+        self._dispatcher.track(rt, CallKind.SAVE, persisted, payload)
 
     def _upload(self, rt: TrialRuntime, item: Upload) -> None:
         """A checkpoint its actor saved to scratch goes to its node's persister (which
@@ -291,7 +293,9 @@ class Executor:
         assert isinstance(payload, SavePayload)
         persister = self.persisters.for_node(payload.node_id)
         ref = persister.persist.remote(item.local_dir, payload.key, self._save_retry_for, rt.id)
-        self._dispatcher.track_pending(Pending(rt, Kind.SAVE, item.save.generation, payload), ref)
+        self._dispatcher.track_pending(
+            Pending(rt, CallKind.SAVE, item.save.generation, payload), ref
+        )
 
     def _allocate_key(self, rt: TrialRuntime, iteration: int) -> str:
         """A key never used before by this trial: a rolled-back run may save the same
@@ -333,13 +337,13 @@ class Executor:
         ref = rt.actor.restore.remote(
             rt.id, rt.next_seq(), ckpt.to_dict(), local_dir, look_first, config
         )
-        self._dispatcher.track(rt, Kind.RESTORE, ref, RestorePayload(ckpt))
+        self._dispatcher.track(rt, CallKind.RESTORE, ref, RestorePayload(ckpt))
 
     def _stream(self, rt: TrialRuntime, item: Stream) -> None:
         staged = fetch_dir(rt.id, rt.machine.generation)
         coro = self._stream_from_where_visible(item.checkpoint, rt.node_id, staged)
         task = asyncio.ensure_future(coro)
-        self._dispatcher.track_task(rt, Kind.FETCH, task, FetchPayload(item.checkpoint, staged))
+        self._dispatcher.track_task(rt, CallKind.FETCH, task, FetchPayload(item.checkpoint, staged))
 
     async def _stream_from_where_visible(self, ckpt: Any, target: str | None, staged: str) -> None:
         assert ckpt.path is not None and target is not None
@@ -384,10 +388,10 @@ class Executor:
             return
         stopped = actor.stop.remote(rt.id, rt.next_seq())
         if not last:
-            self._dispatcher.track(rt, Kind.STOP, stopped, StopPayload(host=host))
+            self._dispatcher.track(rt, CallKind.STOP, stopped, StopPayload(host=host))
             return
         shutdown = actor.shutdown.remote(stopped)
-        self._dispatcher.track(rt, Kind.STOP, shutdown, StopPayload(actor))
+        self._dispatcher.track(rt, CallKind.STOP, shutdown, StopPayload(actor))
         self.retiring.add(actor, shutdown)
 
     async def warm_workers(self, resources: Mapping[str, float], count: int) -> int:

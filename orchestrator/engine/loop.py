@@ -30,21 +30,21 @@ from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings
 from orchestrator.engine.history import SpilledHistory
 from orchestrator.engine.hooks import HookRunner
-from orchestrator.engine.outcomes import Kind, Outcomes, Payload, Pending
+from orchestrator.engine.outcomes import CallKind, Outcomes, Payload, Pending
 from orchestrator.engine.ray_calls import RAY, RayBackend
 from orchestrator.engine.resource_watch import ResourceWatch
 from orchestrator.errors import InvalidTransition, OrchestratorError, TrialError
 
 if TYPE_CHECKING:
     from orchestrator.engine.ports import JournalPort
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 
 #: Seconds between looks at the lease while it is in doubt (see ``drive_only_while``).
 DOUBT_POLL_S = 0.1
 
-__all__ = ["Dispatcher", "Kind", "LoopStatistics"]
+__all__ = ["CallKind", "Dispatcher", "LoopStatistics"]
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,7 @@ class Dispatcher:
 
     # -- the in-flight table -----------------------------------------------------------
 
-    def track(self, rt: TrialRuntime, kind: Kind, ref: Any, payload: Payload = None) -> None:
+    def track(self, rt: TrialRuntime, kind: CallKind, ref: Any, payload: Payload = None) -> None:
         self.track_pending(Pending(rt, kind, rt.machine.generation, payload), ref)
 
     def track_pending(self, pending: Pending, ref: Any) -> None:
@@ -287,7 +287,7 @@ class Dispatcher:
         ref.future().add_done_callback(functools.partial(self._from_ray, pending))
 
     def track_task(
-        self, rt: TrialRuntime, kind: Kind, task: asyncio.Task[Any], payload: Payload
+        self, rt: TrialRuntime, kind: CallKind, task: asyncio.Task[Any], payload: Payload
     ) -> None:
         pending = Pending(rt, kind, rt.machine.generation, payload)
         self._in_flight.add(pending)

@@ -37,12 +37,14 @@ from storage import StorageError
 from transfer.ray_errors import is_lost, raised
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 
 
-class Kind(enum.Enum):
+class CallKind(enum.Enum):
+    """Which remote call a pending outcome answers (its value names the call in logs)."""
+
     READY = "setup"
     TRAIN = "train"
     SAVE = "save"
@@ -85,7 +87,7 @@ class Pending:
     """One entry of the in-flight table."""
 
     runtime: TrialRuntime
-    kind: Kind
+    kind: CallKind
     generation: int
     payload: Payload = None
 
@@ -204,11 +206,11 @@ class Outcomes:
         except BaseException as err:  # noqa: BLE001 - every failure becomes an event
             return self._failed(pending, err)
         rt, gen, kind, payload = pending.runtime, pending.generation, pending.kind, pending.payload
-        if kind is Kind.TRAIN:
+        if kind is CallKind.TRAIN:
             results = tuple(value) if isinstance(value, list) else (value,)
             self.results += len(results)
             return TrainResult(gen, results), []
-        if kind is Kind.READY:
+        if kind is CallKind.READY:
             node_id, host = value
             policy = rt.machine.policy
             checkpoints = policy.checkpoint_every > 0 or not policy.saves_on_demand  # a function
@@ -219,7 +221,7 @@ class Outcomes:
             if rt.spec.max_failures != 0:
                 follow.append(WantSpare(rt.spec.resources))  # for when it fails
             return ActorReady(gen), follow
-        if kind is Kind.SAVE:
+        if kind is CallKind.SAVE:
             assert isinstance(payload, SavePayload)
             if isinstance(value, str):  # saved to scratch, too big to commit in place
                 return None, [Upload(pending, value)]
@@ -239,19 +241,19 @@ class Outcomes:
                 return None, [Collect(ckpt)]
             self._warn_if_empty(rt, ckpt, value)
             return SaveDone(gen, ckpt), []
-        if kind is Kind.RESTORE:
+        if kind is CallKind.RESTORE:
             assert isinstance(payload, RestorePayload)
             if value == NOT_VISIBLE:  # not on this node's disk: stream it from one that sees it
                 return None, [Stream(payload.checkpoint)]
             if value == CONFIG_REFUSED:
                 return ConfigRefused(gen, payload.checkpoint), []
             return RestoreDone(gen, payload.checkpoint), []
-        if kind is Kind.FETCH:
+        if kind is CallKind.FETCH:
             assert isinstance(payload, FetchPayload)
             if rt.machine.generation == gen and rt.actor is not None:
                 return None, [LoadStreamed(payload.checkpoint, payload.staged)]
             return None, []
-        # Kind.STOP: the trial cleaned up; an actor it was the last trial of must go,
+        # CallKind.STOP: the trial cleaned up; an actor it was the last trial of must go,
         # and so must one whose process is not clean (a function that would not end).
         assert isinstance(payload, StopPayload)
         if payload.actor is not None:
@@ -262,19 +264,19 @@ class Outcomes:
 
     def _failed(self, pending: Pending, err: BaseException) -> tuple[Event | None, list[FollowUp]]:
         rt, gen, kind, payload = pending.runtime, pending.generation, pending.kind, pending.payload
-        if kind is Kind.STOP:
+        if kind is CallKind.STOP:
             assert isinstance(payload, StopPayload)
             return None, [Kill(payload.actor)] if payload.actor is not None else []
-        if kind is Kind.FETCH:
+        if kind is CallKind.FETCH:
             assert isinstance(payload, FetchPayload)
             ckpt = payload.checkpoint
             log.warning("trial %s: could not stream %s to its node: %s", rt.id, ckpt.uri, err)
             return CheckpointUnavailable(gen, ckpt, err), []
         follow: list[FollowUp] = []
-        if kind is Kind.SAVE:
+        if kind is CallKind.SAVE:
             follow.append(PersisterMaybeDied(err))
         error = trial_error(rt, kind, err)
-        if kind is Kind.SAVE and isinstance(error.cause, StorageError):
+        if kind is CallKind.SAVE and isinstance(error.cause, StorageError):
             assert isinstance(payload, SavePayload)
             return SaveFailed(gen, payload.iteration, save_error(rt, payload, error)), follow
         died = is_lost(err)
@@ -298,15 +300,15 @@ class Outcomes:
         )
 
 
-def trial_error(rt: TrialRuntime, kind: Kind, err: BaseException) -> TrialError:
+def trial_error(rt: TrialRuntime, kind: CallKind, err: BaseException) -> TrialError:
     """The trial's error for a failed call of ``kind``, naming what failed and why."""
     name = rt.spec.trainable.__name__
     function = not getattr(rt.spec.trainable, "saves_on_demand", True)
     what = {
-        Kind.READY: f"{name}.setup() or actor start-up",
-        Kind.TRAIN: f"its function {name}" if function else f"{name}.step()",
-        Kind.SAVE: f"{name}.save_checkpoint() or its upload",
-        Kind.RESTORE: f"{name}.load_checkpoint() or its download",
+        CallKind.READY: f"{name}.setup() or actor start-up",
+        CallKind.TRAIN: f"its function {name}" if function else f"{name}.step()",
+        CallKind.SAVE: f"{name}.save_checkpoint() or its upload",
+        CallKind.RESTORE: f"{name}.load_checkpoint() or its download",
     }.get(kind, kind.value)
     if is_lost(err):
         message = f"its actor or node died during {what}: {first_line(err)}"

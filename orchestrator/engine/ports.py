@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator.engine.record import Observer, TrialRuntime
+from orchestrator.engine.trial_runtime import Observer, TrialRuntime
 
 if TYPE_CHECKING:
     from orchestrator.core.events import Event

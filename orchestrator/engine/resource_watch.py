@@ -20,7 +20,7 @@ from orchestrator.core.machine import TrialState
 from orchestrator.engine.ray_calls import ray_demand
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 

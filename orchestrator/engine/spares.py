@@ -38,7 +38,7 @@ from orchestrator.core.placement import Host, HostPool, ResourceKey, resource_ke
 from orchestrator.engine.ray_calls import RAY, RayBackend, ray_demand
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.engine.loop")
 

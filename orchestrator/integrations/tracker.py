@@ -114,7 +114,7 @@ class _Worker:
         self.artifacts: list[tuple[str, RunHandle, str]] = []
 
 
-class _Book:
+class _TrackerBook:
     """The hook side's view of a trial: the last iteration it queued, the config."""
 
     __slots__ = ("last", "config", "ended")
@@ -169,7 +169,7 @@ class TrackerHook:
         self._reset()
 
     def _reset(self) -> None:
-        self._books: dict[str, _Book] = {}
+        self._books: dict[str, _TrackerBook] = {}
         self._queue: collections.deque[tuple[str, Any]] = collections.deque()
         self._ready = threading.Condition()
         # Results queued (counted by the hooks' thread) and taken (by the worker): each
@@ -289,14 +289,16 @@ class TrackerHook:
 
     # -- the hook side's decisions ------------------------------------------------------------
 
-    def _first_sight(self, trial: Any, history: list[Mapping[str, Any]]) -> _Book:
+    def _first_sight(self, trial: Any, history: list[Mapping[str, Any]]) -> _TrackerBook:
         config = dict(getattr(trial, "config", None) or {})
         name = self._run_name(trial) if self._run_name is not None else str(trial.id)
-        book = self._books[trial.id] = _Book(iteration_of(history[-1]) if history else 0, config)
+        book = self._books[trial.id] = _TrackerBook(
+            iteration_of(history[-1]) if history else 0, config
+        )
         self._push(trial.id, _Open(TrialRun(str(trial.id), str(name), config), history))
         return book
 
-    def _check_config(self, trial: Any, book: _Book) -> None:
+    def _check_config(self, trial: Any, book: _TrackerBook) -> None:
         config = getattr(trial, "config", None) or {}
         try:
             same = bool(config == book.config)

@@ -32,7 +32,7 @@ from orchestrator.core.trial_logs import (
 from orchestrator.errors import JournalError
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
     from orchestrator.journal.reader import JournalContents
 
 __all__ = ["complete_from_logs", "keep_aside"]

@@ -61,7 +61,7 @@ from orchestrator.journal.spill import SpillFile, SpillRef
 from orchestrator.journal.write_bytes import Write, build_timed, segment_token
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 log = logging.getLogger("orchestrator.journal")
 

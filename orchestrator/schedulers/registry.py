@@ -1,7 +1,7 @@
 """The registry of schedulers: each kind once, with what every front end needs of it.
 
 The command line (``run --scheduler NAME``), the Ray Tune facade's messages
-(:mod:`orchestrator.tune.plan`) and the tests read it. Adding a scheduler is its module
+(:mod:`orchestrator.tune.run_plan`) and the tests read it. Adding a scheduler is its module
 (a :class:`Scheduler` subclass, with :meth:`~Scheduler.state_dict` and, if people
 should see something of it, :meth:`~Scheduler.display`) and one
 :func:`register_scheduler` call beside its export in ``schedulers/__init__.py``; the

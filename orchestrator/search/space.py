@@ -56,7 +56,7 @@ def _misplaced(value: Any, at: str = "") -> str | None:
     return None
 
 
-class _View(Mapping[str, Any]):
+class _ConfigView(Mapping[str, Any]):
     """What a sample_from function sees: the config, resolving what it reads on demand."""
 
     __slots__ = ("_resolver", "_prefix")
@@ -117,7 +117,7 @@ class _Resolver:
         if path in self.pending:
             self._resolve(path)
         value = node[key]
-        return _View(self, path) if isinstance(value, dict) else value
+        return _ConfigView(self, path) if isinstance(value, dict) else value
 
     def _resolve(self, path: Path) -> None:
         if path in self.stack:
@@ -129,7 +129,7 @@ class _Resolver:
         self.stack.append(path)
         try:
             try:
-                value = self.pending[path].fn(_View(self, ()))
+                value = self.pending[path].fn(_ConfigView(self, ()))
             except Exception as error:
                 if any(error is own for own in self.raised):
                     raise
@@ -145,7 +145,7 @@ class _Resolver:
         del self.pending[path]
 
     def _plain(self, value: Any, path: Path) -> Any:
-        if isinstance(value, _View):
+        if isinstance(value, _ConfigView):
             return {key: self._plain(value[key], path) for key in value}
         if type(value) is dict:
             return {key: self._plain(item, path) for key, item in value.items()}

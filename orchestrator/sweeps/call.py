@@ -1,5 +1,5 @@
 """A ``sweep(...)`` call as one value, and what checking it makes of it: data only, shared
-by the checks (:mod:`orchestrator.sweeps.plan`) and the sweep that runs
+by the checks (:mod:`orchestrator.sweeps.preflight`) and the sweep that runs
 (:mod:`orchestrator.sweeps.driver`)."""
 
 from __future__ import annotations

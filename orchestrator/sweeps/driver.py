@@ -7,7 +7,7 @@ actor), so a learning searcher sees the results it should and Ray's queue never 
 hundreds of pending actors; the searcher runs in a thread of its own (one call at a
 time, in order: Optuna's TPE slows as trials grow, and the loop must serve every running
 trial meanwhile). Each trial is an ordinary trial whose judge includes the scheduler
-(:mod:`orchestrator.sweeps.judge`), given when the trial is added (or, for a resumed
+(:mod:`orchestrator.sweeps.scheduler_judge`), given when the trial is added (or, for a resumed
 sweep's journaled trial, when this call claims it); the sweep watches its trials
 (results for the searcher, endings for both) and sends the scheduler's decisions about
 trials other than the reporting one to them as a user's requests are sent, resumes and
@@ -34,11 +34,11 @@ from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher
 from orchestrator.sweeps.capacity import Capacity
-from orchestrator.sweeps.judge import PopulationView, SchedulerJudge, info_of, note_stop
+from orchestrator.sweeps.scheduler_judge import PopulationView, SchedulerJudge, info_of, note_stop
 from orchestrator.sweeps.searcher_thread import SearcherThread
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
     from orchestrator.sweeps.call import SweepCall, SweepPlan
     from orchestrator.sweeps.port import SweepPort
 

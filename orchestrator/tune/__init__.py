@@ -5,7 +5,7 @@
 ``tune.Tuner(...).fit()`` runs as one ``Orchestrator.sweep``; Tune's searchers and
 schedulers are trialflow's under Tune's names and arguments; a training function's
 ``tune.report`` is trialflow's ``report``. What is not covered raises
-:class:`~orchestrator.tune.errors.TuneUnsupported` at once, naming it and what to use
+:class:`~orchestrator.tune.error.TuneUnsupported` at once, naming it and what to use
 instead. See the README's "Coming from Ray Tune".
 
 Code that imports ``ray.tune`` itself and cannot be edited (a library such as Hugging
@@ -32,10 +32,9 @@ if TYPE_CHECKING:
     from orchestrator.tune.checkpoint import Checkpoint
     from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
     from orchestrator.tune.context import TuneContext, get_checkpoint, get_context, report
-    from orchestrator.tune.errors import TuneError, TuneUnsupported
+    from orchestrator.tune.error import TuneError, TuneUnsupported
     from orchestrator.tune.progress_reporter import CLIReporter
     from orchestrator.tune.result_grid import Result, ResultGrid
-    from orchestrator.tune.run import run
     from orchestrator.tune.sample import grid_search
     from orchestrator.tune.search.sample import (
         choice,
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
     )
     from orchestrator.tune.stopper import Stopper
     from orchestrator.tune.trainable import Trainable
+    from orchestrator.tune.tune import run
     from orchestrator.tune.tuner import Tuner
 
 _WHERE = {
@@ -69,13 +69,13 @@ _WHERE = {
     "Trainable": ".trainable",
     "TuneConfig": ".config",
     "TuneContext": ".context",
-    "TuneError": ".errors",
-    "TuneUnsupported": ".errors",
+    "TuneError": ".error",
+    "TuneUnsupported": ".error",
     "Tuner": ".tuner",
     "get_checkpoint": ".context",
     "get_context": ".context",
     "report": ".context",
-    "run": ".run",
+    "run": ".tune",
     "with_parameters": ".adapters",
     "with_resources": ".adapters",
     "grid_search": ".sample",

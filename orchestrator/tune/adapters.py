@@ -24,7 +24,7 @@ from orchestrator.core.wire import REPORTED_CHECKPOINT
 from orchestrator.tune import context as ctx
 from orchestrator.tune import train_names
 from orchestrator.tune.alias import aliased_marker
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.result import DEFAULT_METRIC, SHOULD_CHECKPOINT
 from orchestrator.tune.trainable import Trainable, building
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.tune.checkpoint import Checkpoint
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.reading import read_run
 from orchestrator.tune.restoring import local_filesystem
 from orchestrator.tune.result_grid import ResultGrid, _flat, _pandas
-from orchestrator.tune.trial import TuneTrial
+from orchestrator.tune.tune_trial import TuneTrial
 
 __all__ = ["ExperimentAnalysis"]
 

@@ -26,7 +26,7 @@ class Checkpoint:
 
     def __init__(self, path: str | os.PathLike[str], filesystem: Any = None) -> None:
         if filesystem is not None:
-            from orchestrator.tune.errors import unsupported
+            from orchestrator.tune.error import unsupported
 
             raise unsupported(
                 "Checkpoint(filesystem=...)",
@@ -116,7 +116,7 @@ class Checkpoint:
 
     def _local_only(self, what: str) -> None:
         if self.filesystem != "local":
-            from orchestrator.tune.errors import unsupported
+            from orchestrator.tune.error import unsupported
 
             raise unsupported(
                 f"Checkpoint.{what} on a persisted checkpoint ({self.path})",

@@ -1,7 +1,7 @@
 """Ray Tune's configuration objects: ``TuneConfig``, ``RunConfig``, ``CheckpointConfig``
 and ``FailureConfig``, with Tune's field names and defaults.
 
-They hold what the user wrote; :mod:`orchestrator.tune.plan` translates them into one
+They hold what the user wrote; :mod:`orchestrator.tune.run_plan` translates them into one
 ``Orchestrator(...)`` and one ``sweep(...)`` call. Every field is checked when the
 object is built, before Ray starts: a wrong value is a ``ConfigError`` (a
 ``ValueError``, as Tune raises) naming the argument as written (``TuneConfig(mode=...)``)
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
 from orchestrator.errors import ConfigError
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.progress_reporter import check_reporter
 from orchestrator.tune.ray_configs import as_ours
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator.errors import NotInTrial
 from orchestrator.tune.checkpoint import Checkpoint
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = [
     "RunInfo",

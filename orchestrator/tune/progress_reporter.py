@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.unsupported import getattr_for
 
 __all__ = ["CLIReporter", "check_reporter"]

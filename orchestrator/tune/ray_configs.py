@@ -16,7 +16,7 @@ import dataclasses
 import re
 from typing import Any, TypeVar
 
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = ["as_ours"]
 

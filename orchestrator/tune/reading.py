@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from orchestrator.tune import restoring, saved
-from orchestrator.tune.errors import TuneError
+from orchestrator.tune.error import TuneError
 
 __all__ = ["read_run"]
 

@@ -1,4 +1,4 @@
-"""A trial as the journal recorded it (``views.experiments.TrialRecord``), shaped like a
+"""A trial as the journal recorded it (``views.experiments.StoredTrial``), shaped like a
 trialflow ``Trial`` handle for a ``ResultGrid`` read without running anything."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from orchestrator.core.locations import experiment_uri
 from orchestrator.errors import ConfigError
 from orchestrator.tune import saved
 from orchestrator.tune.adapters import trainable_name
-from orchestrator.tune.errors import TuneError
+from orchestrator.tune.error import TuneError
 
 __all__ = [
     "check_same_run",

@@ -15,8 +15,8 @@ from typing import Any
 from orchestrator.core.best import finite_metric as metric_value
 from orchestrator.errors import ConfigError, like_cause
 from orchestrator.tune.checkpoint import Checkpoint
-from orchestrator.tune.errors import TuneError
-from orchestrator.tune.trial import tune_checkpoint
+from orchestrator.tune.error import TuneError
+from orchestrator.tune.tune_trial import tune_checkpoint
 
 __all__ = ["Result", "ResultGrid"]
 

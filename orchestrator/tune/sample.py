@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from orchestrator import search
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = ["grid_search", "translate_space"]
 

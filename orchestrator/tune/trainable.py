@@ -18,7 +18,7 @@ import contextvars
 import copy
 from typing import Any
 
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = ["Trainable"]
 

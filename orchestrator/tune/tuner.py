@@ -1,7 +1,7 @@
 """Ray Tune's ``Tuner``: ``fit()`` runs the search as one trialflow sweep.
 
 ``Tuner(trainable, param_space=..., tune_config=..., run_config=...)`` checks every
-argument at once (:mod:`orchestrator.tune.plan`); ``fit()`` opens an ``Orchestrator``
+argument at once (:mod:`orchestrator.tune.run_plan`); ``fit()`` opens an ``Orchestrator``
 on ``<storage_path>/<name>`` (an existing run there is kept: this run is added beside
 it, as on Tune), runs one ``sweep(...)`` with the translated arguments and returns a
 ``ResultGrid``. ``Tuner.restore(path, trainable)`` makes the same sweep call on the same
@@ -23,13 +23,13 @@ from orchestrator.tune import restoring, saved
 from orchestrator.tune.adapters import engine_trainable, trainable_name, unwrap
 from orchestrator.tune.config import RunConfig, TuneConfig
 from orchestrator.tune.context import RunInfo
-from orchestrator.tune.errors import TuneError, unsupported
-from orchestrator.tune.hooks import TuneHooks
-from orchestrator.tune.plan import RunPlan, plan_run
+from orchestrator.tune.error import TuneError, unsupported
 from orchestrator.tune.ray_configs import as_ours
 from orchestrator.tune.result_grid import ResultGrid
+from orchestrator.tune.run_plan import RunPlan, plan_run
 from orchestrator.tune.schedulers.base import TuneScheduler
 from orchestrator.tune.serializable import check_serializable
+from orchestrator.tune.tune_hooks import TuneHooks
 
 __all__ = ["Tuner"]
 

@@ -4,7 +4,7 @@ Two ways in: a name (``tune.run``, ``from orchestrator.tune.schedulers import PB
 answered by each facade module's ``__getattr__`` from :data:`NAMES`; and a module
 (``orchestrator.tune.search.hyperopt``), answered by a finder placed last on
 ``sys.meta_path``, so only modules the facade does not have reach it. Either raises
-:class:`~orchestrator.tune.errors.TuneUnsupported` at once.
+:class:`~orchestrator.tune.error.TuneUnsupported` at once.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = ["MODULES", "NAMES", "getattr_for", "install_finder", "refused_class"]
 

@@ -35,7 +35,7 @@ __all__ = [
     "CHECKPOINT_FIELDS",
     "ExperimentRecord",
     "ExperimentSummary",
-    "TrialRecord",
+    "StoredTrial",
     "list_experiments",
     "metric_value",
     "read_experiment",
@@ -43,7 +43,7 @@ __all__ = [
 
 log = logging.getLogger("orchestrator.views.experiments")
 
-#: The fields of each journaled checkpoint a :class:`TrialRecord` keeps (manifests and
+#: The fields of each journaled checkpoint a :class:`StoredTrial` keeps (manifests and
 #: node ids are for restoring, and a manifest lists every file).
 CHECKPOINT_FIELDS = ("iteration", "uri", "key", "metrics")
 #: Experiments read at once by :func:`list_experiments`.
@@ -51,8 +51,10 @@ READ_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
-class TrialRecord:
-    """One trial as its journal recorded it."""
+class StoredTrial:
+    """One trial as its journal recorded it, read for people (``ls``, ``show``, ``plot``,
+    a Tune ``ResultGrid`` read back): plain JSON, no pickle loaded. (The engine's read,
+    to resume, is :class:`~orchestrator.core.journal_format.JournaledTrial`.)"""
 
     id: str
     trainable: str  # the import path, or "(pickled)"
@@ -78,7 +80,7 @@ class ExperimentRecord:
     name: str
     uri: str
     written_at: float | None
-    trials: list[TrialRecord]
+    trials: list[StoredTrial]
     sweeps: list[dict[str, Any]]
     started_at: float | None = None  # the head's, else the earliest result's, else written_at
 
@@ -228,9 +230,9 @@ async def _read(store: Storage, prefix: str) -> ExperimentRecord | None:
     )
 
 
-def _trial(entry: Mapping[str, Any], results: list[dict[str, Any]]) -> TrialRecord:
+def _trial(entry: Mapping[str, Any], results: list[dict[str, Any]]) -> StoredTrial:
     config = entry.get("config")
-    return TrialRecord(
+    return StoredTrial(
         id=str(entry["id"]),
         trainable=str(entry.get("trainable") or "(pickled)"),
         config=dict(config) if isinstance(config, Mapping) else {},
@@ -258,7 +260,7 @@ def _number(value: Any) -> float | None:
 
 
 def _started_at(
-    head: Mapping[str, Any], trials: Sequence[TrialRecord], written_at: float | None
+    head: Mapping[str, Any], trials: Sequence[StoredTrial], written_at: float | None
 ) -> float | None:
     """The head's ``started_at``; else the earliest result's ``timestamp`` (a trainable
     may report one; the orchestrator adds none); else the last write's time."""
@@ -325,5 +327,5 @@ def _objective_sweep(sweeps: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
     return None
 
 
-def _best(trials: Sequence[TrialRecord], metric: str, mode: str) -> tuple[str, float] | None:
+def _best(trials: Sequence[StoredTrial], metric: str, mode: str) -> tuple[str, float] | None:
     return pick_best(((t.id, standing(t.results, metric, mode)) for t in trials), mode)

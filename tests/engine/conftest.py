@@ -19,7 +19,7 @@ import pytest
 
 from orchestrator import Orchestrator, Trial
 from orchestrator.core.spec import policy_for
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 
 from ..support.fake_engine import MakeOrchestrator, MakeRuntime
 from ..support.fakeray import FakeRay

@@ -23,8 +23,8 @@ from orchestrator.core.settings import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import Executor, RaySettings
 from orchestrator.engine.outcomes import (
+    CallKind,
     FetchPayload,
-    Kind,
     LoadStreamed,
     Payload,
     Pending,
@@ -35,7 +35,7 @@ from orchestrator.engine.outcomes import (
     Stream,
     Upload,
 )
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 from orchestrator.errors import CheckpointNotVisible
 from storage import MANIFEST_NAME
 
@@ -48,7 +48,7 @@ CPU = {"cpu": 0.5}
 @dataclass
 class Tracked:
     runtime: TrialRuntime
-    kind: Kind
+    kind: CallKind
     ref: Any  # a FakeRef, or an asyncio task for a stream
     payload: Payload
 
@@ -67,13 +67,13 @@ class Recorder:
         self.tracked: list[Tracked] = []
         self.requests: list[tuple[TrialRuntime, Event]] = []
 
-    def track(self, rt: TrialRuntime, kind: Kind, ref: Any, payload: Payload = None) -> None:
+    def track(self, rt: TrialRuntime, kind: CallKind, ref: Any, payload: Payload = None) -> None:
         self.tracked.append(Tracked(rt, kind, ref, payload))
 
     def track_pending(self, pending: Pending, ref: Any) -> None:
         self.tracked.append(Tracked(pending.runtime, pending.kind, ref, pending.payload))
 
-    def track_task(self, rt: TrialRuntime, kind: Kind, task: Any, payload: Payload) -> None:
+    def track_task(self, rt: TrialRuntime, kind: CallKind, task: Any, payload: Payload) -> None:
         self.tracked.append(Tracked(rt, kind, task, payload))
 
     def request(self, rt: TrialRuntime, event: Event) -> None:
@@ -81,7 +81,7 @@ class Recorder:
 
     notify = request
 
-    def last(self, kind: Kind) -> Tracked:
+    def last(self, kind: CallKind) -> Tracked:
         return [t for t in self.tracked if t.kind is kind][-1]
 
 
@@ -105,7 +105,7 @@ class Setup:
             self.executor.execute(rt, start)
         await until(lambda: all(rt.actor is not None for rt in trials))
         for rt in trials:
-            ready = [t for t in self.loop.tracked if t.kind is Kind.READY and t.runtime is rt]
+            ready = [t for t in self.loop.tracked if t.kind is CallKind.READY and t.runtime is rt]
             node_id, host = await ready[-1].answer()
             self.executor.follow_up(rt, Placed(node_id, host))
 
@@ -161,7 +161,7 @@ async def test_an_actor_waits_for_room_and_the_loop_does_not(
     (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
     s.executor.execute(rt, start)
     await until(lambda: rt.actor is not None)
-    ready = s.loop.last(Kind.READY)
+    ready = s.loop.last(CallKind.READY)
     await asyncio.sleep(0.1)
     assert not ready.ref.done() and rt.id in s.executor.waiting
     s.fake.add_node("node-2", {"CPU": 8.0})
@@ -178,9 +178,9 @@ async def test_the_train_call_fits_the_step_count_and_the_host(
     rt = s.add(runtime)
     await s.start(rt)
     s.executor.execute(rt, Train(1))  # alone in its process: no arguments to send
-    assert (await s.loop.last(Kind.TRAIN).answer())["count"] == 1
+    assert (await s.loop.last(CallKind.TRAIN).answer())["count"] == 1
     s.executor.execute(rt, Train(1, steps=3, slice_s=None))
-    assert [r["count"] for r in await s.loop.last(Kind.TRAIN).answer()] == [2, 3, 4]
+    assert [r["count"] for r in await s.loop.last(CallKind.TRAIN).answer()] == [2, 3, 4]
     actor = s.fake.actor_of(rt.actor)
     assert [c.method for c in actor.calls] == ["setup", "train_sole", "train_many"]
     assert actor.calls[2].args == (rt.id, 2, 3, None)
@@ -189,7 +189,7 @@ async def test_the_train_call_fits_the_step_count_and_the_host(
     a, b = shared.add(runtime), shared.add(runtime)
     await shared.start(a, b)
     shared.executor.execute(a, Train(1))  # the process hosts two: the call names its trial
-    assert (await shared.loop.last(Kind.TRAIN).answer())["count"] == 1
+    assert (await shared.loop.last(CallKind.TRAIN).answer())["count"] == 1
     assert shared.fake.actor_of(a.actor).calls[-1].args == (a.id, 1)
 
 
@@ -208,7 +208,7 @@ async def test_a_small_local_checkpoint_is_committed_by_the_actor(
     await s.start(rt)
     s.executor.execute(rt, Train(1))
     s.executor.execute(rt, Save(1, iteration=1))
-    save = s.loop.last(Kind.SAVE)
+    save = s.loop.last(CallKind.SAVE)
     assert (
         isinstance(save.payload, SavePayload) and save.payload.key == f"{rt.id}/checkpoint_000001"
     )
@@ -225,12 +225,12 @@ async def test_a_large_local_checkpoint_goes_to_the_nodes_uploader(
     rt = s.add(runtime, config={"padding_files": 9})
     await s.start(rt)
     s.executor.execute(rt, Save(1, iteration=0))
-    save = s.loop.last(Kind.SAVE)
+    save = s.loop.last(CallKind.SAVE)
     local_dir = await save.answer()
     assert isinstance(local_dir, str)  # too many files to commit in place
-    pending = Pending(rt, Kind.SAVE, 1, save.payload)
+    pending = Pending(rt, CallKind.SAVE, 1, save.payload)
     s.executor.follow_up(rt, Upload(pending, local_dir))
-    upload = s.loop.last(Kind.SAVE)
+    upload = s.loop.last(CallKind.SAVE)
     assert upload is not save and upload.payload is save.payload
     assert isinstance(save.payload, SavePayload)
     assert await upload.answer() == manifest_at(s.storage, save.payload.key)
@@ -245,7 +245,7 @@ async def test_remote_saves_go_through_the_actor_until_the_uploader_is_up(
     rt = s.add(runtime)
     await s.start(rt)
     s.executor.execute(rt, Save(1, iteration=0))  # its node's persister is not up yet
-    first = s.loop.last(Kind.SAVE)
+    first = s.loop.last(CallKind.SAVE)
     assert s.calls(rt)[-1] == "save_and_persist"
     assert isinstance(first.payload, SavePayload)
     assert await first.answer() == manifest_at(s.storage, first.payload.key)
@@ -253,7 +253,7 @@ async def test_remote_saves_go_through_the_actor_until_the_uploader_is_up(
     await until(lambda: s.executor.persisters.is_ready(rt.node_id or ""))
     s.executor.execute(rt, Train(1))
     s.executor.execute(rt, Save(1, iteration=1))
-    second = s.loop.last(Kind.SAVE)
+    second = s.loop.last(CallKind.SAVE)
     assert s.calls(rt)[-2:] == ["train_sole", "save"]  # the actor only writes it
     (persister,) = s.fake.persisters()
     assert persister.calls[-1].method == "persist"  # handed the save's ref
@@ -272,7 +272,7 @@ async def test_a_save_never_takes_a_key_used_before(executor: Any, runtime: Make
     keys = []
     for _ in range(3):  # a rolled-back run saves iteration 2 again, and again
         s.executor.execute(rt, Save(1, iteration=2))
-        save = s.loop.last(Kind.SAVE)
+        save = s.loop.last(CallKind.SAVE)
         await save.answer()
         assert isinstance(save.payload, SavePayload)
         keys.append(save.payload.key.split("/")[-1])
@@ -286,9 +286,9 @@ async def saved(s: Setup, rt: TrialRuntime, steps: int) -> Checkpoint:
     """Train ``rt`` ``steps`` steps and commit a checkpoint; returns it."""
     for _ in range(steps):
         s.executor.execute(rt, Train(1))
-        await s.loop.last(Kind.TRAIN).answer()
+        await s.loop.last(CallKind.TRAIN).answer()
     s.executor.execute(rt, Save(1, iteration=steps))
-    save = s.loop.last(Kind.SAVE)
+    save = s.loop.last(CallKind.SAVE)
     manifest = await save.answer()
     assert isinstance(save.payload, SavePayload)
     key = save.payload.key
@@ -304,14 +304,14 @@ async def test_a_restore_loads_the_checkpoint_into_a_new_actor(
     await s.start(donor, rt)
     ckpt = await saved(s, donor, 3)
     s.executor.execute(rt, Restore(1, ckpt))
-    restore = s.loop.last(Kind.RESTORE)
+    restore = s.loop.last(CallKind.RESTORE)
     assert restore.payload == RestorePayload(ckpt)
     assert await restore.answer() is None
     call = s.fake.actor_of(rt.actor).calls[-1]
     # Local storage the nodes may not share: the actor looks for it before loading.
     assert call.method == "restore" and call.args[2]["key"] == ckpt.key and call.args[4] is True
     s.executor.execute(rt, Train(1))
-    assert (await s.loop.last(Kind.TRAIN).answer())["count"] == 4
+    assert (await s.loop.last(CallKind.TRAIN).answer())["count"] == 4
 
 
 async def test_a_checkpoint_no_node_sees_is_streamed_from_one_that_does(
@@ -326,24 +326,24 @@ async def test_a_checkpoint_no_node_sees_is_streamed_from_one_that_does(
     s.fake.sees = lambda node_id, _: node_id in seen_by  # type: ignore[method-assign]
     node1, node2 = s.fake.node("node-1").node_id, s.fake.node("node-2").node_id
     s.executor.follow_up(rt, Stream(ckpt))
-    stream = s.loop.last(Kind.FETCH)
+    stream = s.loop.last(CallKind.FETCH)
     with pytest.raises(CheckpointNotVisible, match="not visible from any live node"):
         await stream.answer()
     seen_by.add(node2)
     rt.node_id = node1
     s.executor.follow_up(rt, Stream(ckpt))
-    stream = s.loop.last(Kind.FETCH)
+    stream = s.loop.last(CallKind.FETCH)
     await stream.answer()
     assert isinstance(stream.payload, FetchPayload)
     assert s.executor.fetches == 1 and s.fake.copies == 1
     staged = Path(stream.payload.staged)
     assert json.loads((staged / "state.json").read_text()) == {"count": 2}
     s.executor.follow_up(rt, LoadStreamed(ckpt, str(staged)))
-    assert await s.loop.last(Kind.RESTORE).answer() is None
+    assert await s.loop.last(CallKind.RESTORE).answer() is None
     assert s.fake.actor_of(rt.actor).calls[-1].args[3] == str(staged)
     assert not staged.exists()  # the actor removes what it loaded
     s.executor.execute(rt, Train(1))
-    assert (await s.loop.last(Kind.TRAIN).answer())["count"] == 3
+    assert (await s.loop.last(CallKind.TRAIN).answer())["count"] == 3
 
 
 # -- stopping ----------------------------------------------------------------------------
@@ -358,7 +358,7 @@ async def test_a_graceful_stop_cleans_up_then_the_actor_goes(
     actor = s.fake.actor_of(rt.actor)
     s.executor.execute(rt, StopActor(1))
     assert rt.actor is None and rt.host is None
-    stop = s.loop.last(Kind.STOP)
+    stop = s.loop.last(CallKind.STOP)
     assert stop.payload == StopPayload(actor.handle)  # kill it once it has shut down
     await stop.answer()
     assert [c.method for c in actor.calls] == ["setup", "stop", "shutdown"]
@@ -386,13 +386,13 @@ async def test_a_trial_leaving_a_shared_process_leaves_the_others_running(
     actor = s.fake.actor_of(a.actor)
     s.executor.execute(a, StopActor(1, graceful=False))  # failed: forgotten, not asked
     s.executor.execute(b, StopActor(1))  # stopped: its cleanup runs, the process stays
-    stop = s.loop.last(Kind.STOP)
+    stop = s.loop.last(CallKind.STOP)
     assert isinstance(stop.payload, StopPayload) and stop.payload.host is c.host
     assert await stop.answer() is True  # clean: the process may host another trial
     assert [c.method for c in actor.calls][-2:] == ["drop", "stop"]
     assert actor.trials == [c.id] and not actor.dead
     s.executor.execute(c, Train(1))
-    assert (await s.loop.last(Kind.TRAIN).answer())["count"] == 1
+    assert (await s.loop.last(CallKind.TRAIN).answer())["count"] == 1
 
 
 async def test_a_stuck_actor_is_killed_with_every_trial_it_hosts(
@@ -410,7 +410,7 @@ async def test_a_stuck_actor_is_killed_with_every_trial_it_hosts(
     assert actor.dead and host is not None and not host.alive
     assert a.events[-1]["kind"] == "killed"
     with pytest.raises(Exception, match="actor died"):
-        await s.loop.last(Kind.TRAIN).answer()  # b's step fails: b recovers on its own
+        await s.loop.last(CallKind.TRAIN).answer()  # b's step fails: b recovers on its own
 
 
 async def test_idle_actors_kept_for_reuse_go_once_shut_down_when_reuse_ends(
@@ -424,7 +424,7 @@ async def test_idle_actors_kept_for_reuse_go_once_shut_down_when_reuse_ends(
     await s.start(rt)
     actor = s.fake.actor_of(rt.actor)
     s.executor.execute(rt, StopActor(1))
-    await s.loop.last(Kind.STOP).answer()
+    await s.loop.last(CallKind.STOP).answer()
     assert not actor.dead  # kept for the next trial
     s.executor.retire_idle()
     assert actor.calls[-1].method == "shutdown"
@@ -440,7 +440,7 @@ async def test_an_actor_whose_shutdown_hangs_is_killed_at_its_grace_end(
     await s.start(rt)
     actor = s.fake.actor_of(rt.actor)
     s.executor.execute(rt, StopActor(1))
-    await s.loop.last(Kind.STOP).answer()
+    await s.loop.last(CallKind.STOP).answer()
     s.fake.hold("shutdown")  # the trainable's cleanup never returns, say
     loop = asyncio.get_running_loop()
     retired = loop.time()

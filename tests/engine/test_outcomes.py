@@ -28,11 +28,11 @@ from orchestrator.core.events import (
 from orchestrator.core.placement import Host, resource_key
 from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
 from orchestrator.engine.outcomes import (
+    CallKind,
     Collect,
     FetchPayload,
     HostDied,
     Kill,
-    Kind,
     LoadStreamed,
     Outcomes,
     Payload,
@@ -48,7 +48,7 @@ from orchestrator.engine.outcomes import (
     Upload,
     WantSpare,
 )
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageFull, TransientError
 
@@ -86,7 +86,7 @@ def failed(error: BaseException) -> Future[Any]:
     return future
 
 
-def pending(rt: TrialRuntime, kind: Kind, payload: Payload = None, *, stale: bool = False):
+def pending(rt: TrialRuntime, kind: CallKind, payload: Payload = None, *, stale: bool = False):
     generation = rt.machine.generation - (1 if stale else 0)
     return Pending(rt, kind, generation, payload)
 
@@ -106,7 +106,7 @@ def checkpoint(rt: TrialRuntime, iteration: int = 5) -> Checkpoint:
 
 def test_ready_records_the_node_and_asks_for_a_spare_and_an_uploader(runtime: MakeRuntime) -> None:
     rt = started(runtime, checkpoint_every=5, max_failures=2)
-    event, follow = outcomes(remote=True).read(pending(rt, Kind.READY), answered(("n1", "h1")))
+    event, follow = outcomes(remote=True).read(pending(rt, CallKind.READY), answered(("n1", "h1")))
     assert event == ActorReady(1)
     assert follow == [Placed("n1", "h1"), StartPersister("n1"), WantSpare(rt.spec.resources)]
 
@@ -115,19 +115,19 @@ def test_ready_of_a_trial_that_may_not_fail_and_never_saves_asks_for_nothing_mor
     runtime: MakeRuntime,
 ) -> None:
     rt = started(runtime)  # max_failures 0, no checkpoints
-    event, follow = outcomes(remote=True).read(pending(rt, Kind.READY), answered(("n1", "h1")))
+    event, follow = outcomes(remote=True).read(pending(rt, CallKind.READY), answered(("n1", "h1")))
     assert event == ActorReady(1) and follow == [Placed("n1", "h1")]
     rt = started(runtime, checkpoint_every=1)  # local storage: actors commit, no uploader
-    _, follow = outcomes().read(pending(rt, Kind.READY), answered(("n1", "h1")))
+    _, follow = outcomes().read(pending(rt, CallKind.READY), answered(("n1", "h1")))
     assert follow == [Placed("n1", "h1")]
 
 
 def test_a_train_answer_is_one_result_or_a_batch(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     reader = outcomes()
-    event, follow = reader.read(pending(rt, Kind.TRAIN), answered({"count": 1}))
+    event, follow = reader.read(pending(rt, CallKind.TRAIN), answered({"count": 1}))
     assert event == TrainResult(1, ({"count": 1},)) and follow == []
-    event, _ = reader.read(pending(rt, Kind.TRAIN), answered([{"count": 2}, {"count": 3}]))
+    event, _ = reader.read(pending(rt, CallKind.TRAIN), answered([{"count": 2}, {"count": 3}]))
     assert event == TrainResult(1, ({"count": 2}, {"count": 3}))
     assert reader.results == 3
 
@@ -135,7 +135,7 @@ def test_a_train_answer_is_one_result_or_a_batch(runtime: MakeRuntime) -> None:
 def test_a_committed_save_is_a_checkpoint_named_by_its_payload(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     payload = save_payload(rt)
-    event, follow = outcomes().read(pending(rt, Kind.SAVE, payload), answered(MANIFEST))
+    event, follow = outcomes().read(pending(rt, CallKind.SAVE, payload), answered(MANIFEST))
     assert isinstance(event, SaveDone) and follow == []
     ckpt = event.checkpoint
     assert (ckpt.trial_id, ckpt.iteration, ckpt.key) == (rt.id, 5, payload.key)
@@ -146,7 +146,7 @@ def test_a_committed_save_is_a_checkpoint_named_by_its_payload(runtime: MakeRunt
 
 def test_a_save_too_big_to_commit_in_place_is_handed_to_the_uploader(runtime: MakeRuntime) -> None:
     rt = started(runtime)
-    save = pending(rt, Kind.SAVE, save_payload(rt))
+    save = pending(rt, CallKind.SAVE, save_payload(rt))
     event, follow = outcomes().read(save, answered("/scratch/checkpoint_000005-3"))
     assert event is None and follow == [Upload(save, "/scratch/checkpoint_000005-3")]
 
@@ -154,7 +154,7 @@ def test_a_save_too_big_to_commit_in_place_is_handed_to_the_uploader(runtime: Ma
 def test_a_save_committed_after_its_actor_was_given_up_is_collected(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     event, follow = outcomes().read(
-        pending(rt, Kind.SAVE, save_payload(rt), stale=True), answered(MANIFEST)
+        pending(rt, CallKind.SAVE, save_payload(rt), stale=True), answered(MANIFEST)
     )
     assert event is None
     (collect,) = follow
@@ -168,7 +168,7 @@ def test_an_empty_checkpoint_is_warned_about_once_per_trial(
     reader = outcomes()
     with caplog.at_level(logging.WARNING, logger="orchestrator.engine.loop"):
         for iteration in (5, 10):
-            save = pending(rt, Kind.SAVE, save_payload(rt, iteration))
+            save = pending(rt, CallKind.SAVE, save_payload(rt, iteration))
             event, _ = reader.read(save, answered({"files": []}))
             assert isinstance(event, SaveDone)
     assert caplog.text.count("wrote nothing into its directory") == 1
@@ -177,7 +177,7 @@ def test_an_empty_checkpoint_is_warned_about_once_per_trial(
 def test_restore_answers(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     ckpt = checkpoint(rt)
-    restore = pending(rt, Kind.RESTORE, RestorePayload(ckpt))
+    restore = pending(rt, CallKind.RESTORE, RestorePayload(ckpt))
     reader = outcomes()
     assert reader.read(restore, answered(None)) == (RestoreDone(1, ckpt), [])
     assert reader.read(restore, answered(NOT_VISIBLE)) == (None, [Stream(ckpt)])
@@ -192,15 +192,18 @@ def test_a_streamed_checkpoint_is_loaded_by_the_actor_it_was_streamed_for(
     payload = FetchPayload(ckpt, "/tmp/staged")
     reader = outcomes()
     rt.actor = object()
-    assert reader.read(pending(rt, Kind.FETCH, payload), answered(None)) == (
+    assert reader.read(pending(rt, CallKind.FETCH, payload), answered(None)) == (
         None,
         [LoadStreamed(ckpt, "/tmp/staged")],
     )
-    assert reader.read(pending(rt, Kind.FETCH, payload, stale=True), answered(None)) == (None, [])
+    assert reader.read(pending(rt, CallKind.FETCH, payload, stale=True), answered(None)) == (
+        None,
+        [],
+    )
     rt.actor = None  # its actor is gone meanwhile
-    assert reader.read(pending(rt, Kind.FETCH, payload), answered(None)) == (None, [])
+    assert reader.read(pending(rt, CallKind.FETCH, payload), answered(None)) == (None, [])
     error = OSError("no node sees it")
-    event, follow = reader.read(pending(rt, Kind.FETCH, payload), failed(error))
+    event, follow = reader.read(pending(rt, CallKind.FETCH, payload), failed(error))
     assert event == CheckpointUnavailable(1, ckpt, error) and follow == []
 
 
@@ -208,10 +211,10 @@ def test_stop_answers(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     actor, host = object(), rt.host
     reader = outcomes()
-    last = pending(rt, Kind.STOP, StopPayload(actor=actor))
+    last = pending(rt, CallKind.STOP, StopPayload(actor=actor))
     assert reader.read(last, answered(None)) == (None, [Kill(actor)])
     assert reader.read(last, failed(actor_died())) == (None, [Kill(actor)])
-    shared = pending(rt, Kind.STOP, StopPayload(host=host))
+    shared = pending(rt, CallKind.STOP, StopPayload(host=host))
     assert reader.read(shared, answered(True)) == (None, [])
     assert reader.read(shared, answered(False)) == (None, [Unclean(host)])  # a thread lingers
     assert reader.read(shared, failed(actor_died())) == (None, [])
@@ -222,13 +225,13 @@ def test_stop_answers(runtime: MakeRuntime) -> None:
 
 def test_a_lost_actor_is_a_failure_that_marks_its_host_dead(runtime: MakeRuntime) -> None:
     rt = started(runtime)
-    event, follow = outcomes().read(pending(rt, Kind.TRAIN), failed(actor_died(why="killed")))
+    event, follow = outcomes().read(pending(rt, CallKind.TRAIN), failed(actor_died(why="killed")))
     assert isinstance(event, Failure) and event.actor_died and not event.permanent
     assert follow == [HostDied(rt)]
     assert f"trial {rt.id}" in str(event.error)
     assert "its actor or node died during Counter.step()" in str(event.error)
     # A loss reported for an actor given up already: its host is not this one's.
-    _, follow = outcomes().read(pending(rt, Kind.TRAIN, stale=True), failed(actor_died()))
+    _, follow = outcomes().read(pending(rt, CallKind.TRAIN, stale=True), failed(actor_died()))
     assert follow == []
 
 
@@ -237,7 +240,7 @@ def test_a_raising_step_is_a_failure_of_the_trial_not_of_its_process(
 ) -> None:
     rt = started(runtime)
     error = task_error(RuntimeError("planned failure at 3"), "TrialActor.train_sole")
-    event, follow = outcomes().read(pending(rt, Kind.TRAIN), failed(error))
+    event, follow = outcomes().read(pending(rt, CallKind.TRAIN), failed(error))
     assert isinstance(event, Failure) and not event.actor_died and not event.permanent
     assert follow == []
     assert "Counter.step() raised RuntimeError: planned failure at 3" in str(event.error)
@@ -248,13 +251,15 @@ def test_a_raising_step_is_a_failure_of_the_trial_not_of_its_process(
 @pytest.mark.parametrize(
     ("kind", "what"),
     [
-        (Kind.READY, "Counter.setup() or actor start-up"),
-        (Kind.RESTORE, "Counter.load_checkpoint() or its download"),
+        (CallKind.READY, "Counter.setup() or actor start-up"),
+        (CallKind.RESTORE, "Counter.load_checkpoint() or its download"),
     ],
 )
-def test_a_failure_names_the_call_that_failed(runtime: MakeRuntime, kind: Kind, what: str) -> None:
+def test_a_failure_names_the_call_that_failed(
+    runtime: MakeRuntime, kind: CallKind, what: str
+) -> None:
     rt = started(runtime)
-    payload = RestorePayload(checkpoint(rt)) if kind is Kind.RESTORE else None
+    payload = RestorePayload(checkpoint(rt)) if kind is CallKind.RESTORE else None
     error = task_error(ValueError("bad"), "TrialActor.x")
     event, _ = outcomes().read(pending(rt, kind, payload), failed(error))
     assert isinstance(event, Failure) and f"{what} raised ValueError: bad" in str(event.error)
@@ -263,7 +268,7 @@ def test_a_failure_names_the_call_that_failed(runtime: MakeRuntime, kind: Kind, 
 def test_sys_exit_in_a_trainable_is_a_failure_that_says_so(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     error = task_error(TrainableExited("it called sys.exit(3) (exit code 3)"))
-    event, _ = outcomes().read(pending(rt, Kind.TRAIN), failed(error))
+    event, _ = outcomes().read(pending(rt, CallKind.TRAIN), failed(error))
     assert isinstance(event, Failure) and not event.actor_died
     assert "Counter.step() exited: it called sys.exit(3)" in str(event.error)
 
@@ -271,7 +276,7 @@ def test_sys_exit_in_a_trainable_is_a_failure_that_says_so(runtime: MakeRuntime)
 def test_a_trainable_its_worker_cannot_load_fails_for_good(runtime: MakeRuntime) -> None:
     rt = started(runtime, max_failures=5)
     error = task_error(TrainableUnavailable("module 'gone' is missing there"), "TrialActor.setup")
-    event, _ = outcomes().read(pending(rt, Kind.READY), failed(error))
+    event, _ = outcomes().read(pending(rt, CallKind.READY), failed(error))
     assert isinstance(event, Failure) and event.permanent
     assert "module 'gone' is missing there" in str(event.error)
 
@@ -282,7 +287,7 @@ def test_a_storage_error_of_a_save_pauses_the_trial_instead_of_failing_it(
     rt = started(runtime)
     payload = save_payload(rt, 10)
     full = task_error(StorageFull("no space left on device"), "TrialActor.save_and_commit")
-    event, follow = outcomes().read(pending(rt, Kind.SAVE, payload), failed(full))
+    event, follow = outcomes().read(pending(rt, CallKind.SAVE, payload), failed(full))
     assert isinstance(event, SaveFailed) and event.iteration == 10
     assert follow == [PersisterMaybeDied(full)]
     message = str(event.error)
@@ -291,7 +296,7 @@ def test_a_storage_error_of_a_save_pauses_the_trial_instead_of_failing_it(
         "StorageFull: no space left on device" in message and "no checkpoint stored yet" in message
     )
     down = task_error(TransientError("503 slow down"), "CheckpointPersister.persist")
-    event, _ = outcomes().read(pending(rt, Kind.SAVE, payload), failed(down))
+    event, _ = outcomes().read(pending(rt, CallKind.SAVE, payload), failed(down))
     assert isinstance(event, SaveFailed)
     assert "storage stayed unreachable for save_retry_for seconds" in str(event.error)
 
@@ -301,7 +306,7 @@ def test_a_save_lost_with_its_process_is_a_failure_and_may_be_the_uploaders(
 ) -> None:
     rt = started(runtime)
     lost = actor_died("ab" * 16)
-    event, follow = outcomes().read(pending(rt, Kind.SAVE, save_payload(rt)), failed(lost))
+    event, follow = outcomes().read(pending(rt, CallKind.SAVE, save_payload(rt)), failed(lost))
     assert isinstance(event, Failure) and event.actor_died
     assert follow == [PersisterMaybeDied(lost), HostDied(rt)]
 
@@ -313,5 +318,5 @@ def test_a_function_trainable_is_named_as_a_function(runtime: MakeRuntime) -> No
         report({"x": 1})
 
     rt = started(runtime, trainable=train)
-    event, _ = outcomes().read(pending(rt, Kind.TRAIN), failed(task_error(KeyError("k"))))
+    event, _ = outcomes().read(pending(rt, CallKind.TRAIN), failed(task_error(KeyError("k"))))
     assert isinstance(event, Failure) and "its function train raised KeyError" in str(event.error)

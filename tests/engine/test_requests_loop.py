@@ -33,7 +33,7 @@ from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.executor import RaySettings
 from orchestrator.engine.hooks import HookRunner
 from orchestrator.engine.loop import Dispatcher
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 
 from ..support.trainables import Counter
 

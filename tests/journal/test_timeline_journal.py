@@ -21,7 +21,7 @@ from orchestrator.engine.adoption import adopt, off_timeline_keys
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.journal.reader import load as load_journal
 from orchestrator.journal.writer import Journal
-from orchestrator.sweeps.judge import info_of
+from orchestrator.sweeps.scheduler_judge import info_of
 from storage import Storage, open_storage
 
 from ..support.trainables import Counter

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from orchestrator import Orchestrator, Trial
-from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.trial_runtime import TrialRuntime
 
 MakeOrchestrator = Callable[..., Orchestrator]
 MakeRuntime = Callable[..., TrialRuntime]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transfer.chunks import layout
-from transfer.plan import make_plan
+from transfer.delta import make_plan
 from transfer.sink import SinkWriter
 from transfer.source import SourceReader
 

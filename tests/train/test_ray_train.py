@@ -223,7 +223,7 @@ def test_tuner_refuses_a_train_trainer_with_the_rewrite() -> None:
     from ray.train.torch import TorchTrainer
 
     from orchestrator import tune
-    from orchestrator.tune.errors import TuneUnsupported
+    from orchestrator.tune.error import TuneUnsupported
 
     trainer = TorchTrainer(train_loop, scaling_config=ray.train.ScalingConfig(num_workers=2))
     with pytest.raises(TuneUnsupported, match="build and fit the trainer in a function"):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from transfer.checksum import CHECK_SIZE
 from transfer.chunks import ALIGN, Piece, decode, encode_header, header_size, layout
-from transfer.errors import IntegrityError
+from transfer.errors import TransferIntegrityError
 
 
 @settings(deadline=None, max_examples=80)
@@ -87,12 +87,12 @@ def test_frame_round_trip() -> None:
 )
 def test_malformed_frames_are_rejected(mutate: object) -> None:
     frame = bytes(_frame([Piece(0, 0, 3, True)], b"abc"))
-    with pytest.raises(IntegrityError):
+    with pytest.raises(TransferIntegrityError):
         decode(memoryview(mutate(frame)))  # type: ignore[operator]
 
 
 def test_unknown_flags_are_rejected() -> None:
     frame = _frame([Piece(0, 0, 3, True)], b"abc")
     frame[8 + 4 + 8 + 8] = 7
-    with pytest.raises(IntegrityError, match="flags"):
+    with pytest.raises(TransferIntegrityError, match="flags"):
         decode(memoryview(frame))

@@ -17,9 +17,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import transfer
 from transfer.chunks import Piece, encode_header, header_size
-from transfer.errors import IntegrityError, UnsafePathError
-from transfer.manifest import Entry, Kind
-from transfer.plan import Plan
+from transfer.delta import Plan
+from transfer.errors import TransferIntegrityError, UnsafePathError
+from transfer.listing import Entry, EntryKind
 from transfer.sink import SinkWriter
 
 from .helpers import make_tree, siblings, snapshot
@@ -173,13 +173,13 @@ async def test_crafted_plan_and_chunk_at_a_real_sink(ray_cluster: Any, tmp_path:
     (dst / "keep.txt").write_text("old")
     sink = ray.remote(SinkWriter).options(**pinned_actor(head_id())).remote(str(dst), "crafted")
     try:
-        evil = Plan((), (Entry("../../evil", Kind.FILE, 3),), (), (), (), False)
+        evil = Plan((), (Entry("../../evil", EntryKind.FILE, 3),), (), (), (), False)
         with pytest.raises(UnsafePathError):
             await sink.begin.remote(evil)
-        plan = Plan((), (Entry("f", Kind.FILE, 3),), (), (), (), False)
+        plan = Plan((), (Entry("f", EntryKind.FILE, 3),), (), (), (), False)
         await sink.begin.remote(plan)
         # A piece that tries to grow the file past its announced size.
-        with pytest.raises(IntegrityError):
+        with pytest.raises(TransferIntegrityError):
             await sink.write.remote(ray.put(_frame([Piece(0, 0, 9, True)], b"123456789")))
         await sink.abort.remote()
     finally:

@@ -13,9 +13,9 @@ import pytest
 import ray
 
 import transfer
-from transfer.blobs import ContentStore, close_found, split_plan
-from transfer.manifest import Entry, Kind
-from transfer.plan import make_plan
+from transfer.delta import make_plan
+from transfer.from_store import ContentStore, close_found, split_plan
+from transfer.listing import Entry, EntryKind
 
 from .helpers import snapshot
 
@@ -40,10 +40,10 @@ def test_the_plan_sends_only_what_the_store_does_not_hold(tmp_path: Path) -> Non
     store = blob_store(tmp_path / "blobs", frozen, bad)
     (store / sha(bad)[:2] / sha(bad)).write_bytes(os.urandom(KiB))  # damaged: never trusted
     source = [
-        Entry("frozen.bin", Kind.FILE, len(frozen)),
-        Entry("head.bin", Kind.FILE, len(head)),
-        Entry("bad.bin", Kind.FILE, len(bad)),
-        Entry("unknown.bin", Kind.FILE, 5),
+        Entry("frozen.bin", EntryKind.FILE, len(frozen)),
+        Entry("head.bin", EntryKind.FILE, len(head)),
+        Entry("bad.bin", EntryKind.FILE, len(bad)),
+        Entry("unknown.bin", EntryKind.FILE, 5),
     ]
     digests = (("frozen.bin", sha(frozen)), ("head.bin", sha(head)), ("bad.bin", sha(bad)))
     plan, found = split_plan(make_plan(source, []), ContentStore(str(store), digests))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from transfer.errors import TransferError
-from transfer.local import copy_local
-from transfer.writer import DIRECT_MIN_SIZE
+from transfer.file_writer import DIRECT_MIN_SIZE
+from transfer.same_node import copy_local
 
 from ..support.transfer_copies import copy_in_process
 from .helpers import make_tree, siblings, snapshot

@@ -16,13 +16,13 @@ import pytest
 
 from transfer.checksum import CHECK_SIZE
 from transfer.chunks import Piece, encode_header, header_size, layout
-from transfer.errors import IntegrityError, TransferError, UnsafePathError
-from transfer.manifest import Entry, Kind
-from transfer.plan import Plan, make_plan
+from transfer.delta import Plan, make_plan
+from transfer.errors import TransferError, TransferIntegrityError, UnsafePathError
+from transfer.file_writer import DIRECT_MIN_SIZE
+from transfer.listing import Entry, EntryKind
 from transfer.sink import SinkWriter
 from transfer.source import SourceReader
 from transfer.staging import StagedTree
-from transfer.writer import DIRECT_MIN_SIZE
 
 from ..support.transfer_copies import copy_in_process
 from .helpers import make_tree, siblings, snapshot
@@ -60,7 +60,7 @@ def _sink_with(tmp_path: Path, files: list[tuple[str, int]]) -> tuple[SinkWriter
     dst.mkdir()
     (dst / "keep.txt").write_text("old")
     sink = SinkWriter(str(dst), "t")
-    send = tuple(Entry(p, Kind.FILE, n, 0, 0o644) for p, n in files)
+    send = tuple(Entry(p, EntryKind.FILE, n, 0, 0o644) for p, n in files)
     sink.begin(Plan(dirs=(), send=send, keep=(), links=(), deleted=(), mirror=False))
     return sink, dst
 
@@ -89,7 +89,7 @@ def test_crafted_frames_are_rejected_and_target_untouched(
     tmp_path: Path, frame: Callable[[], object], match: str
 ) -> None:
     sink, dst = _sink_with(tmp_path, [("f", 10)])
-    with pytest.raises(IntegrityError, match=match):
+    with pytest.raises(TransferIntegrityError, match=match):
         sink.write(frame())
     with pytest.raises(TransferError):
         sink.commit()
@@ -100,11 +100,16 @@ def test_crafted_frames_are_rejected_and_target_untouched(
 def test_crafted_plans_are_rejected_before_anything_is_created(tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     bad_plans = [
-        Plan((), (Entry("../escape", Kind.FILE, 1),), (), (), (), False),
-        Plan((), (Entry("/etc/x", Kind.FILE, 1),), (), (), (), False),
-        Plan((), (), (), (Entry("l", Kind.SYMLINK, link="../../etc"),), (), False),
+        Plan((), (Entry("../escape", EntryKind.FILE, 1),), (), (), (), False),
+        Plan((), (Entry("/etc/x", EntryKind.FILE, 1),), (), (), (), False),
+        Plan((), (), (), (Entry("l", EntryKind.SYMLINK, link="../../etc"),), (), False),
         Plan(
-            (), (Entry("l/x", Kind.FILE, 1),), (), (Entry("l", Kind.SYMLINK, link="."),), (), False
+            (),
+            (Entry("l/x", EntryKind.FILE, 1),),
+            (),
+            (Entry("l", EntryKind.SYMLINK, link="."),),
+            (),
+            False,
         ),
     ]
     for plan in bad_plans:
@@ -142,7 +147,7 @@ def test_source_file_changing_mid_copy_fails(tmp_path: Path) -> None:
     with open(src / "f", "ab") as fh:
         fh.write(b"more")
     source.read(specs[1])  # the growth shows only when the file's last piece is read
-    with pytest.raises(IntegrityError, match="changed"):
+    with pytest.raises(TransferIntegrityError, match="changed"):
         source.read(specs[2])
     sink.abort()
     assert not dst.exists() and siblings(dst) == []

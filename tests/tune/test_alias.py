@@ -157,3 +157,24 @@ def test_hyperband_for_bohb_imports_for_isinstance_and_refuses_to_be_built() -> 
     assert not isinstance(ASHAScheduler(), HyperBandForBOHB)
     with pytest.raises(TuneUnsupported, match="HyperBandForBOHB.*HyperBandScheduler"):
         HyperBandForBOHB(metric="loss", mode="min")
+
+
+EVERY_MODULE = """\
+import importlib, pkgutil
+import orchestrator.tune as tune
+for module in pkgutil.walk_packages(tune.__path__, "orchestrator.tune."):
+    try:
+        importlib.import_module(module.name)
+    except Exception:
+        pass  # a framework that is not installed here
+print(type(tune.run).__name__)
+"""
+
+
+def test_importing_every_facade_module_leaves_tune_run_the_function() -> None:
+    """``tune.run`` is loaded on first use; a submodule of that name (``tune/run.py``,
+    before it moved to Tune's own path ``tune/tune.py``) replaced it with the module as
+    soon as anything imported it."""
+    done = python(EVERY_MODULE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "function"

@@ -18,7 +18,7 @@ from ray.train import get_checkpoint as rays_get_checkpoint  # bound when the wo
 
 from orchestrator import tune
 from orchestrator.tune import train_names
-from orchestrator.tune.errors import TuneUnsupported
+from orchestrator.tune.error import TuneUnsupported
 
 NAMES = ("report", "get_checkpoint", "get_context")
 

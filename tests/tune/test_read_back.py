@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orchestrator import tune
-from orchestrator.tune.errors import TuneError
+from orchestrator.tune.error import TuneError
 from orchestrator.tune.result import AUTO_RESULT_KEYS
 
 pytestmark = pytest.mark.usefixtures("ray_local")

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator import tune
 from orchestrator.errors import ConfigError
-from orchestrator.tune.errors import TuneError
+from orchestrator.tune.error import TuneError
 
 ROOT = Path(__file__).resolve().parents[2]
 

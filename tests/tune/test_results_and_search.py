@@ -111,9 +111,9 @@ def test_concurrency_limiter_batches_and_repeater_averages() -> None:
 
 def test_a_restored_run_reads_its_results_from_the_journal_records() -> None:
     from orchestrator.tune.records import RecordedTrial
-    from orchestrator.views.experiments import TrialRecord
+    from orchestrator.views.experiments import StoredTrial
 
-    record = TrialRecord(
+    record = StoredTrial(
         id="abc_00000",
         trainable="(pickled)",
         config={"x": 1},

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.tune import Trainable, with_parameters, with_resources
 from orchestrator.tune.adapters import unwrap
-from orchestrator.tune.errors import TuneUnsupported
+from orchestrator.tune.error import TuneUnsupported
 
 
 def train(config: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ import orchestrator.core.json_codec as codec
 from orchestrator.api.sweep_result import SweepResult
 from orchestrator.cli.present import TrialRow, trials_table
 from orchestrator.core.results import ResultWarnings, clean_result
-from orchestrator.views.experiments import TrialRecord, _best
+from orchestrator.views.experiments import StoredTrial, _best
 from orchestrator.views.loggers import ExperimentLogger
 from orchestrator.views.plotting import _best as plot_best
 from orchestrator.views.progress import ProgressReporter
@@ -136,7 +136,7 @@ async def test_best_is_one_rule_for_the_table_the_sweep_result_show_and_plots() 
     swept = SweepResult(handles, "loss", "min")  # type: ignore[arg-type]
     assert swept.best_trial.id == "fine" and swept.best_config == {"name": "fine"}
     records = [
-        TrialRecord(h.id, "x", h.config, "TERMINATED", len(h.results), 0, None, [], h.results, [])
+        StoredTrial(h.id, "x", h.config, "TERMINATED", len(h.results), 0, None, [], h.results, [])
         for h in handles
     ]
     rows = [

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from orchestrator.tune.trial import TuneTrial as Trial
+from orchestrator.tune.tune_trial import TuneTrial as Trial
 
 __all__ = ["Trial"]

@@ -6,7 +6,7 @@ Train's ``TensorflowCheckpoint.get_model()`` reads the same ``model.keras``)."""
 from __future__ import annotations
 
 from orchestrator.integrations.keras import ReportCallback
-from orchestrator.tune.integration._report import RemovedReportCallback, tune_report
+from orchestrator.tune.integration._tune_report import RemovedReportCallback, tune_report
 
 __all__ = ["TuneReportCallback", "TuneReportCheckpointCallback"]
 

@@ -5,7 +5,7 @@ filename, frequency, checkpoint_at_end, results_postprocessing_fn)`` and its
 from __future__ import annotations
 
 from orchestrator.integrations.lightgbm import ReportCallback
-from orchestrator.tune.integration._report import RemovedReportCallback, tune_report
+from orchestrator.tune.integration._tune_report import RemovedReportCallback, tune_report
 
 __all__ = ["TuneReportCallback", "TuneReportCheckpointCallback"]
 

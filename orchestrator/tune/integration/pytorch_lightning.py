@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from orchestrator.integrations._report import Metrics
 from orchestrator.integrations.lightning import ReportCallback
-from orchestrator.tune.integration._report import tune_report
+from orchestrator.tune.integration._tune_report import tune_report
 
 __all__ = ["TuneReportCallback", "TuneReportCheckpointCallback"]
 

@@ -17,10 +17,10 @@ from typing import Any
 from orchestrator.integrations.tracker import TrackerHook
 from orchestrator.tune.logger import LoggerCallback
 
-__all__ = ["TrackerCallback", "TrialInfo", "current_trial", "experiment_of"]
+__all__ = ["CurrentTrial", "TrackerCallback", "current_trial", "experiment_of"]
 
 
-class _View:
+class _TuneTrialView:
     """A Tune trial as the tracker hook reads a trial: its id and config. (Its history
     is not needed: the tracker's own last step says what is already stored.)"""
 
@@ -45,7 +45,7 @@ class TrackerCallback(LoggerCallback):
     hook: TrackerHook
 
     def __init__(self) -> None:
-        self._views: dict[str, _View] = {}
+        self._views: dict[str, _TuneTrialView] = {}
         self._seen: dict[str, tuple[str, str]] = {}  # trial id -> (name, directory)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -58,13 +58,13 @@ class TrackerCallback(LoggerCallback):
     def trial_path(self, view: Any) -> str | None:
         return self._seen.get(view.id, ("", ""))[1] or None
 
-    def _view(self, trial: Any) -> _View:
+    def _view(self, trial: Any) -> _TuneTrialView:
         key = str(trial.trial_id)
         view = self._views.get(key)
         if view is None:
             self._seen[key] = (str(trial), str(getattr(trial, "local_path", "") or ""))
             self._first_trial(trial)
-            view = self._views[key] = _View(trial)
+            view = self._views[key] = _TuneTrialView(trial)
         return view
 
     def _first_trial(self, trial: Any) -> None:
@@ -91,14 +91,17 @@ def experiment_of(trial: Any) -> str:
 
 
 @dataclass(frozen=True)
-class TrialInfo:
+class CurrentTrial:
+    """The trial whose trainable called a tracker's ``setup_*``: what the tracker names
+    its run by (see :func:`current_trial`)."""
+
     trial_id: str
     trial_name: str
     experiment_name: str | None
     config: Mapping[str, Any] | None
 
 
-def current_trial(what: str) -> TrialInfo:
+def current_trial(what: str) -> CurrentTrial:
     """The trial whose trainable calls ``what``: a Tune function (its Tune context gives
     the trial's name and run), or one of trialflow's function trainables (its id)."""
     from orchestrator.actor.function import current_trial_id
@@ -116,7 +119,7 @@ def current_trial(what: str) -> TrialInfo:
             ) from None
         trial_id = context.trial_id
     if context is None or context.trial_id != trial_id:  # not a Tune function
-        return TrialInfo(trial_id, trial_id, None, None)
-    return TrialInfo(
+        return CurrentTrial(trial_id, trial_id, None, None)
+    return CurrentTrial(
         context.trial_id, context.trial_name, context.info.experiment_name, context.config
     )

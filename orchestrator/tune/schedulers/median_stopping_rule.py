@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from orchestrator.schedulers import MedianStopping
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["MedianStoppingRule"]

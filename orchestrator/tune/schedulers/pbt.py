@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.schedulers import PBT
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.schedulers.base import TuneScheduler
 
 __all__ = ["PopulationBasedTraining"]

@@ -21,7 +21,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.search import Searcher as EngineSearcher
 from orchestrator.search import SearchSpace
 from orchestrator.search.optuna_own import merged
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = ["Searcher", "TuneSearcherAdapter", "engine_searcher"]
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.core.results import flatten
+from orchestrator.views.dashboard.json_values import finite, lookup, newest, numbers, spell
 from orchestrator.views.dashboard.tail import Change, JournalTail
-from orchestrator.views.dashboard.values import finite, lookup, newest, numbers, spell
 
 __all__ = [
     "DEFAULT_X",

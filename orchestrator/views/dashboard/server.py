@@ -44,10 +44,10 @@ from typing import Any
 from aiohttp import web
 
 from orchestrator.views.dashboard.catalog import Catalog
+from orchestrator.views.dashboard.json_values import to_browser
 from orchestrator.views.dashboard.live import Watch
 from orchestrator.views.dashboard.payloads import DEFAULT_X, delta, experiment
 from orchestrator.views.dashboard.tail import JournalTail
-from orchestrator.views.dashboard.values import to_browser
 from storage import Storage
 
 __all__ = ["KEEPALIVE_S", "Dashboard", "RunningDashboard", "running"]

@@ -32,7 +32,7 @@ from typing import Any
 
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY
-from orchestrator.views.dashboard.damage import (
+from orchestrator.views.dashboard.journal_checks import (
     HeadDamaged,
     SegmentDamaged,
     check_head,

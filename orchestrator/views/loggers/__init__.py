@@ -3,7 +3,7 @@
 to each trial's history across rollbacks. Use :class:`ExperimentLogger` as a hook."""
 
 from orchestrator.views.loggers.hook import ExperimentLogger, LoggerStatistics
-from orchestrator.views.loggers.sink import trial_dirname
+from orchestrator.views.loggers.log_sink import trial_dirname
 from orchestrator.views.loggers.values import flatten
 from orchestrator.views.loggers.writers import (
     DEFAULT_LOGGERS,

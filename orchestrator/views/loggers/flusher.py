@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from orchestrator.core.trial_logs import ABANDONED_FILE
 from orchestrator.views.loggers.files import write_atomic
+from orchestrator.views.loggers.log_sink import LogSink
 from orchestrator.views.loggers.ops import Op
-from orchestrator.views.loggers.sink import LogSink
 
 __all__ = ["Flusher"]
 

@@ -23,8 +23,8 @@ from typing import Any
 from orchestrator.core.trial_history import history_before, iteration_of, results_of
 from orchestrator.errors import ConfigError
 from orchestrator.views.loggers.flusher import Flusher
+from orchestrator.views.loggers.log_sink import LogSink
 from orchestrator.views.loggers.ops import TRAINING_ITERATION, ConfigChange, End, Reset, Rollback
-from orchestrator.views.loggers.sink import LogSink
 from orchestrator.views.loggers.values import dumps
 from orchestrator.views.loggers.writers import DEFAULT_LOGGERS, check_logger_names
 
@@ -45,7 +45,7 @@ class LoggerStatistics:
     failed_trials: frozenset[str]
 
 
-class _Book:
+class _LoggerBook:
     """What the hook side knows of a trial: what it has queued so far."""
 
     __slots__ = ("last", "last_result", "config", "ended")
@@ -110,7 +110,7 @@ class ExperimentLogger:
             upload_interval=float(upload_interval),
             max_pending=int(max_pending),
         )
-        self._books: dict[str, _Book] = {}
+        self._books: dict[str, _LoggerBook] = {}
         self._results = 0
 
     # -- hooks: bookkeeping only ------------------------------------------------------
@@ -200,7 +200,7 @@ class ExperimentLogger:
         except Exception:
             log.exception("the experiment logger's bookkeeping failed for %r", args[0])
 
-    def _touch(self, trial: Any, seed: Callable[[Mapping[str, Any]], bool]) -> _Book:
+    def _touch(self, trial: Any, seed: Callable[[Mapping[str, Any]], bool]) -> _LoggerBook:
         book = self._books.get(trial.id)
         if book is None:
             return self._first_sight(trial, [r for r in results_of(trial) if seed(r)])
@@ -208,19 +208,19 @@ class ExperimentLogger:
         self._check_config(trial, book)
         return book
 
-    def _first_sight(self, trial: Any, history: list[Mapping[str, Any]]) -> _Book:
-        book = self._books[trial.id] = _Book(_snapshot(trial), history)
+    def _first_sight(self, trial: Any, history: list[Mapping[str, Any]]) -> _LoggerBook:
+        book = self._books[trial.id] = _LoggerBook(_snapshot(trial), history)
         self._flusher.push(trial.id, Reset(book.config, history))
         return book
 
-    def _rollback(self, trial: Any, book: _Book, iteration: int) -> None:
+    def _rollback(self, trial: Any, book: _LoggerBook, iteration: int) -> None:
         self._flusher.push(trial.id, Rollback(iteration))
         book.last = iteration
         book.last_result = next(
             (r for r in reversed(results_of(trial)) if iteration_of(r) <= iteration), None
         )
 
-    def _check_config(self, trial: Any, book: _Book) -> None:
+    def _check_config(self, trial: Any, book: _LoggerBook) -> None:
         if not _same(getattr(trial, "config", None) or {}, book.config):
             book.config = _snapshot(trial)
             self._flusher.push(trial.id, ConfigChange(book.last, book.config))

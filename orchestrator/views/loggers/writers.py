@@ -1,7 +1,7 @@
 """The per-trial writers behind each logger name, and the interface they share.
 
 A writer owns some files in one trial's directory and is driven only by
-:class:`~orchestrator.views.loggers.sink.LogSink`, in the flusher's one thread, with the
+:class:`~orchestrator.views.loggers.log_sink.LogSink`, in the flusher's one thread, with the
 operations of :mod:`~orchestrator.views.loggers.ops` in the trial's order. It reports every
 file it changed through ``touched(name)`` (a name relative to the trial's directory),
 which is how uploads know what to send.

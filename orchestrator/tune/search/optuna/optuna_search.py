@@ -23,7 +23,7 @@ from orchestrator.search import OptunaSearch as EngineOptunaSearch
 from orchestrator.search import SearchSpace
 from orchestrator.search.optuna_own import flat
 from orchestrator.search.optuna_search import _distribution
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.sample import translate_space
 
 _NO_SPACE = (

@@ -23,10 +23,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .manifest import Entry
-from .plan import Plan
+from .delta import Plan
+from .listing import Entry
 
-__all__ = ["ContentStore", "Found", "close_found", "copy_found", "split_plan"]
+__all__ = ["ContentStore", "StoredCopy", "close_found", "copy_found", "split_plan"]
 
 _READ = 8 * 1024 * 1024
 
@@ -41,27 +41,27 @@ class ContentStore:
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
+class StoredCopy:
     """A file of the plan whose content the store holds: its entry, the blob, opened."""
 
     entry: Entry
     fd: int
 
 
-def split_plan(plan: Plan, store: ContentStore | None) -> tuple[Plan, list[Found]]:
+def split_plan(plan: Plan, store: ContentStore | None) -> tuple[Plan, list[StoredCopy]]:
     """``plan`` without the files ``store`` holds (verified), and those files."""
     if store is None or not plan.send:
         return plan, []
     digests = dict(store.digests)
     send: list[Entry] = []
-    found: list[Found] = []
+    found: list[StoredCopy] = []
     try:
         for entry in plan.send:
             fd = _open_verified(store.root, digests.get(entry.path), entry.size)
             if fd is None:
                 send.append(entry)
             else:
-                found.append(Found(entry, fd))
+                found.append(StoredCopy(entry, fd))
     except BaseException:
         close_found(found)
         raise
@@ -95,7 +95,7 @@ def _sha256(fd: int) -> str:
     return h.hexdigest()
 
 
-def copy_found(found: Found, dst: int) -> None:
+def copy_found(found: StoredCopy, dst: int) -> None:
     """Copy the blob's bytes into ``dst`` (a new file), by the kernel where it can."""
     size, offset = found.entry.size, 0
     try:
@@ -112,7 +112,7 @@ def copy_found(found: Found, dst: int) -> None:
         raise OSError(f"blob for {found.entry.path!r} ended at {offset} of {size} bytes")
 
 
-def close_found(found: Sequence[Found]) -> None:
+def close_found(found: Sequence[StoredCopy]) -> None:
     for f in found:
         try:
             os.close(f.fd)

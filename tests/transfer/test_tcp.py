@@ -1,4 +1,4 @@
-"""The direct byte stream (``transfer.wire``) between a source reader and a sink, without
+"""The direct byte stream (``transfer.tcp``) between a source reader and a sink, without
 Ray tasks: a real copy over a local socket, strangers ignored, a missing receiver, a
 stream cut short."""
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from transfer.chunks import ChunkSpec, layout
-from transfer.errors import IntegrityError
-from transfer.manifest import Kind
-from transfer.plan import Plan, make_plan
+from transfer.delta import Plan, make_plan
+from transfer.errors import TransferIntegrityError
+from transfer.listing import EntryKind
 from transfer.sink import SinkWriter
 from transfer.source import SourceReader
-from transfer.wire import (
+from transfer.tcp import (
     TOKEN_SIZE,
     DirectUnavailable,
     Listener,
@@ -70,7 +70,7 @@ def test_copy_over_a_socket_ignores_strangers(tmp_path: Path, window: int, big_s
     stranger.close()
     assert errors == []
     result = sink.commit()
-    assert result.files_written == sum(e.kind is Kind.FILE for e in plan.send)
+    assert result.files_written == sum(e.kind is EntryKind.FILE for e in plan.send)
     assert snapshot(dst) == snapshot(src) and siblings(dst) == []
     assert len(specs) > 10
 
@@ -93,7 +93,7 @@ def test_a_stream_cut_short_is_an_error_not_a_short_copy(tmp_path: Path) -> None
     frame = reader.read(specs[0])
     sender.sendall(len(frame).to_bytes(8, "little") + bytes(frame))
     sender.sendall((specs[1].frame_size + 1).to_bytes(8, "little"))  # a lie
-    with pytest.raises(IntegrityError, match="announced"):
+    with pytest.raises(TransferIntegrityError, match="announced"):
         for _ in receive_stream(conn, specs, 2, lambda: True):
             pass
     sender.close()

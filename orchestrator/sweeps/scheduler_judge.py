@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.schedulers import Continue, Decision, Resume, Scheduler, Stop, TrialInfo
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 
 def info_of(rt: TrialRuntime) -> TrialInfo:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .manifest import Entry, Kind
+from .listing import Entry, EntryKind
 from .paths import check_tree
 
 __all__ = ["Plan", "make_plan", "needs_checksum"]
@@ -46,12 +46,12 @@ class Plan:
             {e.path: e.link for e in self.links},
         )
         for e in self.send + self.keep:
-            if e.kind is not Kind.FILE or e.size < 0:
+            if e.kind is not EntryKind.FILE or e.size < 0:
                 raise ValueError(f"plan entry {e.path!r} is not a regular file")
 
 
 def _quick_equal(src: Entry, dst: Entry | None) -> bool:
-    return dst is not None and dst.kind is Kind.FILE and dst.size == src.size
+    return dst is not None and dst.kind is EntryKind.FILE and dst.size == src.size
 
 
 def needs_checksum(
@@ -62,7 +62,7 @@ def needs_checksum(
     tgt = {e.path: e for e in target}
     out = []
     for e in source:
-        if e.kind is not Kind.FILE:
+        if e.kind is not EntryKind.FILE:
             continue
         d = tgt.get(e.path)
         if _quick_equal(e, d) and (always_checksum or d is None or d.mtime_ns != e.mtime_ns):
@@ -91,9 +91,9 @@ def make_plan(
     keep: list[Entry] = []
     links: list[Entry] = []
     for e in source:
-        if e.kind is Kind.DIR:
+        if e.kind is EntryKind.DIR:
             dirs.append(e)
-        elif e.kind is Kind.SYMLINK:
+        elif e.kind is EntryKind.SYMLINK:
             links.append(e)
         else:
             d = tgt.get(e.path) if delta else None
@@ -110,7 +110,7 @@ def make_plan(
     if mirror:
         src_paths = {e.path for e in source}
         deleted = tuple(
-            p for p, d in sorted(tgt.items()) if p not in src_paths and d.kind is not Kind.DIR
+            p for p, d in sorted(tgt.items()) if p not in src_paths and d.kind is not EntryKind.DIR
         )
     return Plan(
         dirs=tuple(dirs),

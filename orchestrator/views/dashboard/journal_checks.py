@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.core.journal_format import SEGMENTS_PREFIX
 from orchestrator.journal.damage import damage_of
-from orchestrator.views.dashboard.values import parse
+from orchestrator.views.dashboard.json_values import parse
 
 __all__ = ["HeadDamaged", "SegmentDamaged", "check_head", "describe", "parse_segment"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, NoReturn
 
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 
 __all__ = ["RemovedReportCallback", "tune_report"]
 

@@ -1,4 +1,6 @@
-"""Ray Tune's legacy entry point, ``tune.run(trainable, config=..., ...)``.
+"""Ray Tune's legacy entry point, ``tune.run(trainable, config=..., ...)``, at Tune's
+module path (``ray.tune.tune``): a submodule named ``run`` would shadow the function
+``tune.run`` once imported.
 
 Older scripts and libraries (Hugging Face's ``hyperparameter_search`` among them) still
 call it. Its arguments are spread out into a ``Tuner``'s configs, once, and the run is
@@ -20,7 +22,7 @@ from typing import Any
 from orchestrator.tune.adapters import WithResources, trainable_name, unwrap
 from orchestrator.tune.analysis import ExperimentAnalysis
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
-from orchestrator.tune.errors import TuneError, unsupported
+from orchestrator.tune.error import TuneError, unsupported
 from orchestrator.tune.tuner import Tuner
 
 __all__ = ["run"]

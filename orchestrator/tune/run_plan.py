@@ -2,7 +2,7 @@
 ``sweep(...)`` call: where each Tune knob goes (see README, "Coming from Ray Tune").
 
 Everything is checked here, before Ray starts: an argument this facade cannot honour is
-a :class:`~orchestrator.tune.errors.TuneUnsupported` naming it, a wrong one a
+a :class:`~orchestrator.tune.error.TuneUnsupported` naming it, a wrong one a
 ``ConfigError`` with Tune's wording where Tune has one.
 """
 
@@ -21,7 +21,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler, scheduler_kinds
 from orchestrator.tune.adapters import check_trainable, unwrap
 from orchestrator.tune.config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
-from orchestrator.tune.errors import unsupported
+from orchestrator.tune.error import unsupported
 from orchestrator.tune.sample import translate_space
 from orchestrator.tune.schedulers.base import FIFOScheduler, TuneScheduler
 from orchestrator.tune.search.basic_variant import BasicVariantGenerator

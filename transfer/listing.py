@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from .errors import TransferError, UnsafePathError
 
-__all__ = ["Entry", "Kind", "is_excluded", "scan"]
+__all__ = ["Entry", "EntryKind", "is_excluded", "scan"]
 
 
-class Kind(str, enum.Enum):
+class EntryKind(str, enum.Enum):
     FILE = "file"
     DIR = "dir"
     SYMLINK = "symlink"
@@ -32,7 +32,7 @@ class Entry:
     """One node of a tree. ``link`` is the symlink's text; ``mode`` the permission bits."""
 
     path: str
-    kind: Kind
+    kind: EntryKind
     size: int = 0
     mtime_ns: int = 0
     mode: int = 0o644
@@ -93,12 +93,14 @@ def _scan_into(abs_dir: str, rel_dir: str, exclude: tuple[str, ...], out: list[E
             mode = st.st_mode
             perms = stat.S_IMODE(mode)
             if stat.S_ISREG(mode):
-                out.append(Entry(rel, Kind.FILE, st.st_size, st.st_mtime_ns, perms))
+                out.append(Entry(rel, EntryKind.FILE, st.st_size, st.st_mtime_ns, perms))
             elif stat.S_ISDIR(mode):
-                out.append(Entry(rel, Kind.DIR, 0, st.st_mtime_ns, perms))
+                out.append(Entry(rel, EntryKind.DIR, 0, st.st_mtime_ns, perms))
                 subdirs.append((de.path, rel))
             elif stat.S_ISLNK(mode):
-                out.append(Entry(rel, Kind.SYMLINK, 0, st.st_mtime_ns, perms, os.readlink(de.path)))
+                out.append(
+                    Entry(rel, EntryKind.SYMLINK, 0, st.st_mtime_ns, perms, os.readlink(de.path))
+                )
             else:
                 raise UnsafePathError(
                     f"{de.path!r} is a device file, FIFO or socket; remove it or exclude it"

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .checksum import digest_file
-from .errors import IntegrityError, SizeLimitExceeded, TransferError
-from .manifest import Entry, scan
-from .plan import make_plan, needs_checksum
+from .delta import make_plan, needs_checksum
+from .errors import SizeLimitExceeded, TransferError, TransferIntegrityError
+from .listing import Entry, scan
 from .staging import StagedTree
 
 __all__ = ["LocalResult", "copy_local"]
@@ -132,7 +132,9 @@ def _copy_file(src: str, staged: StagedTree, entry: Entry) -> None:
                 offset += n
             st = os.fstat(in_fd)
             if offset != entry.size or st.st_size != entry.size or st.st_mtime_ns != entry.mtime_ns:
-                raise IntegrityError(f"source file {src!r} changed while being copied; retry")
+                raise TransferIntegrityError(
+                    f"source file {src!r} changed while being copied; retry"
+                )
         except BaseException:
             os.close(out_fd)
             raise

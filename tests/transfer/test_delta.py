@@ -7,27 +7,27 @@ from pathlib import Path
 
 import pytest
 
+from transfer.delta import make_plan, needs_checksum
 from transfer.errors import TransferError, UnsafePathError
-from transfer.manifest import Entry, Kind, is_excluded, scan
-from transfer.plan import make_plan, needs_checksum
+from transfer.listing import Entry, EntryKind, is_excluded, scan
 
 from .helpers import UNICODE_NAME, make_tree
 
 
 def f(path: str, size: int = 1, mtime: int = 100) -> Entry:
-    return Entry(path, Kind.FILE, size, mtime)
+    return Entry(path, EntryKind.FILE, size, mtime)
 
 
 def test_scan_lists_the_tree_without_following_links(tmp_path: Path) -> None:
     make_tree(tmp_path)
     entries = {e.path: e for e in scan(str(tmp_path))}
-    assert entries["a"].kind is Kind.DIR
-    assert entries["empty-dir"].kind is Kind.DIR
+    assert entries["a"].kind is EntryKind.DIR
+    assert entries["empty-dir"].kind is EntryKind.DIR
     assert entries["a/empty.bin"].size == 0
-    assert entries[f"a/{UNICODE_NAME}"].kind is Kind.FILE
+    assert entries[f"a/{UNICODE_NAME}"].kind is EntryKind.FILE
     assert entries["latest.json"] == Entry(
         "latest.json",
-        Kind.SYMLINK,
+        EntryKind.SYMLINK,
         0,
         entries["latest.json"].mtime_ns,
         entries["latest.json"].mode,
@@ -109,14 +109,20 @@ def test_always_checksum_catches_equal_stats_different_bytes() -> None:
 
 
 def test_mirror_lists_what_disappears() -> None:
-    src = [Entry("d", Kind.DIR), f("d/x")]
-    dst = [Entry("d", Kind.DIR), f("d/x"), f("d/old"), Entry("gone", Kind.DIR), f("gone/y")]
+    src = [Entry("d", EntryKind.DIR), f("d/x")]
+    dst = [
+        Entry("d", EntryKind.DIR),
+        f("d/x"),
+        f("d/old"),
+        Entry("gone", EntryKind.DIR),
+        f("gone/y"),
+    ]
     assert make_plan(src, dst).deleted == ()
     assert make_plan(src, dst, mirror=True).deleted == ("d/old", "gone/y")
 
 
 def test_a_directory_replacing_a_file_is_not_kept() -> None:
-    plan = make_plan([Entry("x", Kind.DIR), f("x/y")], [f("x")])
+    plan = make_plan([Entry("x", EntryKind.DIR), f("x/y")], [f("x")])
     assert [e.path for e in plan.dirs] == ["x"] and [e.path for e in plan.send] == ["x/y"]
 
 
@@ -124,4 +130,4 @@ def test_plan_validate_rejects_crafted_listings() -> None:
     with pytest.raises(UnsafePathError):
         make_plan([f("../evil")], []).validate()
     with pytest.raises(UnsafePathError):
-        make_plan([Entry("l", Kind.SYMLINK, link="/etc")], []).validate()
+        make_plan([Entry("l", EntryKind.SYMLINK, link="/etc")], []).validate()

@@ -3,7 +3,7 @@
 One hook object (:class:`TuneHooks`) receives trialflow's hook calls for the run's
 trials and calls each Tune callback's matching method with Tune's arguments
 (``iteration``, ``trials``, ``trial``, ``result``...): ``trial`` is a
-:class:`~orchestrator.tune.trial.TuneTrial`, one per trial, the same object each time.
+:class:`~orchestrator.tune.tune_trial.TuneTrial`, one per trial, the same object each time.
 trialflow runs sync hooks in a thread, per trial in order; a lock here makes the calls
 into callbacks one at a time, as Tune's controller makes them. trialflow's hook for a
 failure fires for every failure: it becomes Tune's ``on_trial_recover`` when the trial
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrator.tune.result import SHOULD_CHECKPOINT
-from orchestrator.tune.trial import TuneTrial, tune_checkpoint
+from orchestrator.tune.tune_trial import TuneTrial, tune_checkpoint
 
 __all__ = ["TuneHooks"]
 

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import ray
 
 from .chunks import ChunkSpec
-from .errors import IntegrityError, TransferError
+from .errors import TransferError, TransferIntegrityError
 from .handoff import END, drain
 
 __all__ = [
@@ -253,7 +253,7 @@ def receive_stream(
                 recv_into(head)
                 (n,) = _LEN.unpack(head)
                 if n != spec.frame_size:
-                    raise IntegrityError(
+                    raise TransferIntegrityError(
                         f"chunk {spec.index} announced as {n} bytes, expected {spec.frame_size}"
                     )
                 view = memoryview(buf)[:n]
