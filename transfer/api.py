@@ -29,6 +29,7 @@ import ray
 import ray.exceptions as rex
 
 from .errors import NodeLostError, TransferError
+from .from_store import ContentStore
 from .ray_errors import is_lost
 from .same_node import LocalResult, copy_local
 from .staging import clean_stale
@@ -71,6 +72,7 @@ async def copy_dir(
     progress: ProgressCallback | None = None,
     always_checksum: bool = False,
     hardlink: bool = True,
+    content_store: ContentStore | None = None,
 ) -> TransferStats:
     """Copy directory ``source_path`` on one node to ``target_path`` on another.
 
@@ -84,8 +86,11 @@ async def copy_dir(
     send and is checked before any byte moves. ``progress`` (sync or async) is called
     as chunks land (after the first, then at most every 50 ms, and after the last); if
     it raises, the copy is abandoned. On the same node,
-    files are hard-linked when ``hardlink`` (see :mod:`transfer.same_node`) or copied by the
-    kernel.
+    files are hard-linked when ``hardlink`` (see :mod:`transfer.same_node`) or copied by
+    the kernel. Across nodes, ``content_store`` names a directory of SHA-256-named files
+    on the target (a local storage's blobs) and the SHA-256 of source files: those it
+    holds are copied there from it, not sent (:mod:`transfer.from_store`; counted as
+    skipped).
 
     The target changes only at the very end, all at once, once every byte of the new
     tree is on the disk (fsynced: a crash leaves the old tree or the new one); on any
@@ -126,7 +131,9 @@ async def copy_dir(
             seconds=time.perf_counter() - started,
             same_node=True,
         )
-    settings = Settings(chunk_size=chunk_size, max_in_flight=max_in_flight, **options)
+    settings = Settings(
+        chunk_size=chunk_size, max_in_flight=max_in_flight, store=content_store, **options
+    )
     return await _copy_across(
         (source_node_id, source_path),
         (target_node_id, target_path),

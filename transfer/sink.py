@@ -26,6 +26,7 @@ from .chunks import decode
 from .delta import Plan
 from .errors import TransferError, TransferIntegrityError
 from .file_writer import WRITE_DEPTH, FileWriter, OpenFile
+from .from_store import StoredCopy, close_found, copy_found
 from .listing import Entry, scan
 from .paths import check_relpath
 from .staging import WRITE_FLAGS, StagedTree
@@ -63,6 +64,7 @@ class SinkWriter:
         self._failed: BaseException | None = None
         self._writer: FileWriter | None = None
         self._held: deque[_Held] = deque()
+        self._from_store = 0
 
     @property
     def bytes_written(self) -> int:
@@ -86,6 +88,26 @@ class SinkWriter:
         except BaseException:
             self.abort()
             raise
+
+    def copy_from_store(self, found: Sequence[StoredCopy]) -> None:
+        """Write the files the target's blob store holds (see :mod:`transfer.from_store`)
+        into the staged tree, closing every blob; call after :meth:`begin`."""
+        if self._staged is None:
+            close_found(found)
+            raise TransferError("copy_from_store before begin")
+        staged = self._staged
+        try:
+            for f in found:
+                fd = staged.create_file(f.entry.path)
+                try:
+                    copy_found(f, fd)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                staged.sync_file(fd, f.entry)
+                self._from_store += 1
+        finally:
+            close_found(found)
 
     def write(
         self, frame: Any, release: Callable[[], None] | None = None, hold: int = WRITE_DEPTH
@@ -194,7 +216,7 @@ class SinkWriter:
             raise
         self._staged = None
         self._release_writer()
-        return CommitResult(len(plan.send), len(plan.keep), self._bytes)
+        return CommitResult(len(plan.send), len(plan.keep) + self._from_store, self._bytes)
 
     def abort(self) -> None:
         """Drop everything staged; the target stays as it was. Safe to call twice."""

@@ -42,6 +42,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from .chunks import ChunkSpec, layout
 from .delta import make_plan, needs_checksum
 from .errors import SizeLimitExceeded, TransferError
+from .from_store import ContentStore, close_found, split_plan
 from .handoff import END, drain
 from .listing import Entry
 from .sink import CommitResult, SinkWriter
@@ -67,6 +68,8 @@ class Settings:
     exclude: tuple[str, ...]
     #: Bytes over a direct TCP stream (see :mod:`transfer.tcp`), else the object store.
     direct: bool = True
+    #: Files the target's blob store holds are copied from it, not sent (transfer.from_store).
+    store: ContentStore | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,15 +166,22 @@ def receive(
         exclude=settings.exclude,
     )
     plan.validate()
+    plan, found = split_plan(plan, settings.store)
     if settings.max_size is not None and plan.bytes_to_send > settings.max_size:
+        close_found(found)
         raise SizeLimitExceeded(
             f"{plan.bytes_to_send} bytes to send from {source_path!r} on node "
             f"{source_node_id} exceed max_size={settings.max_size}; raise it or exclude files"
         )
     specs = layout([e.size for e in plan.send], settings.chunk_size)
-    yield Started(plan.bytes_to_send, len(plan.send), len(specs))
-    writer.begin(plan)
     try:
+        yield Started(plan.bytes_to_send, len(plan.send), len(specs))
+        writer.begin(plan)
+    except BaseException:
+        close_found(found)
+        raise
+    try:
+        writer.copy_from_store(found)
         if specs:
             landed = _receive_direct if settings.direct and direct_enabled() else _receive_stored
             try:

@@ -11,6 +11,7 @@ lease). What it does is :mod:`orchestrator.journal.repair`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,11 @@ async def repair(
             Experiment(settings, settings.storage_mode(is_local=local), opening)
         )
         try:
-            return await repair_experiment(store)
+            report = await repair_experiment(store)
+            # Then, still under the lease, the blobs a crash left that no checkpoint
+            # holds (a local disk's: one link left; see ``LocalStorage.sweep_blobs``).
+            swept = await store.sweep_blobs()
+            return dataclasses.replace(report, blobs_swept=report.blobs_swept + swept)
         finally:
             await lease.release()
     finally:

@@ -265,6 +265,8 @@ async def open_session(exp: Experiment) -> Session:
         dispatcher.attach(rt)
     _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)
     journal.start()
+    if journaled is not None:  # a resumed run: what the last one's crash left unheld
+        collector.sweep_blobs()
     return Session(
         exp, store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler
     )

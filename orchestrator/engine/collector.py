@@ -66,6 +66,25 @@ class CheckpointCollector:
             task.add_done_callback(self._tasks.discard)
             task.add_done_callback(functools.partial(self._done, ckpt.key))
 
+    def sweep_blobs(self) -> None:
+        """Sweep, in the background, the checkpoint blobs no checkpoint holds (what a
+        crash mid-save or mid-delete left): a resumed run's start, under its lease.
+        :meth:`drain` waits for it; a failure is logged (``repair`` sweeps too)."""
+        task = asyncio.get_running_loop().create_task(self._sweep_blobs())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sweep_blobs(self) -> None:
+        try:
+            await self._storage.sweep_blobs()
+        except Exception as err:
+            log.warning(
+                "sweeping the unheld checkpoint blobs of %s failed: %s (the next resume or "
+                "`python -m orchestrator repair` sweeps them)",
+                self._storage.uri,
+                err,
+            )
+
     def _done(self, key: str, task: asyncio.Task[None]) -> None:
         self._queued.discard(key)
 

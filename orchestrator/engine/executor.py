@@ -354,7 +354,7 @@ class Executor:
                 f"{ckpt.host or 'unknown'}, node {ckpt.node_id or 'unknown'})"
             )
         self.fetches += 1
-        await self.backend.copy_dir(source, ckpt.path, target, staged)
+        await self.backend.copy_dir(source, ckpt, target, staged)
 
     def _load_streamed(self, rt: TrialRuntime, item: LoadStreamed) -> None:
         self._submit_restore(rt, item.checkpoint, item.staged)

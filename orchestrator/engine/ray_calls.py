@@ -21,8 +21,9 @@ import ray
 
 if TYPE_CHECKING:
     from orchestrator.core.checkpoints import Checkpoint
+    from transfer import ContentStore
 
-__all__ = ["RAY", "RayBackend", "actor_options", "kill", "ray_demand"]
+__all__ = ["RAY", "RayBackend", "actor_options", "content_store", "kill", "ray_demand"]
 
 
 def actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
@@ -86,8 +87,9 @@ class RayBackend(Protocol):
         """The first live node other than ``skip`` that sees ``ckpt`` on its disk."""
         ...
 
-    async def copy_dir(self, source: str, path: str, target: str, staged: str) -> None:
-        """Copy directory ``path`` of node ``source`` to ``staged`` on node ``target``."""
+    async def copy_dir(self, source: str, ckpt: Checkpoint, target: str, staged: str) -> None:
+        """Copy checkpoint ``ckpt`` (its ``path``) of node ``source`` to ``staged`` on
+        node ``target``, taking what the target's blob store holds from there."""
         ...
 
     async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
@@ -128,10 +130,14 @@ class _Ray:
 
         return await find_visible(ckpt, skip=skip)
 
-    async def copy_dir(self, source: str, path: str, target: str, staged: str) -> None:
+    async def copy_dir(self, source: str, ckpt: Checkpoint, target: str, staged: str) -> None:
         import transfer  # imported here: trial workers that import the engine skip it
 
-        await transfer.copy_dir(source, path, target, staged)
+        assert ckpt.path is not None
+        # Never hard links (same node): ``staged`` is handed to user code.
+        await transfer.copy_dir(
+            source, ckpt.path, target, staged, hardlink=False, content_store=content_store(ckpt)
+        )
 
     async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
         from orchestrator.engine.node_local import delete_where_visible
@@ -141,3 +147,19 @@ class _Ray:
 
 #: Ray itself, the engine's default backend.
 RAY: RayBackend = _Ray()
+
+
+def content_store(ckpt: Checkpoint) -> ContentStore | None:
+    """The blob store of ``ckpt``'s local storage (``<root>/.blobs/sha256`` on whichever
+    node looks) and its files' SHA-256, for ``transfer.copy_dir``; None when the
+    checkpoint's path or manifest is unknown."""
+    from storage.blobs_local import blob_dir
+    from transfer import ContentStore
+
+    path, manifest = ckpt.path, ckpt.manifest
+    suffix = "/" + ckpt.key
+    if path is None or manifest is None or not path.endswith(suffix):
+        return None
+    files = manifest.get("files") or []
+    digests = tuple((str(f["path"]), str(f["sha256"])) for f in files if "sha256" in f)
+    return ContentStore(blob_dir(path[: -len(suffix)]), digests)

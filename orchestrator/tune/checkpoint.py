@@ -96,9 +96,20 @@ class Checkpoint:
         return dict(loaded) if isinstance(loaded, Mapping) else {}
 
     def set_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Write the metadata as a new file, never into the old one: a checkpoint in
+        local storage shares each file's bytes (a hard link to one blob) with every
+        other checkpoint of that content, which an in-place write would change too."""
         self._local_only("set_metadata")
-        with open(os.path.join(self.path, _METADATA), "w") as f:
-            json.dump(dict(metadata), f)
+        file = os.path.join(self.path, _METADATA)
+        fd, tmp = tempfile.mkstemp(prefix=".metadata-", dir=self.path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(dict(metadata), f)
+            os.replace(tmp, file)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def update_metadata(self, metadata: Mapping[str, Any]) -> None:
         self.set_metadata({**self.get_metadata(), **metadata})

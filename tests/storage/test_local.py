@@ -39,9 +39,9 @@ class LocalRaw:
         p.write_bytes(data)
 
     def list(self) -> list[str]:
-        return sorted(
-            p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
-        )
+        """Every file but the blobs (a checkpoint's files are links to them)."""
+        rels = (p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+        return sorted(rel for rel in rels if not rel.startswith(".blobs/"))
 
     def orphans(self) -> list[str]:
         return [p.as_posix() for p in self.root.rglob("*") if ".trialflow-tmp-" in p.name]

@@ -509,11 +509,12 @@ class FakeRay:
                 return node_id
         return None
 
-    async def copy_dir(self, source: str, path: str, target: str, staged: str) -> None:
+    async def copy_dir(self, source: str, ckpt: Checkpoint, target: str, staged: str) -> None:
         for node_id in (source, target):
             if not self.nodes_by_id[node_id].alive:
                 raise rex.NodeDiedError(f"node {node_id} died during the copy")
-        await asyncio.to_thread(shutil.copytree, path, staged, dirs_exist_ok=True)
+        assert ckpt.path is not None
+        await asyncio.to_thread(shutil.copytree, ckpt.path, staged, dirs_exist_ok=True)
         self.copies += 1
 
     async def delete_where_visible(self, root: str, ckpt: Checkpoint) -> bool:
