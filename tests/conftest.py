@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,22 +57,23 @@ TRAIN_ENV = {
 }
 
 
-#: Test files that share one pytest-xdist worker (``make test`` runs two), one after
-#: another: each starts Ray Train gangs of several processes on added nodes, and two at
-#: once on 2 cores starve each other's health checks.
-ONE_WORKER_GROUPS = {"ray-train": ("test_ray_train",)}
+#: Folders of ``tests/`` whose files share one pytest-xdist worker (``make test`` runs
+#: two), one after another: each file of ``tests/train/`` starts Ray Train gangs of
+#: several processes on added nodes, and two at once on 2 cores starve each other's
+#: health checks. (By folder, not by name: ``tests/tune/test_ray_train_names.py`` starts
+#: no gang and runs beside them.)
+ONE_WORKER_GROUPS = {"ray-train": "train"}
+
+TESTS = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test file is one unit of work for pytest-xdist's ``loadgroup`` (as with
     ``loadfile``: its module fixtures start once), except the files of a
-    :data:`ONE_WORKER_GROUPS` group, which are one unit together."""
+    :data:`ONE_WORKER_GROUPS` folder, which are one unit together."""
     for item in items:
-        name = item.path.name
-        group = next(
-            (g for g, prefixes in ONE_WORKER_GROUPS.items() if name.startswith(prefixes)),
-            str(item.path),
-        )
+        folder = item.path.relative_to(TESTS).parts[0]
+        group = next((g for g, name in ONE_WORKER_GROUPS.items() if folder == name), str(item.path))
         item.add_marker(pytest.mark.xdist_group(group))
 
 

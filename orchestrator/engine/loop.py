@@ -224,12 +224,18 @@ class Dispatcher:
             if self._task is None:
                 raise OrchestratorError("the orchestrator closed while run() was waiting")
             waiter = asyncio.ensure_future(self._settled.wait())
-            done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-            if self._aborted is not None:
+            try:
+                done, _ = await asyncio.wait(
+                    {waiter, self._task}, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                # Also when the caller is cancelled: a waiter left on the event would
+                # stay pending, and be reported ("Task was destroyed but it is
+                # pending!") wherever the garbage collector finds it later.
                 waiter.cancel()
+            if self._aborted is not None:
                 raise self._aborted
             if self._task in done:
-                waiter.cancel()
                 self._task.result()  # re-raise the loop's crash
                 raise RuntimeError("the orchestrator loop ended unexpectedly")
             if self.settled_now():

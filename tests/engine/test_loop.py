@@ -206,3 +206,25 @@ async def test_a_blocked_result_hook_holds_its_trial_within_two_calls(
         await orch.run()
     assert trial.state is TrialState.TERMINATED
     assert 1 <= observed[0] <= bound, observed
+
+
+async def test_a_cancelled_run_leaves_no_task_waiting(
+    tmp_path: Path, fake_ray: FakeRay, orchestrator: MakeOrchestrator
+) -> None:
+    """``run()`` cancelled while its trial is busy: nothing it started is left pending
+    once the experiment has closed. (A waiter left on the loop's "settled" event was
+    collected later as "Task was destroyed but it is pending!", logged in whatever
+    another test or command was printing then.)"""
+    before = asyncio.all_tasks()
+    async with orchestrator(storage=tmp_path, name="cancelled") as orch:
+        trial = orch.add_trial(Counter, resources=CPU)
+        gate = fake_ray.hold(TRAIN, trial=trial.id, after=2)
+        runner = asyncio.create_task(orch.run())
+        await gate.reached()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+        gate.open()
+    await asyncio.sleep(0)  # a task cancelled at close ends at its next step
+    left = asyncio.all_tasks() - before - {asyncio.current_task()}
+    assert not left, left
