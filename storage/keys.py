@@ -14,6 +14,7 @@ import re
 from .errors import InvalidKey
 
 __all__ = [
+    "BLOBS_PREFIX",
     "RESERVED_PREFIX",
     "join_key",
     "local_path",
@@ -26,20 +27,27 @@ __all__ = [
 #: not use them, so listing can hide them without hiding anything of the caller's.
 RESERVED_PREFIX = ".trialflow-tmp-"
 
+#: The content-addressed blobs of checkpoints live under this first part of a storage
+#: key (``.blobs/sha256/ab/<hex>``): no key a caller passes to a storage may start
+#: with it (keys *inside* a checkpoint may).
+BLOBS_PREFIX = ".blobs"
+
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-def validate_key(key: str, *, uri: str = "") -> str:
-    """Return ``key`` unchanged if it is a valid, non-empty key; raise ``InvalidKey``."""
+def validate_key(key: str, *, uri: str = "", root: bool = False) -> str:
+    """Return ``key`` unchanged if it is a valid, non-empty key; raise ``InvalidKey``.
+    ``root``: the key is relative to a storage's root, where :data:`BLOBS_PREFIX` is
+    reserved."""
     if not isinstance(key, str):
         raise InvalidKey(f"key must be a str, not {type(key).__name__}", uri=uri)
     if key == "":
         raise InvalidKey("key must not be empty", uri=uri)
-    _check(key, uri)
+    _check(key, uri, root)
     return key
 
 
-def validate_prefix(prefix: str, *, uri: str = "") -> str:
+def validate_prefix(prefix: str, *, uri: str = "", root: bool = False) -> str:
     """Like :func:`validate_key` but ``""`` (everything) is allowed and one trailing
     ``/`` is dropped, since prefixes name directories."""
     if not isinstance(prefix, str):
@@ -48,12 +56,16 @@ def validate_prefix(prefix: str, *, uri: str = "") -> str:
         prefix = prefix[:-1]
     if prefix == "":
         return ""
-    _check(prefix, uri)
+    _check(prefix, uri, root)
     return prefix
 
 
-def _check(key: str, uri: str) -> None:
+def _check(key: str, uri: str, root: bool = False) -> None:
     shown = repr(key)
+    if root and key.split("/", 1)[0] == BLOBS_PREFIX:
+        raise InvalidKey(
+            f"key {shown} starts with {BLOBS_PREFIX!r}, reserved for checkpoint blobs", uri=uri
+        )
     if "\x00" in key:
         raise InvalidKey(f"key {shown} contains NUL", uri=uri)
     if key.startswith("/") or _DRIVE.match(key) or key.startswith("\\"):

@@ -14,7 +14,7 @@ import functools
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from . import _local_conditional
@@ -268,7 +268,9 @@ class LocalStorage(Storage):
 
     # -- checkpoints: stage, then one rename ------------------------------------------
 
-    async def put_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest:
+    async def put_checkpoint(
+        self, local_dir: str | os.PathLike[str], key: str, *, known: Collection[str] = ()
+    ) -> Manifest:
         """Copy ``local_dir`` into a hidden sibling of the checkpoint's directory, write
         the manifest there, then rename the whole directory into place: the commit is one
         atomic rename, and an interrupted put leaves only a hidden staging directory

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from storage import BucketNotFound, NotFound, RetryPolicy, S3Storage, Storage, open_storage
+from storage.blobs import DEDUP_ENV
 
 from ..support.servers import BUCKET, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
+from .blobs_contract import BlobsContract
 from .contract import MiB, NetworkContract, Reopen, StorageContract, make_tree
 
 OPTIONS: dict[str, Any] = {"part_size": 5 * MiB, "max_concurrency": 4}
@@ -49,7 +51,7 @@ def prefix() -> str:
     return unique_prefix()
 
 
-class TestS3(StorageContract, NetworkContract):
+class TestS3(StorageContract, NetworkContract, BlobsContract):
     scheme = "s3"
     big_size = 12 * MiB + 123
 
@@ -101,7 +103,10 @@ class TestS3(StorageContract, NetworkContract):
             await proxy.stop()
 
 
-async def test_multipart_is_used(moto_url: str, tmp_path: Path) -> None:
+async def test_multipart_is_used(
+    moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEDUP_ENV, "0")  # full copies: a content-addressed chunk is one PUT
     prefix = unique_prefix()
     make_tree(tmp_path / "src", 11 * MiB)
     async with open_storage(f"s3://{BUCKET}/{prefix}", endpoint_url=moto_url, **OPTIONS) as st:

@@ -1,0 +1,313 @@
+"""Content-addressed checkpoints over any storage's primitives (used on S3 and GCS).
+
+A checkpoint's files are cut into fixed-size chunks (:data:`CHUNK_SIZE`; a file of at
+most one chunk is one blob); each chunk is stored once, as the blob
+``.blobs/sha256/<first two hex>/<64 hex>`` under the storage's root, and the
+checkpoint's key holds only its manifest (version 2: per file, the SHA-256 of each
+chunk). A chunk already stored is never uploaded again: a frozen backbone, a PBT
+exploit's copy of its donor, trials fine-tuned from one base model store their bytes
+once.
+
+Why fixed-size chunks: tensor files (``torch.save``'s zip, safetensors) keep each
+tensor at the same offset when shapes do not change, so a changed layer changes only
+its own chunks. Content-defined chunking would find shifted content too, but costs a
+rolling hash over every byte (in pure Python, far slower than the upload it saves) to
+find what checkpoints rarely have.
+
+Saving skips a chunk that is known present (the chunks of checkpoints the caller
+names, which the driver keeps: the one this save follows, the trial's restore origin),
+else asks the store (HEAD), else writes it; the manifest goes last. Loading fetches
+each chunk, verifies its SHA-256, assembles the file under a temporary name and checks
+the file's size and SHA-256 before the rename. Blobs are never deleted here: only the
+driver does (by reference count), and ``sweep_orphans`` removes blobs no manifest
+names (after a crash between chunk uploads and the manifest, or in the middle of a
+garbage collection).
+
+``TRIALFLOW_CHECKPOINT_DEDUP=0`` in the environment turns saving back to full copies
+under the checkpoint's key (for benchmarks, and as an escape hatch); loading reads
+both layouts whatever it says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ._concurrency import ByteBudget, in_thread, map_bounded
+from ._files import Digest, LocalFile, Sink
+from .errors import IntegrityError, NotFound
+from .keys import BLOBS_PREFIX, join_key, local_path
+from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
+
+__all__ = [
+    "CHUNK_SIZE",
+    "BlobCounts",
+    "BlobIO",
+    "DEDUP_ENV",
+    "blob_key",
+    "dedup_enabled",
+    "delete_blobs",
+    "get_chunked",
+    "put_chunked",
+    "sweep_orphans",
+]
+
+#: The size of every chunk but a file's last.
+CHUNK_SIZE = 4 << 20
+
+#: ``0`` there: checkpoints are saved as full copies (manifest version 1).
+DEDUP_ENV = "TRIALFLOW_CHECKPOINT_DEDUP"
+
+#: Chunks of one file fetched ahead of the one being written.
+_READ_AHEAD = 4
+
+
+@dataclass
+class BlobCounts:
+    """What one storage object's content-addressed saves did (its own accounting, for
+    benchmarks and tests): chunks written, and chunks not written because they were
+    known present or found present (HEAD)."""
+
+    written: int = 0
+    written_bytes: int = 0
+    skipped_known: int = 0
+    found_present: int = 0
+
+
+@dataclass(frozen=True)
+class BlobIO:
+    """What content-addressed checkpoints need of a storage, bound to it (the driver's
+    primitives: keys are not validated again, and the blob namespace is reachable)."""
+
+    uri: str
+    uri_for: Callable[[str], str]
+    exists: Callable[[str], Awaitable[bool]]
+    read: Callable[[str], Awaitable[bytes]]
+    write: Callable[[str, bytes], Awaitable[None]]
+    list: Callable[[str], Awaitable[list[str]]]
+    delete: Callable[[str], Awaitable[None]]
+    read_manifest: Callable[[str], Awaitable[Manifest]]
+    verify: Callable[[str, Digest, ManifestEntry], None]
+    budget: ByteBudget
+    file_concurrency: int
+    counts: BlobCounts
+
+
+def dedup_enabled() -> bool:
+    """Read at each save, on the node that saves: the driver and the workers agree as
+    long as their environments do."""
+    return os.environ.get(DEDUP_ENV, "1").strip() != "0"
+
+
+def blob_key(sha256: str) -> str:
+    """The storage key of the blob with this SHA-256 (lowercase hex)."""
+    return f"{BLOBS_PREFIX}/sha256/{sha256[:2]}/{sha256}"
+
+
+def blob_of(key: str) -> str | None:
+    """The SHA-256 a blob key names, or None if ``key`` is not a blob's."""
+    parts = key.split("/")
+    if len(parts) == 4 and parts[:2] == [BLOBS_PREFIX, "sha256"] and len(parts[3]) == 64:
+        if parts[2] == parts[3][:2]:
+            return parts[3]
+    return None
+
+
+async def put_chunked(
+    store: BlobIO, files: list[LocalFile], key: str, known: Collection[str] = ()
+) -> Manifest:
+    """Store ``files`` (already scanned) as blobs and commit the manifest at ``key``
+    (version 2). ``known``: SHA-256s of blobs the caller knows are stored."""
+    present: set[str] = set(known)
+    counts = store.counts
+    writing: dict[str, asyncio.Future[None]] = {}  # one PUT per blob, even if repeated
+
+    async def ensure(sha: str, data: bytes) -> None:
+        if sha in present:
+            counts.skipped_known += 1
+            return
+        pending = writing.get(sha)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        writing[sha] = fut
+        try:
+            blob = blob_key(sha)
+            if await store.exists(blob):
+                counts.found_present += 1
+            else:
+                await store.write(blob, data)
+                counts.written += 1
+                counts.written_bytes += len(data)
+            present.add(sha)
+            fut.set_result(None)
+        except BaseException as err:
+            writing.pop(sha, None)
+            fut.set_exception(err)
+            fut.exception()  # retrieved: a waiter, if any, raises it
+            raise
+
+    async def one(f: LocalFile) -> ManifestEntry:
+        fh = await asyncio.to_thread(open, f.path, "rb")
+        whole = hashlib.sha256()
+        chunks: list[str] = []
+        tasks: list[asyncio.Task[None]] = []
+        size = 0
+        try:
+            while True:
+                grant = await store.budget.acquire(CHUNK_SIZE)
+                try:
+                    data, sha = await in_thread(_read_chunk, fh, whole)
+                except BaseException:
+                    store.budget.release(grant)
+                    raise
+                if not data:  # end of file (an empty file has no chunks)
+                    store.budget.release(grant)
+                    break
+                size += len(data)
+                chunks.append(sha)
+                tasks.append(asyncio.ensure_future(_released(ensure(sha, data), store, grant)))
+                for t in tasks:  # stop reading once a chunk has failed
+                    if t.done() and not t.cancelled() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+                if len(data) < CHUNK_SIZE:
+                    break
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            await asyncio.to_thread(fh.close)
+        return ManifestEntry(f.rel, size, whole.hexdigest(), tuple(chunks))
+
+    entries = await map_bounded(one, files, store.file_concurrency)
+    manifest = Manifest(
+        key=key, files=tuple(entries), uri=store.uri_for(key), chunk_size=CHUNK_SIZE
+    )
+    await store.write(join_key(key, MANIFEST_NAME), manifest.to_json())
+    return manifest
+
+
+async def _released(coro: Awaitable[None], store: BlobIO, grant: int) -> None:
+    try:
+        await coro
+    finally:
+        store.budget.release(grant)
+
+
+def _read_chunk(fh: IO[bytes], whole: Any) -> tuple[bytes, str]:
+    """Blocking: the next chunk of ``fh`` and its SHA-256, the file's hash updated."""
+    data = fh.read(CHUNK_SIZE)
+    whole.update(data)
+    return data, hashlib.sha256(data).hexdigest()
+
+
+async def get_chunked(store: BlobIO, manifest: Manifest, target: str) -> None:
+    """Assemble every file of the version-2 ``manifest`` under ``target``, verifying
+    each chunk and each file; a file appears whole and verified or not at all."""
+    assert manifest.chunk_size is not None
+    chunk_size = manifest.chunk_size
+
+    async def fetch(entry: ManifestEntry, index: int, sha: str) -> tuple[bytes, int]:
+        """One verified chunk, and the budget it holds until it is written."""
+        expected = min(chunk_size, entry.size - index * chunk_size)
+        grant = await store.budget.acquire(expected)
+        try:
+            try:
+                data = await store.read(blob_key(sha))
+            except NotFound as err:
+                raise IntegrityError(
+                    f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) is missing from "
+                    f"{BLOBS_PREFIX}: the checkpoint cannot be restored; use an older one",
+                    uri=store.uri,
+                    key=manifest.key,
+                ) from err
+            got = await in_thread(_sha, data)
+            if len(data) != expected or got != sha:
+                raise IntegrityError(
+                    f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) does not match "
+                    "its SHA-256",
+                    uri=store.uri,
+                    key=manifest.key,
+                )
+        except BaseException:
+            store.budget.release(grant)
+            raise
+        return data, grant
+
+    async def one(entry: ManifestEntry) -> None:
+        path = local_path(target, entry.path)
+        sink = await in_thread(Sink, path)
+        window: list[asyncio.Task[tuple[bytes, int]] | None] = []
+        chunks = list(entry.chunks or ())
+        try:
+            nxt = 0
+            for i in range(len(chunks)):
+                while nxt < len(chunks) and nxt < i + _READ_AHEAD:
+                    window.append(asyncio.ensure_future(fetch(entry, nxt, chunks[nxt])))
+                    nxt += 1
+                task = window[i]
+                assert task is not None
+                data, grant = await task
+                window[i] = None  # its bytes go once written
+                try:
+                    await in_thread(sink.write, data)
+                finally:
+                    store.budget.release(grant)
+            store.verify(join_key(manifest.key, entry.path), sink.digest(), entry)
+            await in_thread(sink.commit)
+        except BaseException:
+            left = [t for t in window if t is not None]
+            for t in left:
+                t.cancel()
+            for got in await asyncio.gather(*left, return_exceptions=True):
+                if isinstance(got, tuple):  # fetched, never written
+                    store.budget.release(got[1])
+            await asyncio.shield(in_thread(sink.discard))
+            raise
+
+    await asyncio.to_thread(os.makedirs, target, exist_ok=True)
+    await map_bounded(one, manifest.files, store.file_concurrency)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+async def sweep_orphans(store: BlobIO, *, keep: Iterable[str] = ()) -> list[str]:
+    """Delete every blob that no committed checkpoint's manifest names (nor ``keep``:
+    blobs of saves still in flight); return the SHA-256s deleted.
+
+    Run it where no save can commit concurrently (``repair``, and a resumed run's
+    start under its lease) or pass the in-flight saves' blobs in ``keep``.
+    """
+    stored = {sha: k for k in await store.list(BLOBS_PREFIX) if (sha := blob_of(k))}
+    if not stored:
+        return []
+    named: set[str] = set(keep)
+    suffix = "/" + MANIFEST_NAME
+    manifests = [k[: -len(suffix)] for k in await store.list("") if k.endswith(suffix)]
+
+    async def read(key: str) -> None:
+        try:
+            named.update((await store.read_manifest(key)).blobs())
+        except NotFound:
+            pass
+
+    await map_bounded(read, manifests, 16)
+    orphans = sorted(set(stored) - named)
+    await map_bounded(lambda sha: store.delete(stored[sha]), orphans, 8)
+    return orphans
+
+
+async def delete_blobs(store: BlobIO, shas: Iterable[str]) -> None:
+    """Delete these blobs (gone already is fine): for the driver, which alone knows
+    that no kept checkpoint names them."""
+    await map_bounded(lambda sha: store.delete(blob_key(sha)), sorted(set(shas)), 8)
