@@ -279,7 +279,7 @@ class Storage(abc.ABC):
         ``NotFound``). An existing checkpoint at ``key`` is invalidated first. On failure
         or cancellation, partial uploads are aborted and what was written is removed
         (blobs of a content-addressed store stay, for the driver's collector or
-        ``sweep_orphans``). ``known``: SHA-256s of blobs known to be stored, which a
+        ``sweep_orphan_blobs``). ``known``: SHA-256s of blobs known to be stored, which a
         content-addressed store does not check for again."""
         key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
@@ -364,12 +364,18 @@ class Storage(abc.ABC):
         await self._ready()
         await blobs.delete_blobs(self._blob_io(), sha256s)
 
+    async def orphan_blobs(self, *, keep: Iterable[str] = ()) -> builtins.list[str]:
+        """The SHA-256 of every blob no committed checkpoint names, nor ``keep``."""
+        await self._ready()
+        return await blobs.orphans(self._blob_io(), keep=keep)
+
     async def sweep_orphan_blobs(self, *, keep: Iterable[str] = ()) -> builtins.list[str]:
         """Delete every blob no committed checkpoint names, nor ``keep``; the SHA-256s
-        deleted. Only where no save can commit meanwhile (``repair``, a resumed run's
-        start under its lease) unless ``keep`` holds the blobs of saves in flight."""
-        await self._ready()
-        return await blobs.sweep_orphans(self._blob_io(), keep=keep)
+        deleted. Only where no save can commit meanwhile (``repair``); a driver with
+        saves in flight deletes :meth:`orphan_blobs` itself, checking those saves."""
+        found = await self.orphan_blobs(keep=keep)
+        await blobs.delete_blobs(self._blob_io(), found)
+        return found
 
     def _blob_io(self) -> blobs.BlobIO:
         return blobs.BlobIO(

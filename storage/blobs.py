@@ -19,7 +19,7 @@ names, which the driver keeps: the one this save follows, the trial's restore or
 else asks the store (HEAD), else writes it; the manifest goes last. Loading fetches
 each chunk, verifies its SHA-256, assembles the file under a temporary name and checks
 the file's size and SHA-256 before the rename. Blobs are never deleted here: only the
-driver does (by reference count), and ``sweep_orphans`` removes blobs no manifest
+driver does (by reference count), and ``orphans`` finds the blobs no manifest
 names (after a crash between chunk uploads and the manifest, or in the middle of a
 garbage collection).
 
@@ -53,7 +53,7 @@ __all__ = [
     "delete_blobs",
     "get_chunked",
     "put_chunked",
-    "sweep_orphans",
+    "orphans",
 ]
 
 #: The size of every chunk but a file's last.
@@ -281,14 +281,11 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-async def sweep_orphans(store: BlobIO, *, keep: Iterable[str] = ()) -> list[str]:
-    """Delete every blob that no committed checkpoint's manifest names (nor ``keep``:
-    blobs of saves still in flight); return the SHA-256s deleted.
-
-    Run it where no save can commit concurrently (``repair``, and a resumed run's
-    start under its lease) or pass the in-flight saves' blobs in ``keep``.
-    """
-    stored = {sha: k for k in await store.list(BLOBS_PREFIX) if (sha := blob_of(k))}
+async def orphans(store: BlobIO, *, keep: Iterable[str] = ()) -> list[str]:
+    """The SHA-256 of every blob that no committed checkpoint's manifest names, nor
+    ``keep``. Blobs are listed before manifests are read: a save that commits between
+    the two cannot make its blobs look orphaned."""
+    stored = {sha for k in await store.list(BLOBS_PREFIX) if (sha := blob_of(k))}
     if not stored:
         return []
     named: set[str] = set(keep)
@@ -302,9 +299,7 @@ async def sweep_orphans(store: BlobIO, *, keep: Iterable[str] = ()) -> list[str]
             pass
 
     await map_bounded(read, manifests, 16)
-    orphans = sorted(set(stored) - named)
-    await map_bounded(lambda sha: store.delete(stored[sha]), orphans, 8)
-    return orphans
+    return sorted(stored - named)
 
 
 async def delete_blobs(store: BlobIO, shas: Iterable[str]) -> None:

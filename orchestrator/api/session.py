@@ -263,7 +263,10 @@ async def open_session(exp: Experiment) -> Session:
     exp.preview = None  # the journal just read is the one that counts
     for rt in exp.trials.values():
         dispatcher.attach(rt)
+        collector.hold(rt.machine.timeline)
     _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)
+    if resumption is not None and store.content_addressed:
+        collector.start_sweep()  # blobs a crash left that no checkpoint names
     journal.start()
     return Session(
         exp, store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler
