@@ -312,7 +312,7 @@ class Storage(abc.ABC):
         manifest = await self.read_manifest(key)
         target = os.fspath(local_dir)
         if manifest.chunk_size is not None:
-            await blobs.get_chunked(self._blob_io(), manifest, target)
+            await blobs.get_chunked(self._blob_io(), key, manifest, target)
             return manifest
         await asyncio.to_thread(os.makedirs, target, exist_ok=True)
 

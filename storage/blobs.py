@@ -209,11 +209,24 @@ def _read_chunk(fh: IO[bytes], whole: Any) -> tuple[bytes, str]:
     return data, hashlib.sha256(data).hexdigest()
 
 
-async def get_chunked(store: BlobIO, manifest: Manifest, target: str) -> None:
-    """Assemble every file of the version-2 ``manifest`` under ``target``, verifying
-    each chunk and each file; a file appears whole and verified or not at all."""
+def blob_root(key: str, manifest: Manifest) -> str:
+    """Where the blobs of the checkpoint read at ``key`` are: under the root of the
+    storage that wrote it, which the manifest's own key tells (a reader may have
+    opened the storage above it: ``key`` is then ``<path>/<manifest.key>``)."""
+    if key == manifest.key:
+        return ""
+    if key.endswith("/" + manifest.key):
+        return key[: -len(manifest.key) - 1]
+    return ""
+
+
+async def get_chunked(store: BlobIO, key: str, manifest: Manifest, target: str) -> None:
+    """Assemble every file of the version-2 ``manifest`` (read at ``key``) under
+    ``target``, verifying each chunk and each file; a file appears whole and verified
+    or not at all."""
     assert manifest.chunk_size is not None
     chunk_size = manifest.chunk_size
+    root = blob_root(key, manifest)
 
     async def fetch(entry: ManifestEntry, index: int, sha: str) -> tuple[bytes, int]:
         """One verified chunk, and the budget it holds until it is written."""
@@ -221,13 +234,13 @@ async def get_chunked(store: BlobIO, manifest: Manifest, target: str) -> None:
         grant = await store.budget.acquire(expected)
         try:
             try:
-                data = await store.read(blob_key(sha))
+                data = await store.read(join_key(root, blob_key(sha)))
             except NotFound as err:
                 raise IntegrityError(
                     f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) is missing from "
                     f"{BLOBS_PREFIX}: the checkpoint cannot be restored; use an older one",
                     uri=store.uri,
-                    key=manifest.key,
+                    key=key,
                 ) from err
             got = await in_thread(_sha, data)
             if len(data) != expected or got != sha:
@@ -235,7 +248,7 @@ async def get_chunked(store: BlobIO, manifest: Manifest, target: str) -> None:
                     f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) does not match "
                     "its SHA-256",
                     uri=store.uri,
-                    key=manifest.key,
+                    key=key,
                 )
         except BaseException:
             store.budget.release(grant)
@@ -261,7 +274,7 @@ async def get_chunked(store: BlobIO, manifest: Manifest, target: str) -> None:
                     await in_thread(sink.write, data)
                 finally:
                     store.budget.release(grant)
-            store.verify(join_key(manifest.key, entry.path), sink.digest(), entry)
+            store.verify(join_key(key, entry.path), sink.digest(), entry)
             await in_thread(sink.commit)
         except BaseException:
             left = [t for t in window if t is not None]

@@ -16,7 +16,7 @@ from storage.blobs import DEDUP_ENV
 
 from ..support.servers import BUCKET, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
 from .blobs_contract import BlobsContract
-from .contract import MiB, NetworkContract, Reopen, StorageContract, make_tree
+from .contract import MiB, NetworkContract, Reopen, StorageContract, make_tree, read_tree
 
 OPTIONS: dict[str, Any] = {"part_size": 5 * MiB, "max_concurrency": 4}
 
@@ -146,3 +146,18 @@ async def test_errors_do_not_leak_credentials(
     text = "".join(traceback.format_exception(info.value)) + caplog.text
     assert FAKE_SECRET not in text
     assert "botocore" not in type(info.value).__module__
+
+
+async def test_a_checkpoint_is_read_from_a_storage_opened_above_its_own(
+    moto_url: str, tmp_path: Path
+) -> None:
+    """Its blobs are under the root of the storage that wrote it (the experiment's), which
+    the manifest's key tells a reader that opened the bucket higher up."""
+    prefix = unique_prefix()
+    files = make_tree(tmp_path / "src", 3 * MiB)
+    async with open_storage(f"s3://{BUCKET}/{prefix}/exp", endpoint_url=moto_url) as st:
+        manifest = await st.put_checkpoint(tmp_path / "src", "trial/c1")
+    assert manifest.version == 2
+    async with open_storage(f"s3://{BUCKET}/{prefix}", endpoint_url=moto_url) as above:
+        await above.get_checkpoint("exp/trial/c1", tmp_path / "dst")
+    assert read_tree(tmp_path / "dst") == files
