@@ -6,11 +6,14 @@ refused with :class:`~orchestrator.errors.ExperimentLocked` while a live driver 
 it (``take_over=True`` takes it anyway, as for a driver). Before that, it looks without
 writing: a path where no experiment is, or a storage root that holds experiments, is
 a :class:`~orchestrator.errors.ConfigError` and nothing is written there (not even the
-lease). What it does is :mod:`orchestrator.journal.repair`'s.
+lease). What it does is :mod:`orchestrator.journal.repair`'s; then, on a
+content-addressed store (S3, GCS), it deletes the blobs no checkpoint names (a driver
+or a save killed midway leaves them; no save runs while repair holds the lease).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -74,7 +77,11 @@ async def repair(
             Experiment(settings, settings.storage_mode(is_local=local), opening)
         )
         try:
-            return await repair_experiment(store)
+            report = await repair_experiment(store)
+            if store.content_addressed:
+                swept = await store.sweep_orphan_blobs()
+                report = dataclasses.replace(report, blobs_swept=len(swept))
+            return report
         finally:
             await lease.release()
     finally:

@@ -30,6 +30,7 @@ class RepairReport:
     damaged: list[Damaged] = field(default_factory=list)  # every damaged object
     recovered: list[Recovered] = field(default_factory=list)  # results from elsewhere
     lost: list[Lost] = field(default_factory=list)  # results no object holds
+    blobs_swept: int = 0  # blobs of content-addressed checkpoints that none named
 
     @property
     def complete(self) -> bool:
@@ -38,6 +39,10 @@ class RepairReport:
 
     def lines(self) -> list[str]:
         """The report in words, one line each."""
+        swept = [f"deleted {self.blobs_swept} blob(s) that no checkpoint names"]
+        return self._journal_lines() + (swept if self.blobs_swept else [])
+
+    def _journal_lines(self) -> list[str]:
         if self.action == "intact":
             whole = f"the journal at {self.uri} reads whole ({self.trials} trial(s))"
             if not self.damaged:
