@@ -17,11 +17,12 @@ find what checkpoints rarely have.
 Saving skips a chunk that is known present (the chunks of checkpoints the caller
 names, which the driver keeps: the one this save follows, the trial's restore origin),
 else asks the store (HEAD), else writes it; the manifest goes last. Loading fetches
-each chunk, verifies its SHA-256, assembles the file under a temporary name and checks
-the file's size and SHA-256 before the rename. Blobs are never deleted here: only the
-driver does (by reference count), and ``orphans`` finds the blobs no manifest
-names (after a crash between chunk uploads and the manifest, or in the middle of a
-garbage collection).
+each chunk (checking its size), assembles the file under a temporary name and checks
+the file's size and SHA-256 before the rename: one pass of hashing covers every
+chunk, and a file that fails it has its blobs hashed to name the wrong one. Blobs are
+never deleted here: only the driver does (by reference count), and ``orphans`` finds
+the blobs no manifest names (after a crash between chunk uploads and the manifest, or
+in the middle of a garbage collection).
 
 ``TRIALFLOW_CHECKPOINT_DEDUP=0`` in the environment turns saving back to full copies
 under the checkpoint's key (for benchmarks, and as an escape hatch); loading reads
@@ -222,38 +223,56 @@ def blob_root(key: str, manifest: Manifest) -> str:
 
 async def get_chunked(store: BlobIO, key: str, manifest: Manifest, target: str) -> None:
     """Assemble every file of the version-2 ``manifest`` (read at ``key``) under
-    ``target``, verifying each chunk and each file; a file appears whole and verified
-    or not at all."""
+    ``target``; a file appears whole and verified or not at all.
+
+    Each chunk's size is checked as it arrives and each file's size and SHA-256 once
+    assembled, which covers every chunk's bytes with one pass of hashing (a restore
+    costs no more CPU than one of a full copy); only a file that fails it has its
+    chunks hashed one by one, to name the blob that is wrong."""
     assert manifest.chunk_size is not None
     chunk_size = manifest.chunk_size
     root = blob_root(key, manifest)
 
+    def missing(entry: ManifestEntry, index: int, sha: str) -> IntegrityError:
+        return IntegrityError(
+            f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) is missing from "
+            f"{BLOBS_PREFIX}: the checkpoint cannot be restored; use an older one",
+            uri=store.uri,
+            key=key,
+        )
+
     async def fetch(entry: ManifestEntry, index: int, sha: str) -> tuple[bytes, int]:
-        """One verified chunk, and the budget it holds until it is written."""
+        """One chunk of the right size, and the budget it holds until it is written."""
         expected = min(chunk_size, entry.size - index * chunk_size)
         grant = await store.budget.acquire(expected)
         try:
             try:
                 data = await store.read(join_key(root, blob_key(sha)))
             except NotFound as err:
-                raise IntegrityError(
-                    f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) is missing from "
-                    f"{BLOBS_PREFIX}: the checkpoint cannot be restored; use an older one",
-                    uri=store.uri,
-                    key=key,
-                ) from err
-            got = await in_thread(_sha, data)
-            if len(data) != expected or got != sha:
-                raise IntegrityError(
-                    f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) does not match "
-                    "its SHA-256",
-                    uri=store.uri,
-                    key=key,
-                )
+                raise missing(entry, index, sha) from err
+            if len(data) != expected:
+                raise bad_blob(entry, index, sha)
         except BaseException:
             store.budget.release(grant)
             raise
         return data, grant
+
+    def bad_blob(entry: ManifestEntry, index: int, sha: str) -> IntegrityError:
+        return IntegrityError(
+            f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) does not match its SHA-256",
+            uri=store.uri,
+            key=key,
+        )
+
+    async def diagnose(entry: ManifestEntry) -> None:
+        """After a file did not verify (rare): name the blob that is wrong."""
+        for index, sha in enumerate(entry.chunks or ()):
+            try:
+                data = await store.read(join_key(root, blob_key(sha)))
+            except NotFound as err:
+                raise missing(entry, index, sha) from err
+            if await in_thread(_sha, data) != sha:
+                raise bad_blob(entry, index, sha)
 
     async def one(entry: ManifestEntry) -> None:
         path = local_path(target, entry.path)
@@ -274,7 +293,11 @@ async def get_chunked(store: BlobIO, key: str, manifest: Manifest, target: str) 
                     await in_thread(sink.write, data)
                 finally:
                     store.budget.release(grant)
-            store.verify(join_key(key, entry.path), sink.digest(), entry)
+            try:
+                store.verify(join_key(key, entry.path), sink.digest(), entry)
+            except IntegrityError:
+                await diagnose(entry)
+                raise
             await in_thread(sink.commit)
         except BaseException:
             left = [t for t in window if t is not None]
