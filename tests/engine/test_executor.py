@@ -278,7 +278,7 @@ async def test_a_remote_save_names_the_checkpoints_it_follows(
     s.executor.execute(rt, Save(1, iteration=4))
     (call,) = [c for c in s.fake.actor_of(rt.actor).calls if c.method == "save_and_persist"]
     assert call.args[-1] == (own.key, donor.key)
-    await s.loop.last(Kind.SAVE).answer()
+    await s.loop.last(CallKind.SAVE).answer()
 
 
 async def test_a_save_never_takes_a_key_used_before(executor: Any, runtime: MakeRuntime) -> None:
