@@ -176,8 +176,9 @@ class Storage(abc.ABC):
         return sorted(await self._list(prefix))
 
     async def delete(self, prefix: str) -> None:
-        """Delete ``prefix`` and everything below it; deleting nothing is not an error."""
-        prefix = validate_prefix(prefix, uri=self.uri, root=True)
+        """Delete ``prefix`` and everything below it; deleting nothing is not an error.
+        The blob namespace may be deleted whole (replacing an experiment does)."""
+        prefix = validate_prefix(prefix, uri=self.uri)
         if not prefix:
             raise InvalidKey("refusing to delete the whole storage root", uri=self.uri)
         await self._ready()

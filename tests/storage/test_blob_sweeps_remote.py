@@ -37,7 +37,9 @@ async def named_by_kept(uri: str, moto_url: str, keys: list[str]) -> set[str]:
         return {sha for key in keys for sha in (await st.read_manifest(key)).blobs()}
 
 
-async def test_orphans_go_at_a_resumed_run_and_in_repair(moto_url: str, fake_ray: Any) -> None:
+async def test_orphans_go_at_a_resumed_run_and_in_repair_and_all_with_overwrite(
+    moto_url: str, fake_ray: Any
+) -> None:
     prefix = unique_prefix()
     root, uri = f"{prefix}/sweep", f"s3://{BUCKET}/{prefix}/sweep"
     where: dict[str, Any] = {
@@ -75,3 +77,9 @@ async def test_orphans_go_at_a_resumed_run_and_in_repair(moto_url: str, fake_ray
     assert report.blobs_swept == 1
     assert "deleted 1 blob(s) that no checkpoint names" in report.lines()
     assert blobs(moto_url, root) == named
+
+    # Replacing the experiment deletes its blobs with the rest.
+    async with Orchestrator(**where, overwrite=True) as fresh:
+        fresh.add_trial(Counter, {"n": 2}, resources=CPU, stop={"training_iteration": 1})
+        await fresh.run()
+    assert not blobs(moto_url, root) & named
