@@ -88,6 +88,7 @@ class Storage(abc.ABC):
         self._cleanups: set[asyncio.Task[None]] = set()
         #: What content-addressed saves through this object wrote and skipped.
         self.blob_counts = blobs.BlobCounts()
+        self._blob_uploads: dict[str, asyncio.Future[None]] = {}
 
     # -- identity ---------------------------------------------------------------------
 
@@ -392,6 +393,7 @@ class Storage(abc.ABC):
             budget=self._budget,
             file_concurrency=self.file_concurrency,
             counts=self.blob_counts,
+            uploads=self._blob_uploads,
         )
 
     async def _delete_checkpoint(self, key: str) -> None:

@@ -96,6 +96,9 @@ class BlobIO:
     budget: ByteBudget
     file_concurrency: int
     counts: BlobCounts
+    #: Blob uploads under way through this storage object, shared by its saves: a
+    #: trial's overlapping saves (and trials of one node) upload a new blob once.
+    uploads: dict[str, asyncio.Future[None]]
 
 
 def dedup_enabled() -> bool:
@@ -125,15 +128,21 @@ async def put_chunked(
     (version 2). ``known``: SHA-256s of blobs the caller knows are stored."""
     present: set[str] = set(known)
     counts = store.counts
-    writing: dict[str, asyncio.Future[None]] = {}  # one PUT per blob, even if repeated
+    writing = store.uploads  # one PUT per blob, even if repeated or saved twice at once
+    found: dict[str, tuple[str, int, int]] = {}  # found stored (HEAD): where the bytes are
 
-    async def ensure(sha: str, data: bytes) -> None:
+    async def ensure(sha: str, data: bytes, where: tuple[str, int]) -> None:
         if sha in present:
             counts.skipped_known += 1
             return
-        pending = writing.get(sha)
-        if pending is not None:
-            await asyncio.shield(pending)
+        while (pending := writing.get(sha)) is not None:  # another save uploads it
+            try:
+                await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this save was cancelled
+                continue  # that upload failed: this save tries
+            present.add(sha)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         writing[sha] = fut
@@ -141,17 +150,19 @@ async def put_chunked(
             blob = blob_key(sha)
             if await store.exists(blob):
                 counts.found_present += 1
+                found[sha] = (*where, len(data))
             else:
                 await store.write(blob, data)
                 counts.written += 1
                 counts.written_bytes += len(data)
             present.add(sha)
             fut.set_result(None)
-        except BaseException as err:
-            writing.pop(sha, None)
-            fut.set_exception(err)
-            fut.exception()  # retrieved: a waiter, if any, raises it
+        except BaseException:
+            fut.cancel()  # a waiting save tries itself
             raise
+        finally:
+            if writing.get(sha) is fut:
+                del writing[sha]
 
     async def one(f: LocalFile) -> ManifestEntry:
         fh = await asyncio.to_thread(open, f.path, "rb")
@@ -170,9 +181,11 @@ async def put_chunked(
                 if not data:  # end of file (an empty file has no chunks)
                     store.budget.release(grant)
                     break
+                where = (f.path, size)
                 size += len(data)
                 chunks.append(sha)
-                tasks.append(asyncio.ensure_future(_released(ensure(sha, data), store, grant)))
+                upload = ensure(sha, data, where)
+                tasks.append(asyncio.ensure_future(_released(upload, store, grant)))
                 for t in tasks:  # stop reading once a chunk has failed
                     if t.done() and not t.cancelled() and t.exception() is not None:
                         raise t.exception()  # type: ignore[misc]
@@ -193,7 +206,39 @@ async def put_chunked(
         key=key, files=tuple(entries), uri=store.uri_for(key), chunk_size=CHUNK_SIZE
     )
     await store.write(join_key(key, MANIFEST_NAME), manifest.to_json())
+    await _still_there(store, found)
     return manifest
+
+
+async def _still_there(store: BlobIO, found: dict[str, tuple[str, int, int]]) -> None:
+    """The blobs a save found stored (and did not upload) are still there once its
+    manifest is written, or are uploaded again from the files: the driver's collector
+    may have deleted one meanwhile (it had just found no checkpoint naming it). Any
+    deletion that lands later was decided before this save could name the blob, and
+    the driver checks for it (``orchestrator.engine.blob_refs``)."""
+
+    async def check(item: tuple[str, tuple[str, int, int]]) -> None:
+        sha, (path, offset, size) = item
+        if await store.exists(blob_key(sha)):
+            return
+        async with store.budget.hold(size):
+            data = await in_thread(_read_at, path, offset, size)
+            if len(data) != size or await in_thread(_sha, data) != sha:
+                raise IntegrityError(
+                    f"{path!r} changed while it was being saved; save it again",
+                    uri=store.uri,
+                )
+            await store.write(blob_key(sha), data)
+        store.counts.written += 1
+        store.counts.written_bytes += size
+
+    await map_bounded(check, list(found.items()), 8)
+
+
+def _read_at(path: str, offset: int, size: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(size)
 
 
 async def _released(coro: Awaitable[None], store: BlobIO, grant: int) -> None:

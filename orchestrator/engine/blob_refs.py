@@ -9,7 +9,12 @@ go after it.
 
 The race: a save that found blob X stored (a HEAD, or the driver said its trial's
 newest checkpoint names X), then the collector deleted X, then the save committed a
-manifest naming X. Each finished blob deletion and each save's start get a sequence
+manifest naming X. It is common, not rare: small files repeat across trials (a step
+counter at the same iteration), and an exploit drops a trial's checkpoints while the
+others save. So the collector first waits (:class:`CheckpointCollector`): for a moment
+with no save under way (a while at most), else for the saves that started before the
+blob was doomed; a save that names the blob meanwhile holds it again, and it stays.
+Each finished blob deletion and each save's start get a sequence
 number; a save whose manifest names a blob being deleted, or deleted after the save
 started, is a *suspect*: those blobs are checked (once their deletions finish) and,
 if one is gone, the save is failed (the trial keeps its older checkpoint). Deletions
@@ -84,9 +89,9 @@ class BlobRefs:
 
     def release(self, key: str, manifest: Mapping[str, Any] | None = None) -> frozenset[str]:
         """Checkpoint ``key``'s manifest is deleted: its blobs that no held checkpoint
-        names any more, which the caller deletes now (then calls :meth:`deleted`). A
-        key never held (committed after its trial was given up) is released with the
-        blobs of ``manifest``."""
+        names any more (doomed: the caller waits for the saves that may name them, then
+        calls :meth:`begin_delete`). A key never held (committed after its trial was
+        given up) is released with the blobs of ``manifest``."""
         blobs = self._held.pop(key, None)
         if blobs is None:
             blobs = blobs_of(manifest)
@@ -95,11 +100,17 @@ class BlobRefs:
         dead = frozenset(sha for sha in blobs if self._counts[sha] <= 0)
         for sha in dead:
             self._counts.pop(sha, None)
-        self.deleting(dead)
         return dead
 
+    def begin_delete(self, blobs: Iterable[str]) -> frozenset[str]:
+        """Of these doomed blobs, those no checkpoint held again meanwhile: the caller
+        deletes them now, then calls :meth:`deleted`."""
+        gone = frozenset(sha for sha in blobs if self._counts[sha] <= 0)
+        self.deleting(gone)
+        return gone
+
     def deleting(self, blobs: Iterable[str]) -> None:
-        """These blobs are about to be deleted (by the collector, or an orphan sweep);
+        """These blobs are being deleted (by the collector, or an orphan sweep);
         :meth:`deleted` follows, whatever the outcome."""
         self._deleting.update(blobs)
 
@@ -116,6 +127,16 @@ class BlobRefs:
 
     def being_deleted(self, sha: str) -> bool:
         return sha in self._deleting
+
+    def now(self) -> int:
+        """A point in the sequence of save starts and deletions."""
+        return self._next()
+
+    def saves_in_flight(self, *, started_before: int | None = None) -> int:
+        """Saves under way (those that started before ``started_before``)."""
+        if started_before is None:
+            return len(self._started)
+        return sum(1 for seq in self._started.values() if seq < started_before)
 
     def held(self) -> frozenset[str]:
         """Every blob a held checkpoint names."""

@@ -32,6 +32,11 @@ from orchestrator.engine.ray_calls import RAY, RayBackend
 
 log = logging.getLogger("orchestrator.gc")
 
+#: How long a blob's deletion waits for a moment with no save under way (then it waits
+#: only for the saves that started before the blob was doomed).
+QUIET_WAIT_S = 60.0
+_POLL_S = 0.05
+
 
 @dataclass(frozen=True)
 class CollectorStatistics:
@@ -144,21 +149,27 @@ class CheckpointCollector:
 
     async def _delete_blobs(self, dead: frozenset[str], of: str) -> None:
         """Delete blobs no kept checkpoint names (:meth:`BlobRefs.release` chose them
-        and marked them as being deleted). A failure leaves orphans, which the next
-        run's sweep (or ``repair``) removes: never fails a trial."""
+        and marked them as being deleted), once the saves that may name them are over
+        (see :mod:`orchestrator.engine.blob_refs`): those that do hold them again, and
+        they stay. A failure leaves orphans, which the next run's sweep (or ``repair``)
+        removes: never fails a trial."""
+        await self._saves_over(self.refs.now())
+        gone = self.refs.begin_delete(dead)
+        if not gone:
+            return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for sha in dead:
+        for sha in gone:
             self._blob_deletions[sha] = done
         try:
             async with self._slots:
-                await self._storage.delete_blobs(dead)
+                await self._storage.delete_blobs(gone)
         except Exception as err:
             log.warning(
                 "deleting %d blob(s) of %s failed (left for a sweep): %s", len(dead), of, err
             )
         finally:
-            self.refs.deleted(dead)
-            for sha in dead:
+            self.refs.deleted(gone)
+            for sha in gone:
                 if self._blob_deletions.get(sha) is done:
                     del self._blob_deletions[sha]
             done.set_result(None)
@@ -182,16 +193,28 @@ class CheckpointCollector:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _saves_over(self, doomed_at: int) -> None:
+        """Wait for a moment with no save under way, for :data:`QUIET_WAIT_S` at most,
+        and at least until the saves that started before ``doomed_at`` are over."""
+        waited = 0.0
+        while self.refs.saves_in_flight() and waited < QUIET_WAIT_S:
+            await asyncio.sleep(_POLL_S)
+            waited += _POLL_S
+        while True:  # polled: saves end on the loop, and rarely is one waited for
+            if not self.refs.saves_in_flight(started_before=doomed_at):
+                return
+            await asyncio.sleep(_POLL_S)
+
     async def sweep_orphans(self) -> None:
         """Delete the blobs no committed checkpoint names (left by a crash between a
         save's uploads and its manifest, or in the middle of a collection): at a resumed
-        run's start. Saves in flight meanwhile are covered by the race check."""
+        run's start. A save in flight meanwhile is waited for (see :meth:`_delete_blobs`):
+        the blobs it commits are held again, and stay."""
         try:
             async with self._slots:
                 orphans = await self._storage.orphan_blobs(keep=self.refs.held())
             if not orphans:
                 return
-            self.refs.deleting(orphans)
             await self._delete_blobs(frozenset(orphans), "no checkpoint")
             log.info("deleted %d blob(s) that no checkpoint names", len(orphans))
         except Exception as err:

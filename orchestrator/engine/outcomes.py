@@ -240,8 +240,6 @@ class Outcomes:
             if isinstance(value, str):  # saved to scratch, too big to commit in place
                 return None, [Upload(pending, value)]
             suspects = self._refs.save_ended(payload.key, value)
-            if suspects:
-                return None, [CheckBlobs(pending, value, suspects)]
             ckpt = Checkpoint(
                 trial_id=rt.id,
                 iteration=payload.iteration,
@@ -256,6 +254,8 @@ class Outcomes:
             if gen != rt.machine.generation:
                 # Committed after its actor was given up: nobody will ever list it.
                 return None, [Collect(ckpt)]
+            if suspects:  # names blobs deleted while it ran: counts once they are checked
+                return None, [CheckBlobs(pending, value, suspects)]
             self._warn_if_empty(rt, ckpt, value)
             self._refs.hold(ckpt.key, value)
             return SaveDone(gen, ckpt), []

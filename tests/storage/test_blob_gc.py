@@ -122,33 +122,56 @@ async def test_deleting_a_checkpoint_keeps_the_blobs_a_kept_one_names(
     assert await store.list_checkpoints() == []
 
 
-async def test_a_save_that_raced_with_a_collection_is_caught(
+async def test_a_save_under_way_keeps_the_blobs_it_names(
     store: Storage, moto_url: str, prefix: str, tmp_path: Path
 ) -> None:
-    """A save found blob X stored, the collector then deleted X (no kept checkpoint named
-    it), then the save committed a manifest naming X: the driver checks X and fails the
-    save, dropping its manifest; had X been stored again, the save would count."""
+    """A save found blob X stored (the only kept checkpoint naming X is then collected):
+    the collector waits for that save before it deletes X; the save's manifest names X,
+    holds it again, and X stays."""
     shared = os.urandom(CHUNK_SIZE)
     old = await store.put_checkpoint(model(tmp_path / "old", shared, b"old"), "a/c1")
     collector = CheckpointCollector(store)
     collector.refs.hold("a/c1", old.to_dict())
-    collector.refs.save_started("b/c1")  # the save finds X present (a HEAD) ...
-    racing = await store.put_checkpoint(model(tmp_path / "new", shared, b"new"), "b/c1")
-    collector.submit((ckpt("a", "a/c1", old),))  # ... the collector deletes X ...
+    collector.refs.save_started("b/c1")  # the save finds X present ...
+    new = await store.put_checkpoint(model(tmp_path / "new", shared, b"new"), "b/c1")
+    collector.submit((ckpt("a", "a/c1", old),))  # ... a/c1 goes while it runs
+    while await store.list_checkpoints("a"):
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # the collector now waits for the save
+    assert blobs_on_s3(moto_url, prefix) == old.blobs() | new.blobs()
+    assert collector.refs.save_ended("b/c1", new.to_dict()) == frozenset()  # no suspect
+    collector.refs.hold("b/c1", new.to_dict())  # as the loop does with its SaveDone
     await collector.drain()
-    assert not await store.has_blob(racing.files[0].chunks[0])  # type: ignore[index]
-    suspects = collector.refs.save_ended("b/c1", racing.to_dict())  # ... then it commits
-    assert suspects == frozenset({racing.files[0].chunks[0]})  # type: ignore[index]
+    assert blobs_on_s3(moto_url, prefix) == new.blobs()  # a/c1's own blob went, X stayed
+    await store.get_checkpoint("b/c1", tmp_path / "out")
+
+
+async def test_a_save_naming_a_blob_deleted_while_it_ran_is_caught(
+    store: Storage, moto_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """The window left: a save that started while X's DELETE was under way and found X
+    still there. The driver checks X and fails the save, dropping its manifest; had X
+    been stored again meanwhile, the save would count."""
+    shared = os.urandom(CHUNK_SIZE)
+    collector = CheckpointCollector(store)
+    collector.refs.save_started("b/c1")
+    racing = await store.put_checkpoint(model(tmp_path / "new", shared, b"new"), "b/c1")
+    x = racing.files[0].chunks[0]  # type: ignore[index]
+    collector.refs.deleting({x})  # the collector's DELETE of X, under way ...
+    await store.delete_blobs({x})
+    collector.refs.deleted({x})  # ... and done
+    suspects = collector.refs.save_ended("b/c1", racing.to_dict())
+    assert suspects == frozenset({x})
     with pytest.raises(IntegrityError, match="deleted by checkpoint garbage collection"):
         await collector.check_save("b/c1", racing.to_dict(), suspects)
     assert await store.list_checkpoints() == []  # no checkpoint names a missing blob
-    # The same race where another save stored X again meanwhile: the save counts.
+    # The same, where another save stored X again meanwhile: the save counts.
     collector.refs.save_started("b/c2")
     again = await store.put_checkpoint(model(tmp_path / "again", shared, b"again"), "b/c2")
-    collector.refs.deleting(again.blobs())
-    collector.refs.deleted(again.blobs())  # (as if deleted, then stored once more)
+    collector.refs.deleting({x})
+    collector.refs.deleted({x})
     suspects = collector.refs.save_ended("b/c2", again.to_dict())
-    assert suspects
+    assert suspects == frozenset({x})
     assert await collector.check_save("b/c2", again.to_dict(), suspects) == again.to_dict()
 
 
@@ -188,11 +211,14 @@ def test_counts_follow_the_kept_checkpoints() -> None:
     refs.hold("c2", manifest(x, z))  # held twice: counted once
     refs.hold("v1", {"version": 1, "files": [{"path": "f"}]})  # a full copy names none
     assert refs.release("c1") == frozenset({y})
+    assert refs.begin_delete({y}) == frozenset({y})
     refs.deleted({y})
     assert refs.count(x) == 1
     assert refs.release("c2") == frozenset({x, z})
-    refs.deleted({x, z})
-    assert refs.held() == frozenset()
+    refs.hold("c3", manifest(z))  # a save that named z while it was doomed: z stays
+    assert refs.begin_delete({x, z}) == frozenset({x})
+    refs.deleted({x})
+    assert refs.held() == frozenset({z})
     # A save that started before a deletion and names the blob is a suspect; one that
     # started after it is not; a deletion under way makes every save naming it one.
     refs.save_started("s1")
