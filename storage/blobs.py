@@ -18,10 +18,10 @@ Saving skips a chunk that is known present (the chunks of checkpoints the caller
 names, which the driver keeps: the one this save follows, the trial's restore origin),
 else asks the store (HEAD), else writes it; the manifest goes last, and then the blobs
 HEAD found are looked for once more (one the driver deleted meanwhile is uploaded again
-from the files). Loading fetches
-each chunk (checking its size), assembles the file under a temporary name and checks
-the file's size and SHA-256 before the rename: one pass of hashing covers every
-chunk, and a file that fails it has its blobs hashed to name the wrong one. Blobs are
+from the files). Loading fetches each chunk (checking its size), assembles the file
+under a temporary name and checks the file's size and SHA-256 before the rename: one
+pass of hashing covers every chunk, and a file that fails it has its blobs hashed to
+name the wrong one. Blobs are
 never deleted here: only the driver does (by reference count), and ``orphans`` finds
 the blobs no manifest names (after a crash between chunk uploads and the manifest, or
 in the middle of a garbage collection).
