@@ -17,9 +17,11 @@ import builtins
 import hashlib
 import logging
 import os
+from collections.abc import Collection, Iterable
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from . import blobs
 from ._concurrency import ByteBudget, map_bounded
 from ._files import Digest, LocalFile, scan_dir, write_file
 from .errors import IntegrityError, InvalidKey, NotFound, StorageError
@@ -57,6 +59,9 @@ class Storage(abc.ABC):
     """
 
     scheme: str = ""
+    #: Whether :meth:`put_checkpoint` stores chunks as shared blobs (S3, GCS: see
+    #: :mod:`storage.blobs`) unless ``TRIALFLOW_CHECKPOINT_DEDUP=0``.
+    content_addressed: bool = False
 
     def __init__(
         self,
@@ -81,6 +86,9 @@ class Storage(abc.ABC):
         self._opened = False
         self._closed = False
         self._cleanups: set[asyncio.Task[None]] = set()
+        #: What content-addressed saves through this object wrote and skipped.
+        self.blob_counts = blobs.BlobCounts()
+        self._blob_uploads: dict[str, asyncio.Future[None]] = {}
 
     # -- identity ---------------------------------------------------------------------
 
@@ -91,7 +99,7 @@ class Storage(abc.ABC):
 
     def uri_for(self, key: str) -> str:
         """The full URI of ``key`` (an absolute path for the local driver)."""
-        key = validate_prefix(key, uri=self.uri)
+        key = validate_prefix(key, uri=self.uri, root=True)
         return join_key(self.uri, key) if key else self.uri
 
     def __repr__(self) -> str:
@@ -145,31 +153,32 @@ class Storage(abc.ABC):
     async def write_bytes(self, key: str, data: bytes) -> None:
         """Store ``data`` at ``key``, replacing it atomically: readers see the old or the
         new bytes, never a mix or a prefix."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         await self._write_bytes(key, bytes(data))
 
     async def read_bytes(self, key: str) -> bytes:
         """The bytes at ``key``; ``NotFound`` if there are none."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         return await self._read_bytes(key)
 
     async def exists(self, key: str) -> bool:
         """Whether an object (a file, not a directory-like prefix) is stored at ``key``."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         return await self._exists(key)
 
     async def list(self, prefix: str = "") -> builtins.list[str]:
         """Sorted keys equal to ``prefix`` or below ``prefix/`` (``""``: every key).
         ``prefix`` is path-like: ``"a"`` does not match ``"ab"``."""
-        prefix = validate_prefix(prefix, uri=self.uri)
+        prefix = validate_prefix(prefix, uri=self.uri, root=True)
         await self._ready()
         return sorted(await self._list(prefix))
 
     async def delete(self, prefix: str) -> None:
-        """Delete ``prefix`` and everything below it; deleting nothing is not an error."""
+        """Delete ``prefix`` and everything below it; deleting nothing is not an error.
+        The blob namespace may be deleted whole (replacing an experiment does)."""
         prefix = validate_prefix(prefix, uri=self.uri)
         if not prefix:
             raise InvalidKey("refusing to delete the whole storage root", uri=self.uri)
@@ -192,7 +201,7 @@ class Storage(abc.ABC):
         """Store ``data`` at ``key`` only if nothing is stored there; its version, or
         None (nothing written) when the key exists. Of many writers racing for one key,
         exactly one gets a version; readers never see a partial object."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         data = bytes(data)
         version = await self._write_bytes_if_absent(key, data)
@@ -200,7 +209,7 @@ class Storage(abc.ABC):
 
     async def read_bytes_versioned(self, key: str) -> Versioned:
         """The bytes at ``key`` and the version they were read at; ``NotFound`` if none."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         return await self._read_bytes_versioned(key)
 
@@ -208,7 +217,7 @@ class Storage(abc.ABC):
         """Replace the bytes at ``key`` only if it still holds ``version``; the new
         version, or None (nothing written) when it holds another one or none. Of many
         writers replacing one version, exactly one wins."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         data = bytes(data)
         new = await self._replace_bytes_if(key, data, version)
@@ -217,7 +226,7 @@ class Storage(abc.ABC):
     async def delete_if(self, key: str, version: str) -> bool:
         """Delete ``key`` only if it still holds ``version``. True when the key is gone
         (deleted now, or not there); False when it holds another version, left as is."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         return await self._delete_if(key, version)
 
@@ -237,7 +246,7 @@ class Storage(abc.ABC):
     ) -> builtins.list[ManifestEntry]:
         """Upload every file under ``local_dir`` to ``key/<relative path>``, streaming,
         many at once; return what was sent (sizes and SHA-256)."""
-        key = validate_prefix(key, uri=self.uri)
+        key = validate_prefix(key, uri=self.uri, root=True)
         await self._ready()
         files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri, key=key)
         return await self._upload_files(files, key)
@@ -245,7 +254,7 @@ class Storage(abc.ABC):
     async def download_dir(self, key: str, local_dir: str | os.PathLike[str]) -> builtins.list[str]:
         """Download every key below ``key/`` into ``local_dir`` (created if needed);
         return the relative paths written. Each file appears whole or not at all."""
-        key = validate_prefix(key, uri=self.uri)
+        key = validate_prefix(key, uri=self.uri, root=True)
         await self._ready()
         base = f"{key}/" if key else ""
         rels = [k[len(base) :] for k in await self._list(key) if k.startswith(base)]
@@ -262,19 +271,30 @@ class Storage(abc.ABC):
 
     # -- checkpoints ------------------------------------------------------------------
 
-    async def put_checkpoint(self, local_dir: str | os.PathLike[str], key: str) -> Manifest:
+    async def put_checkpoint(
+        self, local_dir: str | os.PathLike[str], key: str, *, known: Collection[str] = ()
+    ) -> Manifest:
         """Persist ``local_dir`` as the checkpoint ``key`` and return its manifest.
 
         Files go first, the manifest last: until this returns, ``key`` is not a
         checkpoint (``list_checkpoints`` does not show it, ``get_checkpoint`` raises
         ``NotFound``). An existing checkpoint at ``key`` is invalidated first. On failure
-        or cancellation, partial uploads are aborted and what was written is removed."""
-        key = validate_key(key, uri=self.uri)
+        or cancellation, partial uploads are aborted and what was written is removed
+        (blobs of a content-addressed store stay, for the driver's collector or
+        ``sweep_orphan_blobs``). ``known``: SHA-256s of blobs known to be stored, which a
+        content-addressed store does not check for again."""
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         files = await asyncio.to_thread(scan_dir, os.fspath(local_dir), uri=self.uri, key=key)
         if any(f.rel == MANIFEST_NAME for f in files):
             raise InvalidKey(f"{MANIFEST_NAME} is reserved", uri=self.uri, key=key)
         await self._delete_checkpoint(key)
+        if self.content_addressed and blobs.dedup_enabled():
+            try:
+                return await blobs.put_chunked(self._blob_io(), files, key, known)
+            except BaseException:
+                await self._cleanup(self._delete(key), f"removing partial checkpoint {key!r}")
+                raise
         try:
             entries = await self._upload_files(files, key)
             manifest = Manifest(key=key, files=tuple(entries), uri=self.uri_for(key))
@@ -290,9 +310,12 @@ class Storage(abc.ABC):
 
         Raises ``NotFound`` if there is no committed checkpoint, ``IntegrityError`` if a
         file differs (files that did verify are in place; do not use the directory)."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         manifest = await self.read_manifest(key)
         target = os.fspath(local_dir)
+        if manifest.chunk_size is not None:
+            await blobs.get_chunked(self._blob_io(), key, manifest, target)
+            return manifest
         await asyncio.to_thread(os.makedirs, target, exist_ok=True)
 
         async def one(entry: ManifestEntry) -> None:
@@ -305,7 +328,7 @@ class Storage(abc.ABC):
 
     async def read_manifest(self, key: str) -> Manifest:
         """The manifest of the committed checkpoint ``key``; ``NotFound`` if none."""
-        key = validate_key(key, uri=self.uri)
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         try:
             raw = await self._read_bytes(join_key(key, MANIFEST_NAME))
@@ -320,17 +343,63 @@ class Storage(abc.ABC):
 
     async def list_checkpoints(self, prefix: str = "") -> builtins.list[str]:
         """Keys of every committed checkpoint at or below ``prefix``, at any depth."""
-        prefix = validate_prefix(prefix, uri=self.uri)
+        prefix = validate_prefix(prefix, uri=self.uri, root=True)
         await self._ready()
         suffix = "/" + MANIFEST_NAME
         return sorted(k[: -len(suffix)] for k in await self._list(prefix) if k.endswith(suffix))
 
     async def delete_checkpoint(self, key: str) -> None:
         """Un-commit (delete the manifest), then delete the files. A crash in between
-        leaves only unlisted garbage, never a checkpoint with missing files."""
-        key = validate_key(key, uri=self.uri)
+        leaves only unlisted garbage, never a checkpoint with missing files. The blobs a
+        content-addressed checkpoint names stay: other checkpoints may name them too
+        (the driver deletes those no kept checkpoint names)."""
+        key = validate_key(key, uri=self.uri, root=True)
         await self._ready()
         await self._delete_checkpoint(key)
+
+    # -- blobs of content-addressed checkpoints (see storage.blobs) -------------------
+
+    async def has_blob(self, sha256: str) -> bool:
+        """Whether the blob of this SHA-256 is stored (for the driver's check that a
+        save's manifest names no blob its collector deleted meanwhile)."""
+        await self._ready()
+        return await self._exists(blobs.blob_key(sha256))
+
+    async def delete_blobs(self, sha256s: Iterable[str]) -> None:
+        """Delete these blobs. Only for the driver, which alone knows (by counting the
+        kept checkpoints that name each) that no checkpoint needs them."""
+        await self._ready()
+        await blobs.delete_blobs(self._blob_io(), sha256s)
+
+    async def orphan_blobs(self, *, keep: Iterable[str] = ()) -> builtins.list[str]:
+        """The SHA-256 of every blob no committed checkpoint names, nor ``keep``."""
+        await self._ready()
+        return await blobs.orphans(self._blob_io(), keep=keep)
+
+    async def sweep_orphan_blobs(self, *, keep: Iterable[str] = ()) -> builtins.list[str]:
+        """Delete every blob no committed checkpoint names, nor ``keep``; the SHA-256s
+        deleted. Only where no save can commit meanwhile (``repair``); a driver with
+        saves in flight deletes :meth:`orphan_blobs` itself, checking those saves."""
+        found = await self.orphan_blobs(keep=keep)
+        await blobs.delete_blobs(self._blob_io(), found)
+        return found
+
+    def _blob_io(self) -> blobs.BlobIO:
+        return blobs.BlobIO(
+            uri=self.uri,
+            uri_for=self.uri_for,
+            exists=self._exists,
+            read=self._read_bytes,
+            write=self._write_bytes,
+            list=self._list,
+            delete=self._delete,
+            read_manifest=self.read_manifest,
+            verify=self._verify,
+            budget=self._budget,
+            file_concurrency=self.file_concurrency,
+            counts=self.blob_counts,
+            uploads=self._blob_uploads,
+        )
 
     async def _delete_checkpoint(self, key: str) -> None:
         await self._delete(join_key(key, MANIFEST_NAME))

@@ -79,6 +79,7 @@ class GCSStorage(Storage):
     ``STORAGE_EMULATOR_HOST`` point it at another endpoint (then without auth)."""
 
     scheme = "gs"
+    content_addressed = True
 
     def __init__(
         self,

@@ -5,6 +5,11 @@ key without a manifest is not a checkpoint (an interrupted upload, or one being
 deleted). The manifest lists every file's relative path, size and SHA-256 so that a
 restore can prove it got exactly what was saved. ``to_dict``/``from_dict`` use plain
 JSON types so the manifest can travel through Ray or a journal unchanged.
+
+Version 2 (content-addressed checkpoints on object stores, see :mod:`storage.blobs`)
+adds ``chunk_size`` and, per file, ``chunks``: the SHA-256 of each fixed-size piece,
+each stored once as a blob; the checkpoint's key then holds only this manifest.
+Version 1 (every file stored under the key) is still read.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ __all__ = ["MANIFEST_NAME", "Manifest", "ManifestEntry"]
 MANIFEST_NAME = ".trialflow-manifest.json"
 
 _FORMAT = "trialflow-checkpoint"
-_VERSION = 1
+_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,15 @@ class ManifestEntry:
     path: str
     size: int
     sha256: str
+    #: Version 2: the SHA-256 of each ``Manifest.chunk_size`` piece, in order (none for
+    #: an empty file); None in version 1, where the file is stored under the key.
+    chunks: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+        out: dict[str, Any] = {"path": self.path, "size": self.size, "sha256": self.sha256}
+        if self.chunks is not None:
+            out["chunks"] = list(self.chunks)
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,25 @@ class Manifest:
     files: tuple[ManifestEntry, ...]
     uri: str = ""
     created_at: float = field(default_factory=time.time)
+    #: Version 2: the size of every chunk but a file's last; None in version 1.
+    chunk_size: int | None = None
 
     @property
     def total_size(self) -> int:
         return sum(f.size for f in self.files)
 
+    @property
+    def version(self) -> int:
+        return 1 if self.chunk_size is None else 2
+
+    def blobs(self) -> frozenset[str]:
+        """The SHA-256 of every blob this checkpoint names (empty for version 1)."""
+        return frozenset(c for f in self.files for c in f.chunks or ())
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": _FORMAT,
-            "version": _VERSION,
+            "version": self.version,
             "key": self.key,
             "uri": self.uri,
             "created_at": self.created_at,
@@ -67,6 +88,9 @@ class Manifest:
             "algorithm": "sha256",
             "files": [f.to_dict() for f in self.files],
         }
+        if self.chunk_size is not None:
+            out["chunk_size"] = self.chunk_size
+        return out
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True).encode("utf-8")
@@ -81,8 +105,14 @@ class Manifest:
 
         if not isinstance(data, dict):
             raise bad("not a JSON object")
-        if data.get("format") != _FORMAT or data.get("version") != _VERSION:
-            raise bad(f"unknown format/version {data.get('format')!r}/{data.get('version')!r}")
+        version = data.get("version")
+        if data.get("format") != _FORMAT or version not in _VERSIONS:
+            raise bad(f"unknown format/version {data.get('format')!r}/{version!r}")
+        chunk_size = data.get("chunk_size") if version == 2 else None
+        if version == 2 and (
+            not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size <= 0
+        ):
+            raise bad(f"bad chunk_size {chunk_size!r}")
         if data.get("algorithm", "sha256") != "sha256":
             raise bad(f"unknown checksum algorithm {data.get('algorithm')!r}")
         key = data.get("key")
@@ -102,8 +132,16 @@ class Manifest:
                 raise bad("file entry without path or sha256")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise bad(f"bad size for {path!r}")
-            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            if not _is_hex(digest):
                 raise bad(f"bad sha256 for {path!r}")
+            chunks: tuple[str, ...] | None = None
+            if chunk_size is not None:
+                raw = item.get("chunks")
+                if not isinstance(raw, list) or not all(_is_hex(c) for c in raw):
+                    raise bad(f"bad chunks for {path!r}")
+                if len(raw) != -(-size // chunk_size):
+                    raise bad(f"{len(raw)} chunks do not cover the {size} bytes of {path!r}")
+                chunks = tuple(raw)
             try:
                 validate_key(path, uri=uri)
             except InvalidKey as err:
@@ -111,13 +149,14 @@ class Manifest:
             if path in seen or path == MANIFEST_NAME:
                 raise bad(f"duplicate or reserved path {path!r}")
             seen.add(path)
-            entries.append(ManifestEntry(path, size, digest))
+            entries.append(ManifestEntry(path, size, digest, chunks))
         uri_field = data.get("uri", "")
         return cls(
             key=key,
             files=tuple(entries),
             uri=uri_field if isinstance(uri_field, str) else "",
             created_at=float(created),
+            chunk_size=chunk_size,
         )
 
     @classmethod
@@ -127,3 +166,11 @@ class Manifest:
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise IntegrityError("checkpoint manifest is not valid JSON", uri=uri) from err
         return cls.from_dict(data, uri=uri)
+
+
+def _is_hex(digest: object) -> bool:
+    return (
+        isinstance(digest, str)
+        and len(digest) == 64
+        and all(c in "0123456789abcdef" for c in digest)
+    )

@@ -55,6 +55,7 @@ class S3Storage(Storage):
     """
 
     scheme = "s3"
+    content_addressed = True
 
     def __init__(
         self,

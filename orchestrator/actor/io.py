@@ -19,7 +19,8 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections import OrderedDict
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
 from orchestrator.core.backoff import Backoff
@@ -34,6 +35,10 @@ COMMIT_IN_PLACE_BUDGET_S = 0.25
 SLOW_COMMITS_TOLERATED = 3
 
 T = TypeVar("T")
+
+#: Manifests an actor remembers (those it wrote or read), to tell which blobs a save
+#: need not look for: a few per trial it hosts is plenty.
+MANIFESTS_REMEMBERED = 64
 
 
 class ActorIO:
@@ -52,11 +57,25 @@ class ActorIO:
         self._in_place: Any = None
         self._in_place_ok = True
         self._slow_commits = 0  # in a row
+        # Blobs of content-addressed checkpoints by key (those this actor wrote or
+        # read), newest last; only touched on the I/O loop.
+        self._blobs_of: OrderedDict[str, frozenset[str]] = OrderedDict()
 
     # -- the calls the actor makes (from any of its threads) ---------------------------
 
-    def persist(self, trial_id: str, local_dir: str, key: str, retry_for: float) -> dict[str, Any]:
+    def persist(
+        self,
+        trial_id: str,
+        local_dir: str,
+        key: str,
+        retry_for: float,
+        follows: Iterable[str] = (),
+    ) -> dict[str, Any]:
         """Upload ``local_dir`` as checkpoint ``key`` and commit it; returns the manifest.
+
+        ``follows``: keys of checkpoints the driver keeps while this save is under way
+        (the trial's newest, its restore origin): their blobs are not uploaded again,
+        nor looked for (see ``storage.blobs``).
 
         While storage is unreachable the upload is retried for up to ``retry_for``
         seconds; an uncommitted attempt is never visible as a checkpoint. The local copy
@@ -64,7 +83,7 @@ class ActorIO:
         on a full disk it only takes more room).
         """
         try:
-            return self._run(self._persist(trial_id, local_dir, key, retry_for))
+            return self._run(self._persist(trial_id, local_dir, key, retry_for, tuple(follows)))
         finally:
             shutil.rmtree(local_dir, ignore_errors=True)
 
@@ -184,17 +203,19 @@ class ActorIO:
         return self._storage
 
     async def _persist(
-        self, trial_id: str, local_dir: str, key: str, retry_for: float
+        self, trial_id: str, local_dir: str, key: str, retry_for: float, follows: tuple[str, ...]
     ) -> dict[str, Any]:
         from storage import StorageError
 
         storage = self._open()
+        known = await self._known_blobs(follows) if storage.content_addressed else ()
         deadline = time.monotonic() + retry_for
         backoff = Backoff(0.2, 5.0, jitter="half")
         attempt = 0
         while True:
             try:
-                manifest = await storage.put_checkpoint(local_dir, key)
+                manifest = await storage.put_checkpoint(local_dir, key, known=known)
+                self._remember(manifest)
                 return dict(manifest.to_dict())
             except StorageError as err:
                 attempt += 1
@@ -211,7 +232,35 @@ class ActorIO:
                 await asyncio.sleep(delay)
 
     async def _fetch(self, key: str, local_dir: str) -> None:
-        await self._open().get_checkpoint(key, local_dir)
+        self._remember(await self._open().get_checkpoint(key, local_dir))
+
+    def _remember(self, manifest: Any) -> None:
+        blobs = manifest.blobs()
+        if blobs:
+            self._blobs_of[manifest.key] = blobs
+            self._blobs_of.move_to_end(manifest.key)
+            while len(self._blobs_of) > MANIFESTS_REMEMBERED:
+                self._blobs_of.popitem(last=False)
+
+    async def _known_blobs(self, keys: tuple[str, ...]) -> frozenset[str]:
+        """The blobs of these committed checkpoints: remembered, else read from their
+        manifests (one small read each). One that cannot be read adds nothing: its
+        blobs are then looked for, as any other's."""
+        from storage import StorageError
+
+        known: set[str] = set()
+        for key in keys:
+            blobs = self._blobs_of.get(key)
+            if blobs is None:
+                try:
+                    manifest = await self._open().read_manifest(key)
+                except StorageError as err:
+                    log.debug("no known blobs from %s: %s", key, err)
+                    continue
+                self._remember(manifest)
+                blobs = manifest.blobs()
+            known |= blobs
+        return frozenset(known)
 
     async def _aclose(self) -> None:
         storage, self._storage = self._storage, None

@@ -35,10 +35,18 @@ class CheckpointPersister:
     def __init__(self, storage_uri: str, storage_options: Mapping[str, Any]) -> None:
         self._io = ActorIO(storage_uri, storage_options)
 
-    def persist(self, local_dir: str, key: str, retry_for: float, trial_id: str) -> dict[str, Any]:
+    def persist(
+        self,
+        local_dir: str,
+        key: str,
+        retry_for: float,
+        trial_id: str,
+        follows: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
         """Upload ``local_dir`` as checkpoint ``key`` and commit it; returns the manifest
-        (see :meth:`ActorIO.persist`: retried while storage is unreachable)."""
-        return self._io.persist(trial_id, local_dir, key, retry_for)
+        (see :meth:`ActorIO.persist`: retried while storage is unreachable; the blobs
+        of the checkpoints ``follows`` names are not uploaded again)."""
+        return self._io.persist(trial_id, local_dir, key, retry_for, follows)
 
     def ready(self) -> None:
         """Answers once the persister's process is up (see ``PersisterPool.is_ready``)."""

@@ -313,12 +313,18 @@ class TrialActor:
         return local_dir if manifest is None else manifest
 
     def save_and_persist(
-        self, trial_id: str, seq: int, iteration: int, key: str, retry_for: float
+        self,
+        trial_id: str,
+        seq: int,
+        iteration: int,
+        key: str,
+        retry_for: float,
+        follows: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         """:meth:`save`, then upload and commit it here; returns the manifest. For the
         time before the node's persister is up (see :mod:`orchestrator.actor.persister`)."""
         local_dir = self.save(trial_id, seq, iteration)
-        return self._io.persist(trial_id, local_dir, key, retry_for)
+        return self._io.persist(trial_id, local_dir, key, retry_for, follows)
 
     def restore(
         self,

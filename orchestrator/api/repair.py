@@ -6,7 +6,9 @@ refused with :class:`~orchestrator.errors.ExperimentLocked` while a live driver 
 it (``take_over=True`` takes it anyway, as for a driver). Before that, it looks without
 writing: a path where no experiment is, or a storage root that holds experiments, is
 a :class:`~orchestrator.errors.ConfigError` and nothing is written there (not even the
-lease). What it does is :mod:`orchestrator.journal.repair`'s.
+lease). What it does is :mod:`orchestrator.journal.repair`'s; then, on a
+content-addressed store (S3, GCS), it deletes the blobs no checkpoint names (a driver
+or a save killed midway leaves them; no save runs while repair holds the lease).
 """
 
 from __future__ import annotations
@@ -77,8 +79,10 @@ async def repair(
         try:
             report = await repair_experiment(store)
             # Then, still under the lease, the blobs a crash left that no checkpoint
-            # holds (a local disk's: one link left; see ``LocalStorage.sweep_blobs``).
-            swept = await store.sweep_blobs()
+            # holds: on S3/GCS those no manifest names, on a local disk those with one
+            # link left (see ``LocalStorage.sweep_blobs``).
+            swept = len(await store.sweep_orphan_blobs()) if store.content_addressed else 0
+            swept += await store.sweep_blobs()
             return dataclasses.replace(report, blobs_swept=report.blobs_swept + swept)
         finally:
             await lease.release()

@@ -263,10 +263,11 @@ async def open_session(exp: Experiment) -> Session:
     exp.preview = None  # the journal just read is the one that counts
     for rt in exp.trials.values():
         dispatcher.attach(rt)
+        collector.hold(rt.machine.timeline)
     _delete_off_timeline(store, collector, exp.trials.values(), mode.is_local)
     journal.start()
-    if journaled is not None:  # a resumed run: what the last one's crash left unheld
-        collector.sweep_blobs()
+    if journaled is not None:  # a resumed run: the blobs the last one's crash left unheld
+        collector.start_sweep()
     return Session(
         exp, store, journal, hooks, dispatcher, collector, builtins, owns_ray, loop_handler
     )

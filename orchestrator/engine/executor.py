@@ -37,6 +37,7 @@ from orchestrator.core.settings import StorageMode
 from orchestrator.engine.collector import CheckpointCollector
 from orchestrator.engine.outcomes import (
     CallKind,
+    CheckBlobs,
     Collect,
     FetchPayload,
     FollowUp,
@@ -85,6 +86,8 @@ class Tracker(Protocol):
     ) -> None: ...
 
     def track_pending(self, pending: Pending, ref: Any) -> None: ...
+
+    def track_pending_task(self, pending: Pending, task: asyncio.Task[Any]) -> None: ...
 
     def track_task(
         self, rt: TrialRuntime, kind: CallKind, task: asyncio.Task[Any], payload: Payload
@@ -272,6 +275,7 @@ class Executor:
         assert rt.node_id is not None  # known since its actor was ready
         metrics = dict(rt.machine.last_metrics or {})
         payload = SavePayload(action.iteration, key, metrics, rt.node_id, rt.host_name)
+        self._collector.refs.save_started(key)
         if self._mode.is_local:
             saved = actor.save_and_commit.remote(rt.id, seq, action.iteration, key)
             self._dispatcher.track(rt, CallKind.SAVE, saved, payload)
@@ -279,10 +283,12 @@ class Executor:
         persister = self.persisters.for_node(rt.node_id)
         if self.persisters.is_ready(rt.node_id):
             saved = actor.save.remote(rt.id, seq, action.iteration)
-            persisted = persister.persist.remote(saved, key, self._save_retry_for, rt.id)
+            persisted = persister.persist.remote(
+                saved, key, self._save_retry_for, rt.id, _follows(rt)
+            )
         else:
             persisted = actor.save_and_persist.remote(
-                rt.id, seq, action.iteration, key, self._save_retry_for
+                rt.id, seq, action.iteration, key, self._save_retry_for, _follows(rt)
             )
         self._dispatcher.track(rt, CallKind.SAVE, persisted, payload)
 
@@ -292,7 +298,9 @@ class Executor:
         payload = item.save.payload
         assert isinstance(payload, SavePayload)
         persister = self.persisters.for_node(payload.node_id)
-        ref = persister.persist.remote(item.local_dir, payload.key, self._save_retry_for, rt.id)
+        ref = persister.persist.remote(
+            item.local_dir, payload.key, self._save_retry_for, rt.id, _follows(rt)
+        )
         self._dispatcher.track_pending(
             Pending(rt, CallKind.SAVE, item.save.generation, payload), ref
         )
@@ -419,6 +427,12 @@ class Executor:
     def _collect(self, rt: TrialRuntime, item: Collect) -> None:
         self._collector.submit((item.checkpoint,))
 
+    def _check_blobs(self, rt: TrialRuntime, item: CheckBlobs) -> None:
+        payload = item.save.payload
+        assert isinstance(payload, SavePayload)
+        check = self._collector.check_save(payload.key, item.manifest, item.suspects)
+        self._dispatcher.track_pending_task(item.save, asyncio.ensure_future(check))
+
     def _unclean(self, rt: TrialRuntime, item: Unclean) -> None:
         host = item.host
         self.hosts.mark_dead(host)
@@ -458,6 +472,7 @@ _FOLLOW_UPS: dict[type[Any], Callable[[Executor, TrialRuntime, Any], None]] = {
     LoadStreamed: Executor._load_streamed,
     Kill: Executor._kill,
     Collect: Executor._collect,
+    CheckBlobs: Executor._check_blobs,
     HostDied: Executor._host_died,
     Unclean: Executor._unclean,
     PersisterMaybeDied: Executor._persister_maybe_died,
@@ -474,3 +489,12 @@ def load_code(rt: TrialRuntime) -> None:
     if rt.config_pickle is None:
         rt.config = dict(spec.config)
     rt.code_loaded = True
+
+
+def _follows(rt: TrialRuntime) -> tuple[str, ...]:
+    """The checkpoints a save of ``rt`` follows, which the driver keeps while it is
+    under way (the trial's newest, and the origin its timeline starts from): blobs
+    they name are not uploaded again nor looked for (content-addressed storage)."""
+    machine = rt.machine
+    keys = [c.key for c in (machine.latest_checkpoint, machine.origin) if c is not None]
+    return tuple(dict.fromkeys(keys))

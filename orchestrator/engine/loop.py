@@ -92,6 +92,7 @@ class Dispatcher:
             uri_for=uri_for,
             local_path_for=local_path_for,
             remote_storage=ray.storage_mode is StorageMode.REMOTE,
+            refs=collector.refs,
         )
         self._journal = journal
         self._collector = collector
@@ -295,7 +296,9 @@ class Dispatcher:
     def track_task(
         self, rt: TrialRuntime, kind: CallKind, task: asyncio.Task[Any], payload: Payload
     ) -> None:
-        pending = Pending(rt, kind, rt.machine.generation, payload)
+        self.track_pending_task(Pending(rt, kind, rt.machine.generation, payload), task)
+
+    def track_pending_task(self, pending: Pending, task: asyncio.Task[Any]) -> None:
         self._in_flight.add(pending)
         task.add_done_callback(functools.partial(self._completed, pending))
 

@@ -32,6 +32,7 @@ from orchestrator.core.events import (
     TrainResult,
 )
 from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
+from orchestrator.engine.blob_refs import BlobRefs
 from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageError
 from transfer.ray_errors import is_lost, raised
@@ -131,6 +132,16 @@ class Collect:
 
 
 @dataclass(frozen=True)
+class CheckBlobs:
+    """A committed save names blobs deleted while it ran: check them before it counts
+    (see :mod:`orchestrator.engine.blob_refs`)."""
+
+    save: Pending
+    manifest: Any
+    suspects: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Unclean:
     """A kept actor's process must not host another trial: retire it."""
 
@@ -176,6 +187,7 @@ FollowUp = (
     | LoadStreamed
     | Kill
     | Collect
+    | CheckBlobs
     | HostDied
     | Unclean
     | PersisterMaybeDied
@@ -193,7 +205,9 @@ class Outcomes:
         uri_for: Callable[[str], str],
         local_path_for: Callable[[str], str | None],
         remote_storage: bool,
+        refs: BlobRefs | None = None,
     ) -> None:
+        self._refs = refs if refs is not None else BlobRefs()
         self._uri_for = uri_for
         self._local_path_for = local_path_for
         self._remote = remote_storage
@@ -225,6 +239,7 @@ class Outcomes:
             assert isinstance(payload, SavePayload)
             if isinstance(value, str):  # saved to scratch, too big to commit in place
                 return None, [Upload(pending, value)]
+            suspects = self._refs.save_ended(payload.key, value)
             ckpt = Checkpoint(
                 trial_id=rt.id,
                 iteration=payload.iteration,
@@ -239,7 +254,10 @@ class Outcomes:
             if gen != rt.machine.generation:
                 # Committed after its actor was given up: nobody will ever list it.
                 return None, [Collect(ckpt)]
+            if suspects:  # names blobs deleted while it ran: counts once they are checked
+                return None, [CheckBlobs(pending, value, suspects)]
             self._warn_if_empty(rt, ckpt, value)
+            self._refs.hold(ckpt.key, value)
             return SaveDone(gen, ckpt), []
         if kind is CallKind.RESTORE:
             assert isinstance(payload, RestorePayload)
@@ -274,6 +292,8 @@ class Outcomes:
             return CheckpointUnavailable(gen, ckpt, err), []
         follow: list[FollowUp] = []
         if kind is CallKind.SAVE:
+            assert isinstance(payload, SavePayload)
+            self._refs.save_ended(payload.key, None)
             follow.append(PersisterMaybeDied(err))
         error = trial_error(rt, kind, err)
         if kind is CallKind.SAVE and isinstance(error.cause, StorageError):

@@ -262,6 +262,25 @@ async def test_remote_saves_go_through_the_actor_until_the_uploader_is_up(
     assert json.loads((s.storage / second.payload.key / "state.json").read_text()) == {"count": 1}
 
 
+async def test_a_remote_save_names_the_checkpoints_it_follows(
+    executor: Any, runtime: MakeRuntime
+) -> None:
+    """The uploader is told the trial's newest checkpoint and its timeline's origin (a
+    PBT donor's): kept while the save runs, their blobs are neither uploaded again nor
+    looked for on a content-addressed store."""
+    s = executor(StorageMode.REMOTE)
+    rt = s.add(runtime)
+    await s.start(rt)
+    own = Checkpoint(rt.id, 3, f"{rt.id}/checkpoint_000003", "uri")
+    donor = Checkpoint("donor", 2, "donor/checkpoint_000002", "uri")
+    rt.machine.checkpoints = [own]
+    rt.machine.origin = donor
+    s.executor.execute(rt, Save(1, iteration=4))
+    (call,) = [c for c in s.fake.actor_of(rt.actor).calls if c.method == "save_and_persist"]
+    assert call.args[-1] == (own.key, donor.key)
+    await s.loop.last(CallKind.SAVE).answer()
+
+
 async def test_a_save_never_takes_a_key_used_before(executor: Any, runtime: MakeRuntime) -> None:
     s = executor()
     rt = runtime(resources=CPU)

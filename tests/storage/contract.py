@@ -39,6 +39,7 @@ from storage import (
     TransientError,
     UnsupportedFile,
 )
+from storage.blobs import DEDUP_ENV
 from storage.schemes import driver_class, scheme_named
 
 from ..support.servers import FAKE_SECRET, FlakyProxy
@@ -94,6 +95,15 @@ class StorageContract:
     big_size: int = 12 * MiB
     #: Whether uploads buffer parts under the storage's byte budget.
     uses_budget: bool = True
+
+    @pytest.fixture(autouse=True)
+    def _full_copies(self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+        """This suite checks the full-copy layout (files under the checkpoint's key) on
+        every driver; a content-addressed driver's layout has ``BlobsContract``, whose
+        tests (in the same test class) keep the default."""
+        defined_in = request.function.__qualname__.split(".")[0]
+        if defined_in in ("StorageContract", "NetworkContract"):
+            monkeypatch.setenv(DEDUP_ENV, "0")
 
     def test_store_is_the_registered_driver(self, store: Storage) -> None:
         assert type(store) is driver_class(scheme_named(self.scheme, store.uri))

@@ -15,6 +15,7 @@ import requests
 from storage import BucketNotFound, GCSStorage, RetryPolicy, Storage, open_storage
 
 from ..support.servers import BUCKET, GCS_OPTIONS, FlakyProxy, unique_prefix
+from .blobs_contract import BlobsContract
 from .contract import NetworkContract, Reopen, StorageContract
 
 KiB = 1 << 10
@@ -71,7 +72,7 @@ def prefix() -> str:
     return unique_prefix()
 
 
-class TestGCS(StorageContract, NetworkContract):
+class TestGCS(StorageContract, NetworkContract, BlobsContract):
     scheme = "gs"
     big_size = 1024 * KiB + 4321
     cut_at = 100 * KiB

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from storage import BucketNotFound, NotFound, RetryPolicy, S3Storage, Storage, open_storage
+from storage.blobs import DEDUP_ENV
 
 from ..support.servers import BUCKET, FAKE_SECRET, FlakyProxy, boto3_client, unique_prefix
-from .contract import MiB, NetworkContract, Reopen, StorageContract, make_tree
+from .blobs_contract import BlobsContract
+from .contract import MiB, NetworkContract, Reopen, StorageContract, make_tree, read_tree
 
 OPTIONS: dict[str, Any] = {"part_size": 5 * MiB, "max_concurrency": 4}
 
@@ -49,7 +51,7 @@ def prefix() -> str:
     return unique_prefix()
 
 
-class TestS3(StorageContract, NetworkContract):
+class TestS3(StorageContract, NetworkContract, BlobsContract):
     scheme = "s3"
     big_size = 12 * MiB + 123
 
@@ -101,7 +103,10 @@ class TestS3(StorageContract, NetworkContract):
             await proxy.stop()
 
 
-async def test_multipart_is_used(moto_url: str, tmp_path: Path) -> None:
+async def test_multipart_is_used(
+    moto_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEDUP_ENV, "0")  # full copies: a content-addressed chunk is one PUT
     prefix = unique_prefix()
     make_tree(tmp_path / "src", 11 * MiB)
     async with open_storage(f"s3://{BUCKET}/{prefix}", endpoint_url=moto_url, **OPTIONS) as st:
@@ -141,3 +146,18 @@ async def test_errors_do_not_leak_credentials(
     text = "".join(traceback.format_exception(info.value)) + caplog.text
     assert FAKE_SECRET not in text
     assert "botocore" not in type(info.value).__module__
+
+
+async def test_a_checkpoint_is_read_from_a_storage_opened_above_its_own(
+    moto_url: str, tmp_path: Path
+) -> None:
+    """Its blobs are under the root of the storage that wrote it (the experiment's), which
+    the manifest's key tells a reader that opened the bucket higher up."""
+    prefix = unique_prefix()
+    files = make_tree(tmp_path / "src", 3 * MiB)
+    async with open_storage(f"s3://{BUCKET}/{prefix}/exp", endpoint_url=moto_url) as st:
+        manifest = await st.put_checkpoint(tmp_path / "src", "trial/c1")
+    assert manifest.version == 2
+    async with open_storage(f"s3://{BUCKET}/{prefix}", endpoint_url=moto_url) as above:
+        await above.get_checkpoint("exp/trial/c1", tmp_path / "dst")
+    assert read_tree(tmp_path / "dst") == files

@@ -156,6 +156,8 @@ class FlakyProxy:
     cut_up_times: int = 1
     accepted: int = 0
     broken: int = 0
+    #: Bytes carried client->server (requests and what they upload), all connections.
+    sent_up: int = 0
 
     def __post_init__(self) -> None:
         self._server: asyncio.base_events.Server | None = None
@@ -251,6 +253,8 @@ class FlakyProxy:
                     return
                 dst.write(data)
                 sent += len(data)
+                if direction == "up":
+                    self.sent_up += len(data)
                 await dst.drain()
         with contextlib.suppress(OSError):
             if dst.can_write_eof() and not dst.transport.is_closing():
