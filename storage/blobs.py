@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from ._concurrency import ByteBudget, in_thread, map_bounded
 from ._files import Digest, LocalFile, Sink
+from .dedup import BLOBS_DIGEST, DEDUP_ENV, blob_key, dedup_enabled
 from .errors import IntegrityError, NotFound
 from .keys import BLOBS_PREFIX, join_key, local_path
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
@@ -61,9 +62,6 @@ __all__ = [
 
 #: The size of every chunk but a file's last.
 CHUNK_SIZE = 4 << 20
-
-#: ``0`` there: checkpoints are saved as full copies (manifest version 1).
-DEDUP_ENV = "TRIALFLOW_CHECKPOINT_DEDUP"
 
 #: Chunks of one file fetched ahead of the one being written.
 _READ_AHEAD = 4
@@ -103,21 +101,10 @@ class BlobIO:
     uploads: dict[str, asyncio.Future[None]]
 
 
-def dedup_enabled() -> bool:
-    """Read at each save, on the node that saves: the driver and the workers agree as
-    long as their environments do."""
-    return os.environ.get(DEDUP_ENV, "1").strip() != "0"
-
-
-def blob_key(sha256: str) -> str:
-    """The storage key of the blob with this SHA-256 (lowercase hex)."""
-    return f"{BLOBS_PREFIX}/sha256/{sha256[:2]}/{sha256}"
-
-
 def blob_of(key: str) -> str | None:
     """The SHA-256 a blob key names, or None if ``key`` is not a blob's."""
     parts = key.split("/")
-    if len(parts) == 4 and parts[:2] == [BLOBS_PREFIX, "sha256"] and len(parts[3]) == 64:
+    if len(parts) == 4 and parts[:2] == [BLOBS_PREFIX, BLOBS_DIGEST] and len(parts[3]) == 64:
         if parts[2] == parts[3][:2]:
             return parts[3]
     return None
