@@ -394,7 +394,7 @@ class Orchestrator:
         exp.runs_in_progress += 1
         try:
             for rt in exp.trials.values():
-                if rt.machine.state is TrialState.PENDING:
+                if rt.state is TrialState.PENDING:
                     dispatcher.launch(rt)
             await exp.wait_settled()
         finally:
@@ -532,7 +532,7 @@ class Orchestrator:
         assert self._opened is not None
         counts: dict[str, int] = {}
         for rt in self._exp.trials.values():
-            state = rt.machine.state.value
+            state = rt.state.value
             counts[state] = counts.get(state, 0) + 1
         return OrchestratorStatistics(
             counts,

@@ -128,7 +128,7 @@ def adopt_experiment(exp: TrialHolder, contents: JournalContents) -> Resumption:
                 warn_changed_options(entry.id, rt.spec, call.spec)
             call.handle._view(rt)
         else:
-            Trial(rt, exp.request_sink)
+            Trial(rt, exp.sink)
             if lost:
                 resumption.spec_lost[entry.id] = entry
         trials[entry.id] = rt
