@@ -9,11 +9,11 @@ on, measured at 12.9 KiB after the first cuts (14.0 KiB before), 10.1 KiB once t
 loggers forget ended trials and finished histories leave memory, between these small
 sweeps: room for noise (a journal write in flight, a table resizing), not for a new
 per-trial structure of any size. The first test is the one that fails on the old code.
-Since finished trials' records became tombstones (``engine/tombstone.py``), the fake
-Ray's log of the calls it was sent is cleared before each measure (real Ray keeps no
-such log in the driver): 5.3 KiB a trial so measured before, 3.6 KiB after, of which
-some 0.5 KiB are the in-process actors' own (a worker's, on real Ray) and 0.9 KiB the
-trial's part of the journal's head.
+Since finished trials' records became tombstones (``engine/tombstone.py``) and their
+parts of the journal's head left memory, the fake Ray's log of the calls it was sent is
+cleared before each measure (real Ray keeps no such log in the driver): 6.2 KiB a trial
+so measured before, 2.3 to 3.1 KiB after, of which some 0.5 KiB are the in-process
+actors' own (a worker's, on real Ray).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from orchestrator.engine.record import TrialRuntime
 from orchestrator.engine.tombstone import Sealer
 from orchestrator.journal.spill import SpillFile
 from orchestrator.search import choice
+from orchestrator.sweeps.judge import info_of
 
 from ..support.fake_engine import MakeOrchestrator, MakeRuntime, iterations
 from ..support.trainables import Counter
@@ -75,6 +76,13 @@ async def test_finished_trials_are_read_without_opening_their_tombstones(
         assert result.best_trial is not None and result.best_config is not None
         assert len(result.dataframe()) == 6
         assert orch.statistics().trials == {"TERMINATED": 6}
+        # a scheduler's snapshot reads the config and checkpoint only when asked
+        for rt in runtimes:
+            info = info_of(rt)
+            assert (info.trial_id, info.state, info.iteration) == (rt.id, "TERMINATED", 3)
+            assert info.last_result == rt.last_result
+            assert info.config == rt.handle.config
+            assert info.checkpoint == rt.handle.latest_checkpoint
         # the readers opened copies: the tombstones are still sealed
         assert all(rt.sealed for rt in runtimes)
         # and the journal's head, its sealed parts read back from the spill, lists them
