@@ -13,7 +13,8 @@ back (the loop or a reader opened its tombstone) while it stayed ended.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+import ctypes
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
 from orchestrator.engine.history import SpilledHistory
@@ -23,7 +24,33 @@ from orchestrator.journal.spill import SpillFile, SpillRef
 if TYPE_CHECKING:
     from orchestrator.engine.record import TrialRuntime
 
-__all__ = ["Retirement"]
+__all__ = ["Retirement", "give_back_freed_memory"]
+
+#: Trials retired between two returns of freed memory to the system (below).
+TRIM_EVERY = 256
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        fn = ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back_freed_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). What a finished trial leaves is small, but the trial's live parts and
+    each write's buffers were freed in between what stays, and glibc keeps such holes:
+    at 4,000 trivial trials the driver's RSS grew by 47 MiB, 24 MiB after a trim. Called
+    off the loop, by a write's build thread, every ``TRIM_EVERY`` retired trials."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 class Retirement:
@@ -36,6 +63,7 @@ class Retirement:
         self.heads: SpillFile | None = None
         self._sealer: Sealer | None = None
         self._again: set[str] = set()
+        self._since_trim = 0  # trials retired since freed memory was last given back
 
     def retire(
         self,
@@ -88,7 +116,16 @@ class Retirement:
             touched = True
         if touched and self.spill is not None:
             self.spill.flush()
+        self._since_trim += len(sealed)
         return sealed
+
+    def trim_due(self) -> bool:
+        """Whether the next write gives freed memory back (:func:`give_back_freed_memory`),
+        and if so, counting starts again."""
+        if self._since_trim < TRIM_EVERY:
+            return False
+        self._since_trim = 0
+        return True
 
     def keep_head(self, part: str) -> tuple[int, int]:
         """Put a sealed trial's part of the journal's head in the heads file; returns

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.json_codec import dumps
+from orchestrator.journal.retirement import give_back_freed_memory
 from orchestrator.journal.spill import SpillFile, SpillRef
 
 __all__ = ["Write", "build_timed", "segment_token"]
@@ -29,6 +30,7 @@ class Write:
     # Where the sealed trials' parts are: the file, and per trial its offset in it (-1:
     # not there) and its length, as arrays copied on the loop.
     sealed_heads: tuple[SpillFile, array[int], array[int]] | None = None
+    trim: bool = False  # give freed memory back once built (``journal/retirement.py``)
 
 
 def segment_token() -> str:
@@ -50,6 +52,8 @@ def build_timed(
     ]
     segment = _segment(rows)  # type: ignore[arg-type]
     head = _head(write.header, segments, _parts(write))
+    if write.trim:
+        give_back_freed_memory()
     return segment, head, time.thread_time() - start
 
 

@@ -459,7 +459,8 @@ class Journal:
                     rows.append((trial_id, 0, results))
             elif start < len(results):
                 rows.append((trial_id, start, results[start:]))
-        return Write(header, heads, rows, compact, ended, sealed_heads)
+        trim = self._retirement.trim_due()
+        return Write(header, heads, rows, compact, ended, sealed_heads, trim)
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
         """The trial's part of the head, built afresh. A settled trial's is kept, and
