@@ -13,10 +13,13 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator import Orchestrator, TrialState
 from orchestrator.engine.record import TrialRuntime
 from orchestrator.engine.tombstone import Sealer
-from orchestrator.journal.spill import SpillFile
+from orchestrator.journal import retirement
+from orchestrator.journal.spill import SpillFile, SpillRef
 from orchestrator.search import choice
 from orchestrator.sweeps.judge import info_of
 
@@ -159,3 +162,25 @@ def test_a_trial_whose_parts_do_not_pickle_stays_live(runtime: MakeRuntime) -> N
     fn = rt.peek().config["fn"]
     assert rt.peek().config["fn"] is fn and fn(3) == 3
     assert rt.config["fn"] is fn and not rt.sealed  # read by the loop: live again
+
+
+def test_retiring_trials_spills_seals_and_gives_freed_memory_back_in_turn(
+    runtime: MakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retirement, "TRIM_EVERY", 2)
+    retiring = retirement.Retirement()
+    trials = {}
+    for _ in range(3):
+        rt = runtime(Counter)
+        rt.machine._state = TrialState.TERMINATED  # as if it ran
+        rt.results = [{"training_iteration": 1}]
+        trials[rt.id] = rt
+    rows: dict[str, list[str] | SpillRef] = {t: ['{"training_iteration": 1}'] for t in trials}
+    first, *rest = trials
+    assert retiring.retire([first], trials, rows, dict.fromkeys(trials, 1)) == [first]
+    assert isinstance(rows[first], SpillRef) and trials[first].sealed
+    assert not retiring.trim_due()
+    assert retiring.retire(rest, trials, rows, dict.fromkeys(trials, 1)) == rest
+    assert retiring.trim_due() and not retiring.trim_due()  # counting starts again
+    retirement.give_back_freed_memory()  # glibc's malloc_trim, or nothing
+    assert [iterations(trials[t].handle) for t in trials] == [[1]] * 3
