@@ -88,6 +88,8 @@ class Experiment:
         # How far result hooks have got, for every trial's policy: bound to the hook
         # runner while entered (the policies are built before, and never change).
         self.hook_progress = HookProgress()
+        # One bound method for every handle (issue 36: a new one per trial was 64 bytes).
+        self.sink = self.request_sink
 
     @property
     def name(self) -> str:
@@ -135,7 +137,7 @@ class Experiment:
         if spec.trial_id in self.trials:
             raise ConfigError(f"trial {spec.trial_id} already exists in experiment {self.name!r}")
         rt = TrialRuntime(spec, self.policy(spec, judge, required_metrics))
-        Trial(rt, self.request_sink)
+        Trial(rt, self.sink)
         self.trials[rt.id] = rt
         self.attach(rt)
         return rt
@@ -219,7 +221,7 @@ class Experiment:
         """Give ``rt`` to the loop, if one runs (and start it if ``run()`` is on)."""
         if self.dispatcher is not None:
             self.dispatcher.attach(rt)
-            if self.runs_in_progress and rt.machine.state is TrialState.PENDING:
+            if self.runs_in_progress and rt.state is TrialState.PENDING:
                 self.dispatcher.launch(rt)
 
     def request_sink(self) -> Dispatcher | None:

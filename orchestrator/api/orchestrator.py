@@ -394,13 +394,14 @@ class Orchestrator:
         exp.runs_in_progress += 1
         try:
             for rt in exp.trials.values():
-                if rt.machine.state is TrialState.PENDING:
+                if rt.state is TrialState.PENDING:
                     dispatcher.launch(rt)
             await exp.wait_settled()
         finally:
             exp.runs_in_progress -= 1
         trials = self.trials
         await exp.end_hooks(trials)
+        await _give_back_freed_memory()
         return trials
 
     async def sweep(
@@ -482,7 +483,9 @@ class Orchestrator:
         )
         sweep = plan_sweep(ExperimentPort(exp, dispatcher), call, exp.journaled_sweeps.get(name))
         exp.sweeps[name] = sweep
-        return SweepResult(await sweep.run(), metric, mode)
+        trials = await sweep.run()
+        await _give_back_freed_memory()
+        return SweepResult(trials, metric, mode)
 
     def end_sweep(self, name: str = "sweep") -> None:
         """End the running sweep ``name`` now: it asks for no more trials and stops those
@@ -532,7 +535,7 @@ class Orchestrator:
         assert self._opened is not None
         counts: dict[str, int] = {}
         for rt in self._exp.trials.values():
-            state = rt.machine.state.value
+            state = rt.state.value
             counts[state] = counts.get(state, 0) + 1
         return OrchestratorStatistics(
             counts,
@@ -567,3 +570,13 @@ class Orchestrator:
     def _dispatcher(self) -> Dispatcher | None:
         """The session's loop while entered (for tests that look inside)."""
         return self._exp.dispatcher
+
+
+async def _give_back_freed_memory() -> None:
+    """Once a run or a sweep is over, return the C heap's free pages to the system, in
+    a thread (issue 36: what its trials' actors and Ray's task bookkeeping held while it
+    ran is freed by then, but glibc kept it: at 2,000 trivial trials on Ray the driver's
+    RSS had grown by 7 to 10 KiB a trial, 1 to 2.5 KiB after this)."""
+    from orchestrator.journal.retirement import give_back_freed_memory
+
+    await asyncio.to_thread(give_back_freed_memory)

@@ -11,7 +11,7 @@ each such trial by that id.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +50,11 @@ class TrialHolder(Protocol):
     def hook_progress(self) -> HookProgressView: ...
 
     def request_sink(self) -> RequestSink | None: ...
+
+    @property
+    def sink(self) -> Callable[[], RequestSink | None]:
+        """``request_sink``, one bound method for every handle."""
+        ...
 
 
 @dataclass
@@ -128,7 +133,7 @@ def adopt_experiment(exp: TrialHolder, contents: JournalContents) -> Resumption:
                 warn_changed_options(entry.id, rt.spec, call.spec)
             call.handle._view(rt)
         else:
-            Trial(rt, exp.request_sink)
+            Trial(rt, exp.sink)
             if lost:
                 resumption.spec_lost[entry.id] = entry
         trials[entry.id] = rt

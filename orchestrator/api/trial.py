@@ -40,6 +40,9 @@ def handle_of(runtime: TrialRuntime) -> Trial:
 class Trial:
     """One configuration being trained. Created by ``Orchestrator.add_trial``."""
 
+    # Slots: a sweep's result holds every trial's handle for the whole experiment.
+    __slots__ = ("_rt", "_sink")
+
     def __init__(self, runtime: TrialRuntime, sink: Callable[[], RequestSink | None]) -> None:
         self._rt = runtime
         self._sink = sink  # the loop that takes its requests, while there is one
@@ -49,30 +52,31 @@ class Trial:
 
     @property
     def id(self) -> str:
-        return self._rt.spec.trial_id
+        return self._rt.id
 
     @property
     def config(self) -> dict[str, Any]:
-        """The config it runs with now (a PBT exploit gives it a new one)."""
-        return self._rt.config
+        """The config it runs with now (a PBT exploit gives it a new one). A finished
+        trial's is read back from where its record was sealed (a new copy each time)."""
+        return self._rt.peek().config
 
     @property
     def trainable_cls(self) -> type:
-        return self._rt.spec.trainable
+        return self._rt.peek().spec.trainable
 
     @property
     def stop_condition(self) -> StopCondition:
-        return self._rt.spec.stop
+        return self._rt.peek().spec.stop
 
     @property
     def resources(self) -> dict[str, float]:
-        return dict(self._rt.spec.resources)
+        return dict(self._rt.peek().spec.resources)
 
     # -- what happened -----------------------------------------------------------------
 
     @property
     def state(self) -> TrialState:
-        return self._rt.machine.state
+        return self._rt.state
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -99,34 +103,34 @@ class Trial:
         """Its persisted checkpoints on its timeline, oldest first: garbage-collected
         ones are gone, and so are those a restore left behind (saved after the
         checkpoint it restarted from, or before an exploit)."""
-        return list(self._rt.machine.checkpoints)
+        return list(self._rt.peek().machine.checkpoints)
 
     @property
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest checkpoint on its timeline, which a failure restores. Right after
         an exploit or a clone, before it saves its own, that is the other trial's
         checkpoint it restored."""
-        return self._rt.machine.latest_checkpoint
+        return self._rt.peek().machine.latest_checkpoint
 
     @property
     def error(self) -> BaseException | None:
         """What is wrong with the trial now: the failure that put it in ERROR (or PAUSED
         it, storage being down), or the one it is recovering from; ``None`` once it
         reports results again. Every failure stays in :attr:`errors`."""
-        return self._rt.machine.error
+        return self._rt.peek().machine.error
 
     @property
     def errors(self) -> list[BaseException]:
         """Every failure of the trial, oldest first (recovered ones included)."""
-        return list(self._rt.machine.errors)
+        return list(self._rt.peek().machine.errors)
 
     @property
     def num_failures(self) -> int:
-        return self._rt.machine.num_failures
+        return self._rt.peek().machine.num_failures
 
     @property
     def iteration(self) -> int:
-        return self._rt.machine.iteration
+        return self._rt.iteration
 
     @property
     def node_id(self) -> str | None:
@@ -251,7 +255,7 @@ class Trial:
         deleted it): its files are going, and it is on no timeline of that trial."""
         dispatcher = self._sink()
         owner = dispatcher.trials.get(checkpoint.trial_id) if dispatcher is not None else None
-        why = owner.machine.dropped.get(checkpoint.key) if owner is not None else None
+        why = owner.peek().machine.dropped.get(checkpoint.key) if owner is not None else None
         if why is not None:
             whose = "this trial's" if owner is self._rt else "trial " + checkpoint.trial_id + "'s"
             raise NoCheckpointError(
@@ -314,5 +318,5 @@ class Trial:
         if after is None and done():
             future.set_result(None)
             return future
-        self._rt.waiters.append(Waiter(done, future, after))
+        self._rt.add_waiter(Waiter(done, future, after))
         return future

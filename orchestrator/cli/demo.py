@@ -463,7 +463,7 @@ def _plot(trials: Sequence[Trial], where: str, console: Console) -> None:
 
     path = os.path.join(where, "demo.png")
     data = [
-        {"id": t.id, "results": t.results, "state": t.state.value, "events": t._rt.events}
+        {"id": t.id, "results": t.results, "state": t.state.value, "events": t._rt.peek().events}
         for t in trials
     ]
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from orchestrator.core.checkpoints import RetentionPolicy, ScoreMode
 from orchestrator.core.stopping import StopCondition
@@ -174,9 +174,9 @@ def policy_for(
     return TrialPolicy(
         checkpoint_every=spec.checkpoint_every,
         max_failures=spec.max_failures,
-        retention=spec.retention,
+        retention=_shared(spec.retention),
         judge=stop if judge is None else Judges([stop, judge]),
-        restart_backoff=Backoff(settings.failures.failure_backoff, RESTART_BACKOFF_CAP_S),
+        restart_backoff=_shared(Backoff(settings.failures.failure_backoff, RESTART_BACKOFF_CAP_S)),
         fallback_to_scratch=settings.failures.fallback_to_scratch,
         steps_per_call=spec.result_buffer or ADAPTIVE_MAX_STEPS,
         time_slice=ADAPTIVE_SLICE_S if spec.result_buffer is None else None,
@@ -187,6 +187,25 @@ def policy_for(
         stop_grace_s=settings.failures.stop_grace_s,
         save_grace_s=settings.storage.save_retry_for,
     )
+
+
+#: Equal frozen values that many trials' policies hold (their retention, their back-off),
+#: one object each: a sweep's ten thousand trials hold the same few (issue 36: ~190 bytes
+#: a trial for the whole experiment). Bounded, like the required-metrics maps.
+_SHARED: dict[Any, Any] = {}
+_Value = TypeVar("_Value")
+
+
+def _shared(value: _Value) -> _Value:
+    try:
+        kept = _SHARED.get(value)
+    except TypeError:  # unhashable: a value of its own
+        return value
+    if kept is not None:
+        return cast("_Value", kept)
+    if len(_SHARED) < 256:
+        _SHARED[value] = value
+    return value
 
 
 #: A failed trial restarts after ``failure_backoff * 2**(n-1)`` seconds, at most this.

@@ -244,7 +244,7 @@ class Dispatcher:
 
     def is_settled(self, rt: TrialRuntime) -> bool:
         """The trial is settled and no request for it waits in the inbox."""
-        return rt.id not in self._unsettled and rt.machine.state.is_settled
+        return rt.id not in self._unsettled and rt.state.is_settled
 
     def settled_now(self) -> bool:
         return not self._inbox and not self._unsettled
@@ -252,7 +252,7 @@ class Dispatcher:
     def is_pinned(self, key: str) -> bool:
         if key in self.pins:
             return True
-        return any(key in rt.machine.pinned for rt in self._trials.values())
+        return any(key in rt.pinned for rt in self._trials.values())
 
     def keep_idle_workers(self, keep: bool) -> bool:
         """Keep the workers trials leave for the next trial (actor reuse); returns the
@@ -361,14 +361,14 @@ class Dispatcher:
         self._events += 1
         if type(event) is Launch:
             self._launch_queued.discard(rt.id)
-        before = rt.machine.state
+        before = rt.state
         try:
             actions = rt.machine.handle(event)
         except InvalidTransition:
             log.exception("trial %s: dropped an event the machine refused", rt.id)
             actions = []
         if before.is_terminal and isinstance(rt.results, SpilledHistory):
-            if not rt.machine.state.is_terminal:  # back: its actions may cut or extend it
+            if not rt.state.is_terminal:  # back: its actions may cut or extend it
                 rt.results = rt.results.load()
         for action in actions:
             book = self.bookkeeper
@@ -377,9 +377,9 @@ class Dispatcher:
                 break
         rt.wake_waiters(event)
         self._note_settled(rt)
-        if before.is_terminal and not rt.machine.state.is_terminal and rt.observer is not None:
+        if before.is_terminal and not rt.state.is_terminal and rt.observer is not None:
             rt.observer.on_revived(rt)
-        settled = rt.machine.state is not before and rt.machine.state.is_settled
+        settled = rt.state is not before and rt.state.is_settled
         if self._journal is not None:
             self._journal.changed(rt)
             if settled:
@@ -410,7 +410,7 @@ class Dispatcher:
             return False
 
     def _note_settled(self, rt: TrialRuntime) -> None:
-        if rt.machine.state.is_settled:
+        if rt.state.is_settled:
             self._unsettled.discard(rt.id)
             if not self._unsettled:
                 self._settled.set()

@@ -60,7 +60,7 @@ class ResourceWatch:
         due = []
         for trial_id, since in list(waiting.items()):
             rt = self._trials.get(trial_id)
-            if rt is None or rt.node_id is not None or rt.machine.state is not TrialState.STARTING:
+            if rt is None or rt.node_id is not None or rt.state is not TrialState.STARTING:
                 del waiting[trial_id]  # ready, or gone
                 continue
             last = self._warned.get(trial_id, -UNPLACEABLE_REPEAT_S)

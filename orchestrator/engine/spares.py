@@ -136,13 +136,13 @@ class Spares:
         none of that shape waits for an actor (it must get the resources first)."""
         wanted = False
         for rt in self._trials():
-            if resource_key(rt.spec.resources) != key or rt.machine.state.is_settled:
+            if rt.state.is_settled or resource_key(rt.spec.resources) != key:
                 continue
             if rt.spec.max_failures == 0:
                 continue
             if waiting_ok:
                 return True
-            if rt.machine.state is TrialState.STARTING and rt.node_id is None:
+            if rt.state is TrialState.STARTING and rt.node_id is None:
                 return False
             wanted = True
         return wanted

@@ -9,6 +9,9 @@ compaction rewrites every result), for the trial's history when someone asks
 back. Nothing is spilled that storage does not hold; the file is only the driver's
 cache of it, deleted by the operating system when the last reader lets it go.
 
+It also holds finished trials' sealed records (:mod:`orchestrator.engine.tombstone`:
+their spec, machine, config and events, pickled), as blobs.
+
 Appends happen on the loop (a buffered write of a few hundred bytes per finished
 trial, flushed once per journal write); reads use ``os.pread`` and may run in any
 thread.
@@ -54,6 +57,23 @@ class SpillFile:
         self._end += len(data)
         return ref
 
+    def put_blob(self, data: bytes) -> SpillRef:
+        """Append ``data`` (a sealed trial's parts: ``engine/tombstone.py``)."""
+        ref = SpillRef(self._end, len(data), 0)
+        with self._lock:
+            self._file.write(data)
+        self._end += len(data)
+        return ref
+
+    def get_blob(self, ref: SpillRef) -> bytes:
+        """The bytes put at ``ref``."""
+        return self._read(ref)
+
+    def head_of(self, end: int) -> bytes:
+        """The file's first ``end`` bytes, in one read (settled trials' parts of the
+        journal's head, for a write's build: ``journal/write_bytes.py``)."""
+        return self._read(SpillRef(0, end, 0))
+
     def flush(self) -> None:
         with self._lock:
             self._file.flush()
@@ -62,12 +82,15 @@ class SpillFile:
         """The rows at ``ref``, as they were put."""
         if ref.count == 0:
             return []
+        return self._read(ref).decode().split("\n")
+
+    def _read(self, ref: SpillRef) -> bytes:
         with self._lock:
             self._file.flush()
         data = os.pread(self._file.fileno(), ref.length, ref.offset)
         if len(data) != ref.length:
             raise OSError(f"the journal's spill file is short at {ref.offset}: {len(data)} bytes")
-        return data.decode().split("\n")
+        return data
 
     def history(self, key: SpillRef) -> list[dict[str, Any]]:
         """The rows at ``key``, decoded (``SpilledHistory``'s source)."""

@@ -55,9 +55,9 @@ from orchestrator.core.journal_format import (
     SEGMENTS_PREFIX,
 )
 from orchestrator.core.json_codec import dumps
-from orchestrator.engine.history import SpilledHistory
 from orchestrator.errors import JournalError
-from orchestrator.journal.spill import SpillFile, SpillRef
+from orchestrator.journal.retirement import Retirement
+from orchestrator.journal.spill import SpillRef
 from orchestrator.journal.write_bytes import Write, build_timed, segment_token
 
 if TYPE_CHECKING:
@@ -112,12 +112,16 @@ class Journal:
         # copies the list and builds again only the parts of the trials it looks at.
         # For a settled trial's kept part, the length of its spec (-1: not kept).
         self._index: dict[str, int] = {}
-        self._texts: list[str] = []
+        self._texts: list[str | None] = []
         self._spec_lens = array("q")
+        # A sealed trial's part is not kept in memory (None in ``_texts``) but in the
+        # retirement's heads file, at this offset and length (-1: in ``_texts``).
+        self._text_at = array("q")
+        self._text_len = array("q")
         # Each trial's serialised results; a finished trial's, once stored, only their
         # place in the spill file (:mod:`orchestrator.journal.spill`).
         self._results: dict[str, list[str] | SpillRef] = {}
-        self._spill: SpillFile | None = None
+        self._retirement = Retirement()  # the spill file, and finished trials' records
         # Per trial, how many of its results the listed segments hold as they are now,
         # and the lowest length it was cut to (a rollback) while a write was under way.
         self._stored: dict[str, int] = {}
@@ -165,6 +169,8 @@ class Journal:
             self._index[trial.id] = len(self._texts)
             self._texts.append("")
             self._spec_lens.append(-1)
+            self._text_at.append(-1)
+            self._text_len.append(0)
         self._results[trial.id] = [dumps(r) for r in trial.results]
         self._stored[trial.id] = 0
         self._looked_for.add(trial.id)
@@ -190,8 +196,9 @@ class Journal:
         came back, and gets new results or a rollback)."""
         rows = self._results[trial_id]
         if isinstance(rows, SpillRef):
-            assert self._spill is not None
-            rows = self._results[trial_id] = self._spill.get(rows)
+            spill = self._retirement.spill
+            assert spill is not None
+            rows = self._results[trial_id] = spill.get(rows)
         return rows
 
     def kept(self, trial_id: str) -> bool:
@@ -290,7 +297,7 @@ class Journal:
             # loop, from the copies taken on it (results recorded meanwhile go into the
             # next write).
             segment, head, built_cpu = await asyncio.to_thread(
-                build_timed, write, listed, self._spill
+                build_timed, write, listed, self._retirement.spill
             )
             stored = time.monotonic()
             if key is not None:
@@ -351,32 +358,15 @@ class Journal:
         for trial_id, start, rows in write.rows:
             count = rows.count if isinstance(rows, SpillRef) else len(rows)
             self._stored[trial_id] = min(start + count, self._cut.get(trial_id, 1 << 62))
-        self._spill_ended(write.ended)
-
-    def _spill_ended(self, ended: list[str]) -> None:
-        """Move the results of trials that ended, and that the head in storage now holds
-        whole, out of memory: into the spill file, the trial's record keeping a
-        :class:`SpilledHistory` (issue 36: a finished trial's history lives in storage).
-        Only after a write committed, so nothing leaves memory that storage lacks."""
-        spilled = False
-        for trial_id in ended:
-            rows = self._results.get(trial_id)
-            trial = self._trials.get(trial_id)
-            if not isinstance(rows, list) or not rows or trial is None:
-                continue
-            if not trial.machine.state.is_terminal or self._stored[trial_id] != len(rows):
-                continue
-            if len(trial.results) != len(rows):
-                continue  # not the journal's copy of its history: leave it be
-            if self._spill is None:
-                self._spill = SpillFile()
-            ref = self._spill.put(rows)
-            self._results[trial_id] = ref
-            trial.results = SpilledHistory(self._spill, ref, ref.count)  # type: ignore[assignment]
-            spilled = True
-        if spilled:
-            assert self._spill is not None
-            self._spill.flush()
+        # Ended trials' results and records out of memory (``journal/retirement.py``).
+        sealed = self._retirement.retire(write.ended, self._trials, self._results, self._stored)
+        for trial_id in sealed:  # its part of the head leaves memory too
+            position = self._index[trial_id]
+            text = self._texts[position]
+            if text is not None and self._spec_lens[position] >= 0:
+                where = self._retirement.keep_head(text)
+                self._text_at[position], self._text_len[position] = where
+                self._texts[position] = None
 
     async def _delete_unlisted(self) -> None:
         """After a new base: delete every segment the head does not list (the ones the
@@ -453,9 +443,13 @@ class Journal:
         for trial_id in sorted(todo, key=index.__getitem__):  # in the trials' order
             trial = self._trials[trial_id]
             texts[index[trial_id]] = self._trial_head(trial_id, trial, count(trial_id))
-            if trial.machine.state.is_terminal:
+            if trial.state.is_terminal:
                 ended.append(trial_id)
         heads = list(texts)
+        sealed_heads = None
+        if self._retirement.heads is not None:
+            at, length = array("q", self._text_at), array("q", self._text_len)
+            sealed_heads = (self._retirement.heads, at, length)
         rows: list[tuple[str, int, list[str] | SpillRef]] = []
         for trial_id in self._trials if compact else sorted(unstored):
             results = self._results[trial_id]
@@ -465,7 +459,8 @@ class Journal:
                     rows.append((trial_id, 0, results))
             elif start < len(results):
                 rows.append((trial_id, start, results[start:]))
-        return Write(header, heads, rows, compact, ended)
+        trim = self._retirement.trim_due()
+        return Write(header, heads, rows, compact, ended, sealed_heads, trim)
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
         """The trial's part of the head, built afresh. A settled trial's is kept, and
@@ -478,8 +473,12 @@ class Journal:
         events = trial.events
         position = self._index[trial_id]
         spec_len = self._spec_lens[position]
+        kept = self._texts[position]
+        if kept is None:  # a sealed trial's, in the heads file: read back, for good
+            at, self._text_at[position] = self._text_at[position], -1
+            kept = self._retirement.head_part(at, self._text_len[position])
         if spec_len >= 0:  # kept: built again from its spec, the start of the kept head
-            self._specs[trial_id] = self._texts[position][:spec_len]
+            self._specs[trial_id] = kept[:spec_len]
             self._spec_lens[position] = -1
         changing: dict[str, Any] = {
             "id": trial_id,

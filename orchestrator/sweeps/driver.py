@@ -123,7 +123,7 @@ class Sweep:
                 self._port.unpin(event.decision.checkpoint.key)
         self._queued.clear()
         for rt in self._open_trials():
-            if not rt.machine.state.is_terminal:
+            if not rt.state.is_terminal:
                 self._port.request(rt, Decided(Stop(rt.id, at_once=at_once)), first=at_once)
         self._changed.set()
 
@@ -197,11 +197,11 @@ class Sweep:
                     "experiment does not hold; resume with the same storage and name"
                 )
             self._join(rt)
-            if not rt.machine.state.is_terminal:
+            if not rt.state.is_terminal:
                 self._run_call_trainable(rt)
-            if rt.machine.state.is_terminal and trial_id not in self._told:
+            if rt.state.is_terminal and trial_id not in self._told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
-            elif rt.machine.state is TrialState.PENDING:
+            elif rt.state is TrialState.PENDING:
                 self._queued.append((rt, None))  # it was running: start it again
         if self._finished and self._queued:
             # An ended sweep's errored trials retried (resume_errored): they run again,
@@ -277,7 +277,7 @@ class Sweep:
             return False
         if len(self._trials) < self.total and not self._exhausted:
             return False
-        paused = [rt for rt in open_trials if rt.machine.state is TrialState.PAUSED]
+        paused = [rt for rt in open_trials if rt.state is TrialState.PAUSED]
         if paused and self._scheduler is not None:
             decisions = self._scheduler.on_idle(self._population)
             if decisions:
@@ -314,11 +314,11 @@ class Sweep:
             if self._ending:
                 break  # end() came while the searcher was asked: start nothing more
             if config is None:
-                if not any(rt.machine.state.has_actor for rt in self._open_trials()):
+                if not any(rt.state.has_actor for rt in self._open_trials()):
                     self._exhausted = True  # nothing will change its mind
                 break
             self._create(trial_id, config)
-        all_placed = not any(rt.machine.state is TrialState.PENDING for rt in self._open_trials())
+        all_placed = not any(rt.state is TrialState.PENDING for rt in self._open_trials())
         if (len(self._trials) >= self.total or self._exhausted) and not self._queued and all_placed:
             port.retire_idle_workers()  # no trial will take them
 
@@ -371,7 +371,7 @@ class Sweep:
         ended = [
             trial_id
             for trial_id, rt in self._open.items()
-            if rt.machine.state.is_terminal and is_settled(rt)
+            if rt.state.is_terminal and is_settled(rt)
         ]
         for trial_id in ended:
             del self._open[trial_id]
@@ -385,9 +385,7 @@ class Sweep:
         live = sum(
             1
             for rt in self._open_trials()
-            if rt.machine.state.has_actor
-            or rt.machine.state is TrialState.PENDING
-            or not is_settled(rt)
+            if rt.state.has_actor or rt.state is TrialState.PENDING or not is_settled(rt)
         )
         # PENDING ones not launched yet (queued for a slot) do not hold one.
         live -= sum(1 for rt, event in self._queued if event is None)
@@ -417,7 +415,7 @@ class Sweep:
     def on_settled(self, rt: TrialRuntime) -> None:
         if self._finished:
             return  # a trial of a finished sweep, revived and ended by hand
-        state = rt.machine.state
+        state = rt.state
         if self._scheduler is not None and state.is_terminal:
             info = info_of(rt)
             if state is TrialState.TERMINATED:
@@ -443,7 +441,7 @@ class Sweep:
         if self._searcher.closed:
             return  # the sweep's call ended (cancelled): a resumed sweep tells its searcher
         self._told.add(rt.id)
-        error = rt.machine.state is TrialState.ERROR
+        error = rt.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None
         metric = self._metric
         if metric and result is not None and not any(has_metric(r, metric) for r in rt.results):
@@ -477,7 +475,7 @@ class Sweep:
             event = Decided(decision)
             if isinstance(decision, Resume):
                 self._queued.append((rt, event))
-            elif isinstance(decision, RestoreFrom) and not rt.machine.state.has_actor:
+            elif isinstance(decision, RestoreFrom) and not rt.state.has_actor:
                 # Paused: it needs a slot; keep the donor's checkpoint till then.
                 port.pin(decision.checkpoint.key)
                 self._queued.append((rt, event))

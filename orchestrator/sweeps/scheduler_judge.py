@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 
 def info_of(rt: TrialRuntime) -> TrialInfo:
+    if rt.sealed:
+        return _EndedInfo(rt)
     machine = rt.machine
     return TrialInfo(
         trial_id=rt.id,
@@ -34,6 +36,30 @@ def info_of(rt: TrialRuntime) -> TrialInfo:
         last_result=rt.last_result,
         checkpoint=machine.latest_checkpoint,
     )
+
+
+class _EndedInfo(TrialInfo):
+    """A sealed trial's snapshot (``engine/tombstone.py``): its config and checkpoint are
+    read from its tombstone only when a scheduler asks for them (rarely, for a trial
+    that ended), so a scheduler reading the whole population opens no tombstone."""
+
+    def __init__(self, rt: TrialRuntime) -> None:  # not the dataclass's: lazy fields
+        for name, value in (
+            ("trial_id", rt.id),
+            ("state", rt.state.value),
+            ("iteration", rt.iteration),
+            ("last_result", rt.last_result),
+            ("_rt", rt),
+        ):
+            object.__setattr__(self, name, value)
+
+    @property  # type: ignore[override]
+    def config(self) -> Mapping[str, Any]:
+        return self._rt.peek().config  # type: ignore[attr-defined, no-any-return]
+
+    @property  # type: ignore[override]
+    def checkpoint(self) -> Any:
+        return self._rt.peek().machine.latest_checkpoint  # type: ignore[attr-defined]
 
 
 class PopulationView(Mapping[str, TrialInfo]):

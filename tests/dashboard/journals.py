@@ -57,6 +57,16 @@ class Record:
     def last_result(self) -> dict[str, Any] | None:
         return self.results[-1] if self.results else None
 
+    @property
+    def state(self) -> Any:
+        return self.machine.state
+
+    sealed = False
+
+    def seal(self, sealer: Any) -> bool:
+        """Never a tombstone (``engine/tombstone.py``): its parts stay as they are."""
+        return False
+
 
 def record(trial_id: str, **config: Any) -> Record:
     machine = TrialMachine(trial_id)  # the real record the writer reads, as it runs

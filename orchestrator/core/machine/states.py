@@ -62,7 +62,7 @@ class HookProgressView(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TrialPolicy:
     """The per-trial knobs the machine decides with (derived from the trial's spec and
     the experiment's settings: ``core.spec.policy_for``). Frozen: built once."""

@@ -1,0 +1,186 @@
+"""A finished trial's record becomes a tombstone (issue 36, item 3; ``engine/tombstone.py``).
+
+Once a committed journal write holds an ended trial, its spec, machine, config and
+events leave the driver's memory for the journal's spill file. Everything that reads a
+finished trial reads it without bringing them back, and a trial that comes back (a
+restore of an ended trial, a clone of its checkpoint) is rebuilt exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator import Orchestrator, TrialState
+from orchestrator.engine.record import TrialRuntime
+from orchestrator.engine.tombstone import Sealer
+from orchestrator.journal import retirement
+from orchestrator.journal.spill import SpillFile, SpillRef
+from orchestrator.search import choice
+from orchestrator.sweeps.judge import info_of
+
+from ..support.fake_engine import MakeOrchestrator, MakeRuntime, iterations
+from ..support.trainables import Counter
+
+CPU = {"cpu": 0.25}
+
+
+def _runtimes(orch: Orchestrator) -> list[TrialRuntime]:
+    return list(orch._exp.trials.values())
+
+
+async def _all_sealed(orch: Orchestrator) -> None:
+    """Journal writes until every trial is sealed: an ended trial is sealed after the
+    first write once its actor is released, which the loop does after it ends."""
+    journal = orch._exp.journal
+    assert journal is not None
+    deadline = time.monotonic() + 60
+    while not all(rt.sealed for rt in _runtimes(orch)):
+        assert time.monotonic() < deadline, "timed out waiting for the trials to be sealed"
+        await journal.flush()
+        await asyncio.sleep(0.01)
+
+
+async def test_finished_trials_are_read_without_opening_their_tombstones(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    async with orchestrator(storage=tmp_path, name="read", progress=False) as orch:
+        result = await orch.sweep(
+            Counter,
+            {"x": choice([1, 2, 3])},
+            num_samples=6,
+            metric="score",
+            mode="max",
+            max_concurrent_trials=3,
+            stop={"training_iteration": 3},
+            checkpoint_every=2,
+            resources=CPU,
+            seed=1,
+            name="s",
+        )
+        await _all_sealed(orch)
+        runtimes = _runtimes(orch)
+        for trial in result.trials:
+            assert trial.state is TrialState.TERMINATED and trial.iteration == 3
+            assert trial.config["x"] in (1, 2, 3)
+            assert trial.trainable_cls is Counter  # the class itself, not a copy
+            assert trial.resources == CPU
+            assert trial.stop_condition({"training_iteration": 3})
+            assert iterations(trial) == [1, 2, 3]
+            assert trial.last_result is not None and trial.last_result["count"] == 3
+            assert [c.iteration for c in trial.checkpoints] == [2, 3]  # a final save
+            assert trial.latest_checkpoint == trial.checkpoints[-1]
+            assert trial.error is None and trial.errors == [] and trial.num_failures == 0
+            assert repr(trial) == f"Trial({trial.id}, TERMINATED, iteration=3)"
+        assert result.best_trial is not None and result.best_config is not None
+        assert len(result.dataframe()) == 6
+        assert orch.statistics().trials == {"TERMINATED": 6}
+        # a scheduler's snapshot reads the config and checkpoint only when asked
+        for rt in runtimes:
+            info = info_of(rt)
+            assert (info.trial_id, info.state, info.iteration) == (rt.id, "TERMINATED", 3)
+            assert info.last_result == rt.last_result
+            assert info.config == rt.handle.config
+            assert info.checkpoint == rt.handle.latest_checkpoint
+        # the readers opened copies: the tombstones are still sealed
+        assert all(rt.sealed for rt in runtimes)
+        # and the journal's head, its sealed parts read back from the spill, lists them
+        await orch._exp.journal.flush()  # type: ignore[union-attr]
+        head = json.loads((tmp_path / "read" / "experiment_state.json").read_text())
+        assert [t["id"] for t in head["trials"]] == [t.id for t in result.trials]
+        assert {(t["state"], t["results_count"]) for t in head["trials"]} == {("TERMINATED", 3)}
+
+
+async def test_an_ended_trial_comes_back_as_it_was(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    """A restore of a sealed trial brings its parts back, exactly; a clone from a sealed
+    trial's checkpoint reads it without doing so; both seal again once they end."""
+    async with orchestrator(storage=tmp_path, name="back", progress=False) as orch:
+        trial = orch.add_trial(
+            Counter,
+            {"delay": 0.0},
+            stop={"training_iteration": 4},
+            checkpoint_every=2,
+            resources=CPU,
+        )
+        await orch.run()
+        await _all_sealed(orch)
+        (rt,) = _runtimes(orch)
+        spec, checkpoints = rt.peek().spec, list(rt.peek().machine.checkpoints)
+        assert spec.trainable is Counter and [c.iteration for c in checkpoints] == [2, 4]
+
+        clone = orch.add_trial(Counter, stop={"training_iteration": 6}, resources=CPU)
+        await clone.restore(trial.checkpoints[0])  # the donor is read, not brought back
+        await clone.wait()
+        assert iterations(clone) == [3, 4, 5, 6]
+        assert rt.sealed
+
+        await trial.restore(trial.checkpoints[0])  # the loop brings it back
+        assert not rt.sealed
+        assert rt.spec.to_json() == spec.to_json() and rt.spec.trainable is Counter
+        await trial.wait()
+        assert trial.state is TrialState.TERMINATED
+        assert iterations(trial) == [1, 2, 3, 4] and trial.discarded_results == 2
+        await _all_sealed(orch)
+        assert trial.config == {"delay": 0.0} and iterations(trial) == [1, 2, 3, 4]
+    # a resumed driver reads what the sealed trials' journal said
+    async with orchestrator(storage=tmp_path, name="back", progress=False, resume=True) as orch:
+        again = {t.id: t for t in orch.trials}
+        assert iterations(again[trial.id]) == [1, 2, 3, 4]
+        assert iterations(again[clone.id]) == [3, 4, 5, 6]
+        assert again[trial.id].config == {"delay": 0.0}
+        assert [c.iteration for c in again[trial.id].checkpoints] == [2, 4]
+
+
+async def test_a_failed_trial_keeps_its_exceptions_themselves(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    async with orchestrator(storage=tmp_path, name="err", progress=False) as orch:
+        trial = orch.add_trial(Counter, {"fail_at": 2}, resources=CPU)
+        await orch.run()
+        await _all_sealed(orch)
+        (rt,) = _runtimes(orch)
+        assert trial.state is TrialState.ERROR
+        error = trial.error
+        assert error is not None and "planned failure at 2" in str(error)
+        assert trial.error is error and trial.errors == [error]  # kept, not copied
+
+
+def test_a_trial_whose_parts_do_not_pickle_stays_live(runtime: MakeRuntime) -> None:
+    rt = runtime(Counter)
+    rt.machine._state = TrialState.TERMINATED  # as if it ran
+    sealer = Sealer(SpillFile())
+    rt.config = {"gen": (i for i in range(3))}  # a generator does not pickle
+    assert not rt.seal(sealer) and not rt.sealed
+    rt.config = {"fn": lambda x: x}  # a function is kept by reference
+    assert rt.seal(sealer) and rt.sealed
+    fn = rt.peek().config["fn"]
+    assert rt.peek().config["fn"] is fn and fn(3) == 3
+    assert rt.config["fn"] is fn and not rt.sealed  # read by the loop: live again
+
+
+def test_retiring_trials_spills_seals_and_gives_freed_memory_back_in_turn(
+    runtime: MakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retirement, "TRIM_EVERY", 2)
+    retiring = retirement.Retirement()
+    trials = {}
+    for _ in range(3):
+        rt = runtime(Counter)
+        rt.machine._state = TrialState.TERMINATED  # as if it ran
+        rt.results = [{"training_iteration": 1}]
+        trials[rt.id] = rt
+    rows: dict[str, list[str] | SpillRef] = {t: ['{"training_iteration": 1}'] for t in trials}
+    first, *rest = trials
+    assert retiring.retire([first], trials, rows, dict.fromkeys(trials, 1)) == [first]
+    assert isinstance(rows[first], SpillRef) and trials[first].sealed
+    assert not retiring.trim_due()
+    assert retiring.retire(rest, trials, rows, dict.fromkeys(trials, 1)) == rest
+    assert retiring.trim_due() and not retiring.trim_due()  # counting starts again
+    retirement.give_back_freed_memory()  # glibc's malloc_trim, or nothing
+    assert [iterations(trials[t].handle) for t in trials] == [[1]] * 3
