@@ -5,7 +5,7 @@ thousand trials in constant memory). Once a trial has ended (TERMINATED or ERROR
 nothing in flight and nobody waiting on it) and a committed journal write holds it, its
 spec, its state machine's record, its config and its noted events are pickled into the
 journal's spill file (a local temporary file, the driver's cache of what storage holds)
-and leave memory; the record (:class:`~orchestrator.engine.record.TrialRuntime`) keeps
+and leave memory; the record (:class:`~orchestrator.engine.trial_runtime.TrialRuntime`) keeps
 its id, state, iteration, last result, history view, policy and handle, and a
 :class:`Sealed` saying where the rest is.
 

@@ -22,7 +22,7 @@ from orchestrator.engine.tombstone import Sealer
 from orchestrator.journal.spill import SpillFile, SpillRef
 
 if TYPE_CHECKING:
-    from orchestrator.engine.record import TrialRuntime
+    from orchestrator.engine.trial_runtime import TrialRuntime
 
 __all__ = ["Retirement", "give_back_freed_memory"]
 

@@ -52,6 +52,15 @@ asyncio.run(main())
 """
 
 
+def _sigint_as_a_terminal_leaves_it() -> None:
+    """The script is a user's, run from a terminal: SIGINT at its default, whatever this
+    process has (a shell's background job starts with it ignored, which a script keeps:
+    ``Interrupts`` never takes a signal its host ignores, and the tests here would wait
+    for an interrupt that cannot come)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start_script(
     tmp_path: Path, source: str, *args: Path, drop_ray_address: bool = True
 ) -> subprocess.Popen[str]:
@@ -66,6 +75,7 @@ def _start_script(
         [sys.executable, str(script), *map(str, args)],
         cwd=tmp_path,
         env=env,
+        preexec_fn=_sigint_as_a_terminal_leaves_it,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Orchestrator, TrialState
-from orchestrator.engine.record import TrialRuntime
 from orchestrator.engine.tombstone import Sealer
+from orchestrator.engine.trial_runtime import TrialRuntime
 from orchestrator.journal import retirement
 from orchestrator.journal.spill import SpillFile, SpillRef
 from orchestrator.search import choice
-from orchestrator.sweeps.judge import info_of
+from orchestrator.sweeps.scheduler_judge import info_of
 
 from ..support.fake_engine import MakeOrchestrator, MakeRuntime, iterations
 from ..support.trainables import Counter
