@@ -40,10 +40,12 @@ OLD_NAMES = {
 }
 
 #: Unpickling that reads no stored data: what the driver pickled a moment ago for a
-#: trial's worker, and a relay's frames between live processes.
+#: trial's worker, a relay's frames between live processes, and a finished trial's
+#: tombstone (sealed by this driver into its own temporary spill file).
 LIVE_LOADS = {
     ("orchestrator/actor/trial_actor.py", "_load_payload"),
     ("orchestrator/integrations/relay.py", "_converse"),
+    ("orchestrator/engine/tombstone.py", "load"),
 }
 
 

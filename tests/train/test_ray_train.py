@@ -27,7 +27,7 @@ pytest.importorskip("ray.train.torch")
 
 from orchestrator import Orchestrator, TrialState  # noqa: E402
 from orchestrator.errors import NotInTrial  # noqa: E402
-from storage import MANIFEST_NAME  # noqa: E402
+from storage import MANIFEST_NAME, open_storage  # noqa: E402
 
 from ..support.observe import wait_for  # noqa: E402
 from ..support.servers import (  # noqa: E402, F401
@@ -181,11 +181,16 @@ async def test_a_train_run_reports_checkpoints_to_s3_and_restarts_from_the_newes
         k for k in keys if k.startswith(f"{prefix}/train/{trial.id}/") and k.endswith(MANIFEST_NAME)
     )
     assert manifests == [f"{prefix}/train/{latest.key}/{MANIFEST_NAME}"], manifests
+    # Its files are content-addressed blobs the manifest names: read through the storage.
     with tempfile.TemporaryDirectory() as directory:
-        saved = Path(directory) / "model.pt"
-        s3.download_file(BUCKET, f"{prefix}/train/{latest.key}/model.pt", str(saved))
+        await _download(f"s3://{BUCKET}/{prefix}/train", moto_url, latest.key, directory)
         assert saved_epoch(directory) == 4
     wait_gangs_released()
+
+
+async def _download(uri: str, endpoint_url: str, key: str, directory: str) -> None:
+    async with open_storage(uri, endpoint_url=endpoint_url) as store:
+        await store.get_checkpoint(key, directory)
 
 
 def tune_trial(config: dict[str, Any]) -> None:
