@@ -34,7 +34,8 @@ class Model(ModelSteps, Trainable):
 
 class _Persisted:
     """``on_checkpoint``: when each checkpoint reached the driver; with local storage,
-    the files of every committed checkpoint so far (see ``_ckpt_bytes_common.scan``)."""
+    the files of the committed checkpoint (see ``_ckpt_bytes_common.scan``), before a
+    later exploit may delete them."""
 
     def __init__(self, root: str | None) -> None:
         self.root = root
@@ -43,8 +44,8 @@ class _Persisted:
 
     def on_checkpoint(self, trial: Any, checkpoint: Any) -> None:
         self.events.append((trial.id, checkpoint.iteration, time.time()))
-        if self.root is not None:
-            scan(self.root, self.seen, committed_only=True)
+        if self.root is not None and checkpoint.path is not None:
+            scan(checkpoint.path, self.seen, committed_only=True)
 
 
 async def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -105,6 +106,11 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
             figures.update(
                 _local_bytes(root, hook.seen), files_held=files_held, bytes_held=bytes_held
             )
+        else:  # what the bucket holds, before the probe's saves add to it
+            from .bench_function_ckpt import _s3_usage
+
+            held = await asyncio.to_thread(_s3_usage, spec["endpoint"], spec["prefix"])
+            figures.update(objects_held=held[0], bytes_held=held[1])
         t_probe = time.time()
         probe_id, restore_s, fetch_s, load_s = await _probe(orch, result.trials, base, spec)
     stamps = read_stamps(stamp_dir)
