@@ -125,8 +125,10 @@ class LocalBlobs:
         return True
 
     def _publish(self, staged: str, blob: str) -> None:
-        """Make the (durable) ``staged`` file the blob of its content, unless another
-        saver published that content first (then the two stay separate copies)."""
+        """Make the (durable) ``staged`` file the blob of its content. If another saver
+        published that content first (trials' first saves racing with the same base
+        model), ``staged`` becomes a link to its blob, so the bytes are stored once; if
+        that blob went meanwhile, ``staged`` stays a copy of its own."""
         folder = os.path.dirname(blob)
         for attempt in (0, 1):
             if attempt or folder not in self._dirs:
@@ -136,6 +138,7 @@ class LocalBlobs:
             try:
                 os.link(staged, blob)
             except FileExistsError:
+                self._link_existing(blob, staged)
                 return
             except FileNotFoundError:  # the folder went (a cleanup by hand): once more
                 if attempt:

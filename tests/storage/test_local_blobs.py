@@ -112,6 +112,37 @@ def test_small_checkpoints_link_too_and_across_trials(root: Path, tmp_path: Path
     verify(root, "taker/checkpoint_1")
 
 
+def test_first_saves_racing_with_one_content_store_it_once(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trials' first saves of one base model race: each finds no blob yet, and the one
+    that publishes second links its file to the winner's blob instead of keeping its
+    own copy (the race is made certain: the look for an existing blob finds none)."""
+    from storage.blobs_local import LocalBlobs
+
+    frozen = os.urandom(256 << 10)
+    st = LocalStorage(str(root))
+    src = write_model(tmp_path / "s", frozen=frozen, step=1)
+    assert st.put_small_checkpoint(src, "a/checkpoint_1") is not None
+    looks: list[str] = []
+    real = LocalBlobs._link_existing
+
+    def finds_none_first(self: LocalBlobs, blob: str, dst: str) -> bool:
+        looks.append(blob)
+        return False if looks.count(blob) == 1 else real(self, blob, dst)
+
+    monkeypatch.setattr(LocalBlobs, "_link_existing", finds_none_first)
+    before = inode_bytes(root)
+    assert st.put_small_checkpoint(src, "b/checkpoint_1") is not None
+    assert len(set(looks)) == 2 and len(looks) == 4  # both missed, both published second
+    assert inode_bytes(root) - before < 4096  # a manifest, no file bytes
+    for name in ("backbone.bin", "head.bin"):
+        assert (root / "a/checkpoint_1" / name).stat().st_ino == (
+            root / "b/checkpoint_1" / name
+        ).stat().st_ino
+    verify(root, "b/checkpoint_1")
+
+
 async def test_delete_removes_only_the_blobs_no_one_else_holds(root: Path, tmp_path: Path) -> None:
     frozen = os.urandom(MiB)
     async with LocalStorage(str(root)) as st:
