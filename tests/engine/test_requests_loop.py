@@ -43,6 +43,7 @@ class Loop:
 
     def __init__(self, tmp_path: Path, hooks: list[Any]) -> None:
         self.hooks = HookRunner(hooks)
+        self.deleted: list[str] = []
         self.hook_progress = HookProgress()  # as the session binds the experiment's
         self.hook_progress.bind(self.hooks)
         self.dispatcher = Dispatcher(
@@ -50,7 +51,10 @@ class Loop:
             uri_for=lambda key: f"file://{tmp_path}/{key}",
             local_path_for=lambda key: None,
             hooks=self.hooks,
-            collector=CheckpointCollector(None),
+            # Deletions are noted, not carried out: there is no storage here (with none,
+            # each delete failed and retried in the background for minutes, into the
+            # tests that ran next on this worker's loop).
+            collector=CheckpointCollector(None, delete=self._note_deleted),
         )
         # The bookkeeper carries out the rest; every executor action is a Ray call.
         self.ray_calls: list[Any] = []
@@ -60,6 +64,9 @@ class Loop:
 
         self.dispatcher.executor.execute = execute  # type: ignore[method-assign]
         self.orch = Orchestrator(storage=tmp_path, name="loop", progress=False, loggers=[])
+
+    async def _note_deleted(self, ckpt: Any) -> None:
+        self.deleted.append(ckpt.key)
 
     def add(self, **options: Any) -> TrialRuntime:
         spec = self.orch.trial_spec(Counter, **options)
