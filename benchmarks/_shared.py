@@ -55,3 +55,33 @@ def write_figures(
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def wait_serving(proc: Any, url: str, timeout_s: float, what: str, log_name: str) -> None:
+    """Wait until the server ``proc`` started answers HTTP at ``url`` (a moto server a
+    benchmark started); an exit or ``timeout_s`` seconds without an answer raise."""
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited; see {log_name}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.RequestException:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start within {timeout_s:.0f} s") from None
+            time.sleep(0.2)
+
+
+def end_process(proc: Any) -> None:
+    """Terminate ``proc``, killing it if it has not ended 10 s later."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -80,7 +80,7 @@ from typing import Any
 from ._ckpt_bytes_report import print_report, summarize
 from ._core_common import settle, steal_seconds
 from ._restore_common import AWS_ENV, BUCKET
-from ._shared import write_figures
+from ._shared import end_process, wait_serving, write_figures
 from ._sweep_common import OUT_DIR, run_child_module
 from .bench_function_ckpt import _s3_usage
 from .bench_restore import _empty_prefix, _free_port, _s3_client, parse_size
@@ -155,7 +155,6 @@ def _names(parser: argparse.ArgumentParser, text: str, allowed: tuple[str, ...])
 def counting_moto(log_path: Path) -> Iterator[str]:
     """``_moto_counting.py`` on a free loopback port, with the benchmark's bucket; each
     object it stores is a line of ``log_path``."""
-    import requests
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -169,26 +168,12 @@ def counting_moto(log_path: Path) -> Iterator[str]:
         env=env,
     )
     try:
-        deadline = time.monotonic() + 120  # a loaded machine imports moto slowly
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the S3 emulator exited; see {out.name}")
-            try:
-                requests.get(url, timeout=1)
-                break
-            except requests.RequestException:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the S3 emulator did not start within 120 s") from None
-                time.sleep(0.2)
+        # A loaded machine imports moto slowly.
+        wait_serving(proc, url, 120, "the S3 emulator", out.name)
         _s3_client(url).create_bucket(Bucket=BUCKET)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc)
         out.close()
 
 

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from ._restore_common import AWS_ENV, BUCKET, median, parse_child_output
-from ._shared import write_figures
+from ._shared import end_process, wait_serving, write_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(__file__).resolve().parent / "out" / "restore.json"
@@ -140,7 +140,6 @@ def _s3_client(url: str) -> Any:
 
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
-    import requests
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -150,26 +149,11 @@ def moto_server() -> Iterator[str]:
     log = tempfile.NamedTemporaryFile(prefix="bench-restore-moto-", suffix=".log", delete=False)
     proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"moto_server exited; see {log.name}")
-            try:
-                requests.get(url, timeout=1)
-                break
-            except requests.RequestException:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start within 60 s") from None
-                time.sleep(0.2)
+        wait_serving(proc, url, 60, "moto_server", log.name)
         _s3_client(url).create_bucket(Bucket=BUCKET)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc)
         log.close()
         os.unlink(log.name)
 
