@@ -287,7 +287,8 @@ async def _cleanup(node_id: str, target_path: str) -> None:
         if await _dead_nodes((node_id,)):
             return
         ref = _clean_task.options(**pinned(node_id)).remote(target_path)
-        await asyncio.wait_for(asyncio.ensure_future(ref), _CLEANUP_TIMEOUT)
+        async with asyncio.timeout(_CLEANUP_TIMEOUT):
+            await ref
     except Exception:  # cleanup must never mask the real error
         pass
 

@@ -66,8 +66,9 @@ class Session:
             await self.dispatcher.aclose()
             await self.journal.aclose()
             try:
-                await asyncio.wait_for(self.collector.drain(), timeout=DRAIN_DELETIONS_S)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(DRAIN_DELETIONS_S):
+                    await self.collector.drain()
+            except TimeoutError:
                 log.warning("checkpoint deletions still pending at exit were abandoned")
             await self.collector.aclose()
             for builtin in self.builtins:

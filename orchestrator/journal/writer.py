@@ -392,14 +392,9 @@ class Journal:
             if left <= 0:
                 return
             self._hurried.clear()
-            # Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation that
-            # arrives as the event is set, and aclose() would then wait for this task
-            # forever.
-            waiter = asyncio.ensure_future(self._hurried.wait())
-            try:
-                await asyncio.wait({waiter}, timeout=left)
-            finally:
-                waiter.cancel()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._hurried.wait()
 
     def _due(self) -> float:
         """When the next write starts: the pause after the last one (plain results),

@@ -240,9 +240,10 @@ class Sweep:
                 await self._changed.wait()
                 break
             try:
-                await asyncio.wait_for(self._changed.wait(), timeout=HOLD_CHECK_S)
+                async with asyncio.timeout(HOLD_CHECK_S):
+                    await self._changed.wait()
                 break
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             trials = self._open_trials()
             if not any(rt.machine.held for rt in trials) or any(map(self._moving, trials)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import math
 import statistics
@@ -321,10 +322,9 @@ class ProgressReporter:
                 )
                 self._display.start()
             while not stop.is_set():
-                try:
-                    await asyncio.wait_for(stop.wait(), period)
-                except asyncio.TimeoutError:
-                    pass
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(period):
+                        await stop.wait()
                 self._draw(final=stop.is_set())
         finally:
             if self._display is not None:

@@ -55,8 +55,9 @@ class Watch:
         while self.tail.version <= version:
             news = self._news
             try:
-                await asyncio.wait_for(news.wait(), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    await news.wait()
+            except TimeoutError:
                 return self.tail.version > version
         return True
 

@@ -11,6 +11,7 @@ size of a batch and the delay before it is written, not memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Callable
@@ -128,10 +129,9 @@ class Flusher:
     async def _run(self) -> None:
         try:
             while not self._closing:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self._flush_interval)
-                except asyncio.TimeoutError:
-                    pass
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._flush_interval):
+                        await self._wake.wait()
                 self._wake.clear()
                 if not self._closing:
                     await self._cycle(upload=False)
