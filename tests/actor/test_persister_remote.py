@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 import ray
@@ -16,10 +15,9 @@ from orchestrator import Orchestrator, TrialState
 
 from ..support.servers import (  # noqa: F401 - the fixtures
     BUCKET,
-    FAKE_KEY_ID,
-    FAKE_SECRET,
     aws_env,
     moto_url,
+    s3_runtime_env,
     unique_prefix,
 )
 from ..support.trainables import counting
@@ -53,18 +51,11 @@ def alive(pid: int) -> bool:
 
 async def test_the_persister_closes_its_s3_client_before_it_is_killed(moto_url: str) -> None:  # noqa: F811
     before = set(persister_logs())
-    env: dict[str, Any] = {
-        "env_vars": {
-            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    }
     async with Orchestrator(
         storage=f"s3://{BUCKET}/{unique_prefix()}",
         name="persist",
         storage_options={"endpoint_url": moto_url},
-        runtime_env=env,
+        runtime_env=s3_runtime_env(),
     ) as orch:
         # Too many files for the actor to upload: the node's persister does.
         trial = orch.add_trial(
