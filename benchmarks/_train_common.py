@@ -19,12 +19,12 @@ driver, which is where the two systems differ.
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from tests.support.train_runs import report_epoch, restored_state
 
 #: Learning rates of the sweep's trials (a grid: both systems run the same configs).
 LEARNING_RATES = (0.003, 0.01, 0.03, 0.1, 0.3, 0.6, 1.0, 1.5)
@@ -43,13 +43,7 @@ def train_loop(config: dict[str, Any]) -> None:
     rank = ray.train.get_context().get_world_rank()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-    start = 0
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as directory:
-            state = torch.load(os.path.join(directory, "model.pt"))
-        model.load_state_dict(state["model"])
-        start = state["epoch"]
+    start = restored_state(model).get("epoch", 0)
     model = ray.train.torch.prepare_model(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
     data = torch.Generator().manual_seed(rank)
@@ -72,13 +66,8 @@ def train_loop(config: dict[str, Any]) -> None:
             "t_loop": t_loop,
             "t_report": time.time(),
         }
-        with tempfile.TemporaryDirectory() as directory:
-            saved = None
-            if rank == 0:
-                state = {"epoch": epoch + 1, "model": model.module.state_dict()}
-                torch.save(state, os.path.join(directory, "model.pt"))
-                saved = ray.train.Checkpoint.from_directory(directory)
-            ray.train.report(metrics, checkpoint=saved)
+        state = {"epoch": epoch + 1, "model": model.module.state_dict()}
+        report_epoch(metrics, state if rank == 0 else None)
 
 
 def fit(config: dict[str, Any], callback: Any, name: str | None = None) -> None:

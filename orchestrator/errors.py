@@ -72,6 +72,13 @@ class CheckpointNotVisible(OrchestratorError):
     or only a dead node's disk holds them."""
 
 
+class BlobCollected(OrchestratorError):
+    """A save reused a blob of an earlier checkpoint that checkpoint garbage collection
+    deleted while the save ran (see ``engine/blob_refs.py``). Storage is fine: only this
+    save is dropped; the trial's older checkpoints stay, and it trains on (its next save
+    stores the blob again)."""
+
+
 class ExperimentExists(ConfigError):
     """An experiment of that name is already in storage, and neither ``resume=True`` nor
     ``overwrite=True`` was given: it is never replaced silently."""

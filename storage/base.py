@@ -6,7 +6,8 @@ file up or down). This class validates keys, opens the driver lazily, and builds
 directory and checkpoint operations from those primitives, so the commit protocol
 (files first, manifest last; manifest deleted first) and its verification are the same
 on every backend. Drivers may override a public method where the backend can do better
-(the local driver stages a checkpoint and renames it into place).
+(the local driver stages a checkpoint and renames it into place). The conditional
+writes leases stand on are in :mod:`storage.conditional`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import logging
 import os
 from collections.abc import Collection, Iterable
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import blobs
 from ._concurrency import ByteBudget, map_bounded
 from ._files import Digest, LocalFile, scan_dir, write_file
+from .conditional import ConditionalWrites, Versioned
 from .errors import IntegrityError, InvalidKey, NotFound, StorageError
 from .keys import join_key, local_path, validate_key, validate_prefix
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
@@ -36,15 +38,7 @@ log = logging.getLogger("trialflow.storage")
 MiB = 1 << 20
 
 
-class Versioned(NamedTuple):
-    """Bytes as stored, with the version they were read at: opaque, compared only for
-    equality (an S3 ETag, a GCS generation, a hash of the content on a local disk)."""
-
-    data: bytes
-    version: str
-
-
-class Storage(abc.ABC):
+class Storage(ConditionalWrites):
     """A place to keep bytes under ``/``-separated keys relative to :attr:`uri`.
 
     Use as ``async with open_storage(uri) as st:``, or call methods directly (the
@@ -184,60 +178,6 @@ class Storage(abc.ABC):
             raise InvalidKey("refusing to delete the whole storage root", uri=self.uri)
         await self._ready()
         await self._delete(prefix)
-
-    # -- conditional writes: of racing writers, one wins --------------------------------
-    #
-    # Built on what each backend offers for it (S3: If-None-Match / If-Match on the
-    # ETag; GCS: ifGenerationMatch; a local or NFS directory: a hard link of a complete
-    # file, which link() refuses where a name exists, and a rename under a POSIX lock).
-    # A request retried after its answer was lost may find its own write and be told
-    # "another version": so a refused write whose key holds exactly ``data`` counts as
-    # this caller's. Callers that must tell writers apart put something unique in
-    # ``data``. A version may name the content (an S3 ETag, a local hash): a write of
-    # the very bytes already stored can keep it. Meant for small objects (locks,
-    # leases): the bytes go in one request.
-
-    async def write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
-        """Store ``data`` at ``key`` only if nothing is stored there; its version, or
-        None (nothing written) when the key exists. Of many writers racing for one key,
-        exactly one gets a version; readers never see a partial object."""
-        key = validate_key(key, uri=self.uri, root=True)
-        await self._ready()
-        data = bytes(data)
-        version = await self._write_bytes_if_absent(key, data)
-        return version if version is not None else await self._own_write(key, data)
-
-    async def read_bytes_versioned(self, key: str) -> Versioned:
-        """The bytes at ``key`` and the version they were read at; ``NotFound`` if none."""
-        key = validate_key(key, uri=self.uri, root=True)
-        await self._ready()
-        return await self._read_bytes_versioned(key)
-
-    async def replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        """Replace the bytes at ``key`` only if it still holds ``version``; the new
-        version, or None (nothing written) when it holds another one or none. Of many
-        writers replacing one version, exactly one wins."""
-        key = validate_key(key, uri=self.uri, root=True)
-        await self._ready()
-        data = bytes(data)
-        new = await self._replace_bytes_if(key, data, version)
-        return new if new is not None else await self._own_write(key, data)
-
-    async def delete_if(self, key: str, version: str) -> bool:
-        """Delete ``key`` only if it still holds ``version``. True when the key is gone
-        (deleted now, or not there); False when it holds another version, left as is."""
-        key = validate_key(key, uri=self.uri, root=True)
-        await self._ready()
-        return await self._delete_if(key, version)
-
-    async def _own_write(self, key: str, data: bytes) -> str | None:
-        """After a refused conditional write: the key's version if it holds exactly
-        ``data`` (this caller's write, answered as a refusal after a retry), else None."""
-        try:
-            current = await self._read_bytes_versioned(key)
-        except NotFound:
-            return None
-        return current.version if current.data == data else None
 
     # -- directories ------------------------------------------------------------------
 
@@ -487,23 +427,6 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     async def _delete(self, prefix: str) -> None:
         """Delete the key ``prefix`` and every key below ``prefix/``."""
-
-    @abc.abstractmethod
-    async def _write_bytes_if_absent(self, key: str, data: bytes) -> str | None:
-        """One atomic create-if-absent; the new version, or None if the key exists."""
-
-    @abc.abstractmethod
-    async def _read_bytes_versioned(self, key: str) -> Versioned:
-        """The bytes and the version of one consistent read; ``NotFound`` if none."""
-
-    @abc.abstractmethod
-    async def _replace_bytes_if(self, key: str, data: bytes, version: str) -> str | None:
-        """One atomic compare-and-replace; the new version, or None if the key holds
-        another version or none."""
-
-    @abc.abstractmethod
-    async def _delete_if(self, key: str, version: str) -> bool:
-        """One atomic compare-and-delete; False only if the key holds another version."""
 
     @abc.abstractmethod
     async def _upload_file(self, path: str, key: str, size: int) -> Digest:

@@ -281,3 +281,13 @@ class _NotJournaled(Container[str]):
 
     def __contains__(self, trial_id: object) -> bool:
         return trial_id in self._trials and not self._journaled(str(trial_id))
+
+
+async def give_back_memory() -> None:
+    """Once a run or a sweep is over, return the C heap's free pages to the system, in
+    a thread (issue 36: what its trials' actors and Ray's task bookkeeping held while it
+    ran is freed by then, but glibc kept it: at 2,000 trivial trials on Ray the driver's
+    RSS had grown by 7 to 10 KiB a trial, 1 to 2.5 KiB after this)."""
+    from orchestrator.journal.retirement import give_back_freed_memory
+
+    await asyncio.to_thread(give_back_freed_memory)

@@ -9,6 +9,8 @@ The driver's machinery (storage, journal, hooks, loop, the trial state machine) 
 imported by the methods that use it, not by this module: every trial worker imports
 the user's module, which imports :class:`Orchestrator`, and loading all of that cost
 each worker process about 0.12 CPU-seconds of start-up it never used.
+
+Its sweeps (``sweep``, ``end_sweep``) are a base class's: :mod:`orchestrator.api.sweeping`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.actor.trainable import Trainable
+from orchestrator.api.sweeping import Sweeping
 from orchestrator.core.checkpoints import RetentionPolicy
-from orchestrator.core.options import ResourcesSpec, TrialOptions, call_options
+from orchestrator.core.options import TrialOptions, call_options
 from orchestrator.core.settings import (
     Buffering,
     Continuation,
@@ -36,7 +39,6 @@ from orchestrator.errors import ConfigError, OrchestratorError
 
 if TYPE_CHECKING:
     from orchestrator.api.session import Opened
-    from orchestrator.api.sweep_result import SweepResult
     from orchestrator.api.trial import Trial
     from orchestrator.core.checkpoints import ScoreMode
     from orchestrator.core.settings import StorageMode
@@ -44,8 +46,6 @@ if TYPE_CHECKING:
     from orchestrator.engine.collector import CollectorStatistics
     from orchestrator.engine.hooks import HookStatistics
     from orchestrator.engine.loop import Dispatcher, LoopStatistics
-    from orchestrator.schedulers import Scheduler
-    from orchestrator.search import Searcher
 
 log = logging.getLogger("orchestrator")
 
@@ -58,7 +58,7 @@ class OrchestratorStatistics:
     gc: CollectorStatistics
 
 
-class Orchestrator:
+class Orchestrator(Sweeping):
     """Runs trials on Ray. Use as ``async with Orchestrator(...) as orch:``.
 
     Parameters
@@ -385,6 +385,7 @@ class Orchestrator:
     async def run(self) -> list[Trial]:
         """Start every PENDING trial; return once all trials are settled
         (TERMINATED, ERROR, or PAUSED with nobody resuming them) and hooks are done."""
+        from orchestrator.api.experiment import give_back_memory
         from orchestrator.core.machine import TrialState
 
         exp = self._exp
@@ -401,110 +402,8 @@ class Orchestrator:
             exp.runs_in_progress -= 1
         trials = self.trials
         await exp.end_hooks(trials)
-        await _give_back_freed_memory()
+        await give_back_memory()
         return trials
-
-    async def sweep(
-        self,
-        trainable: Any,
-        space: Mapping[str, Any],
-        num_samples: int = 1,
-        metric: str | None = None,
-        mode: str | None = None,
-        *,
-        searcher: Searcher | None = None,
-        scheduler: Scheduler | None = None,
-        max_concurrent_trials: int | None = None,
-        stop: StopSpec = None,
-        checkpoint_every: int = 0,
-        resources: ResourcesSpec = None,
-        max_failures: int | None = None,
-        keep_checkpoints: int | None = None,
-        checkpoint_score: tuple[str, ScoreMode] | None = None,
-        result_buffer: int | None = None,
-        seed: int | None = None,
-        name: str = "sweep",
-        reuse_actors: bool = True,
-        fail_fast: bool = False,
-        options: TrialOptions | None = None,
-    ) -> SweepResult:
-        """Run a sweep: ``num_samples`` x the grid's points trials of ``trainable``, their
-        configs drawn from ``space`` by ``searcher`` (default ``RandomSearch``), judged by
-        ``scheduler`` (default: none, every trial runs to its stop criterion), at most
-        ``max_concurrent_trials`` at once (default: what the cluster's resources hold).
-        Returns once every trial of the sweep is settled; see :class:`SweepResult`.
-
-        The other arguments are ``add_trial``'s, for every trial (``resources`` may also be
-        a function of a trial's config returning its resources), as keywords or as
-        ``options=TrialOptions(...)``. ``name`` names the
-        sweep inside the experiment: after ``Orchestrator(resume=True)`` the same call
-        continues it (finished trials are kept, the others restart from their
-        checkpoints, only the remaining samples are asked for). ``reuse_actors``: a
-        finished trial's worker process starts the next trial (a fresh trainable in it)
-        instead of a new process. ``fail_fast``: the first trial to end in ERROR (past
-        its ``max_failures``) ends the sweep at once: no trial is started any more and
-        the others are stopped where they are (TERMINATED; a step in flight is dropped,
-        no final checkpoint), so none records a result after the failure."""
-        from orchestrator.api.sweep_port import ExperimentPort
-        from orchestrator.api.sweep_result import SweepResult
-        from orchestrator.sweeps.call import SweepCall
-        from orchestrator.sweeps.preflight import plan_sweep
-
-        exp = self._exp
-        dispatcher, _ = exp.entered()
-        running = exp.sweeps.get(name)
-        if running is not None and not running.finished:
-            raise ConfigError(f"sweep {name!r} is already running in experiment {self.name!r}")
-        given = call_options(
-            f"sweep {name!r}",
-            options,
-            stop=stop,
-            checkpoint_every=checkpoint_every,
-            resources=resources,
-            max_failures=max_failures,
-            keep_checkpoints=keep_checkpoints,
-            checkpoint_score=checkpoint_score,
-            result_buffer=result_buffer,
-        )
-        call = SweepCall(
-            trainable,
-            space,
-            given,
-            num_samples,
-            metric,
-            mode,
-            searcher,
-            scheduler,
-            max_concurrent_trials,
-            seed,
-            name,
-            reuse_actors,
-            fail_fast,
-        )
-        sweep = plan_sweep(ExperimentPort(exp, dispatcher), call, exp.journaled_sweeps.get(name))
-        exp.sweeps[name] = sweep
-        trials = await sweep.run()
-        await _give_back_freed_memory()
-        return SweepResult(trials, metric, mode)
-
-    def end_sweep(self, name: str = "sweep") -> None:
-        """End the running sweep ``name`` now: it asks for no more trials and stops those
-        that have not ended (TERMINATED, results and checkpoints kept); its ``sweep()``
-        call returns once they are settled. For a stop rule over the whole population or
-        a time budget, from a hook (sync ones run in threads: it is safe there), a task
-        or a timer. A sweep that is not running: nothing."""
-        sweep, dispatcher = self._exp.sweeps.get(name), self._exp.dispatcher
-        loop = dispatcher.loop if dispatcher is not None else None
-        if sweep is None or sweep.finished or loop is None:
-            return
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            sweep.end()
-        else:
-            loop.call_soon_threadsafe(sweep.end)
 
     def run_sync(self) -> list[Trial]:
         """One call for plain scripts: enter, ``run()``, exit.
@@ -570,13 +469,3 @@ class Orchestrator:
     def _dispatcher(self) -> Dispatcher | None:
         """The session's loop while entered (for tests that look inside)."""
         return self._exp.dispatcher
-
-
-async def _give_back_freed_memory() -> None:
-    """Once a run or a sweep is over, return the C heap's free pages to the system, in
-    a thread (issue 36: what its trials' actors and Ray's task bookkeeping held while it
-    ran is freed by then, but glibc kept it: at 2,000 trivial trials on Ray the driver's
-    RSS had grown by 7 to 10 KiB a trial, 1 to 2.5 KiB after this)."""
-    from orchestrator.journal.retirement import give_back_freed_memory
-
-    await asyncio.to_thread(give_back_freed_memory)

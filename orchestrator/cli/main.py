@@ -183,8 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import faulthandler
     import signal
 
-    from rich.console import Console
-
     from orchestrator.ctrl_c import answer_ctrl_c
 
     try:
@@ -200,10 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console(highlight=False)
-    if not console.is_terminal:  # a log file: do not squeeze tables into 80 columns
-        console = Console(highlight=False, width=max(console.width, 130))
-    _configure_logging(console, verbose=args.verbose)
+    console = _console()
+    _configure_logging(verbose=args.verbose)
     _, _, handler = COMMANDS[args.command]
     try:
         return handler(args, console)
@@ -221,11 +217,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _configure_logging(console: Console, *, verbose: bool) -> None:
+def _configure_logging(*, verbose: bool) -> None:
+    """Log lines go to stderr, the command's output alone to stdout (so a pipe, as in
+    ``... | jq``, or a redirect gets only the output)."""
     from rich.logging import RichHandler
 
+    console = _console(stderr=True)
     handler = RichHandler(console=console, show_path=False, show_time=False, markup=False)
     logging.basicConfig(
         level=logging.WARNING, format="%(name)s: %(message)s", handlers=[handler], force=True
     )
     logging.getLogger("orchestrator").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _console(*, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:  # a log file: do not squeeze tables into 80 columns
+        console = Console(stderr=stderr, highlight=False, width=max(console.width, 130))
+    return console

@@ -57,14 +57,18 @@ class SaveDone(ActorEvent):
 
 @dataclass(frozen=True)
 class SaveFailed(ActorEvent):
-    """Storage stayed unreachable past the retry limit: the checkpoint was not persisted.
+    """The checkpoint was not persisted: storage stayed unreachable past the retry limit,
+    or cannot keep it.
 
     Not a trial failure (the trainable is fine), but training on without a way to
     persist would risk losing ever more work, so the trial pauses with this error.
+    ``trains_on``: storage is fine and only this save is lost (a blob it reused was
+    collected meanwhile, ``BlobCollected``): the trial goes on and saves again.
     """
 
     iteration: int
     error: BaseException
+    trains_on: bool = False
 
 
 @dataclass(frozen=True)

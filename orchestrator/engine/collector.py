@@ -29,6 +29,7 @@ from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.settings import StorageMode
 from orchestrator.engine.blob_refs import BlobRefs
 from orchestrator.engine.ray_calls import RAY, RayBackend
+from orchestrator.errors import BlobCollected
 
 log = logging.getLogger("orchestrator.gc")
 
@@ -241,21 +242,19 @@ class CheckpointCollector:
     async def check_save(self, key: str, manifest: Any, suspects: frozenset[str]) -> Any:
         """The committed ``manifest`` of the save ``key`` names ``suspects``, blobs
         deleted while it ran: once those deletions are over, return the manifest if all
-        of them are stored, else drop the checkpoint and raise (the save failed)."""
-        from storage import IntegrityError
-
+        of them are stored, else drop the checkpoint and raise :class:`BlobCollected`
+        (only this save is lost)."""
         waits = {self._blob_deletions[sha] for sha in suspects if sha in self._blob_deletions}
         if waits:
             await asyncio.gather(*waits)
         for sha in sorted(suspects):
             if not await self._storage.has_blob(sha):
                 await self._storage.delete_checkpoint(key)
-                raise IntegrityError(
-                    f"blob {sha[:12]}... was deleted by checkpoint garbage collection while "
-                    "this save ran; the checkpoint is dropped (the trial's previous one is "
-                    "kept): resume the trial to go on",
-                    uri=self._storage.uri,
-                    key=key,
+                raise BlobCollected(
+                    f"checkpoint {self._storage.uri}/{key} reused blob {sha[:12]}... of an "
+                    "earlier checkpoint, which checkpoint garbage collection deleted while "
+                    "the save ran: this checkpoint is dropped, the older ones stay, and the "
+                    "trial saves again at its next checkpoint"
                 )
         return manifest
 

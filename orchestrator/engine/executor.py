@@ -417,7 +417,7 @@ class Executor:
                 self.retiring.add(host.actor, host.actor.shutdown.remote())
 
     def close(self) -> None:
-        self.persisters.close()
+        self.persisters.close(self.retiring.add)
 
     # -- follow-ups -----------------------------------------------------------------------
 

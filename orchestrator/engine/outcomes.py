@@ -33,7 +33,7 @@ from orchestrator.core.events import (
 )
 from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
 from orchestrator.engine.blob_refs import BlobRefs
-from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
+from orchestrator.errors import BlobCollected, TrainableExited, TrainableUnavailable, TrialError
 from storage import StorageError
 from transfer.ray_errors import is_lost, raised
 
@@ -294,6 +294,10 @@ class Outcomes:
         if kind is CallKind.SAVE:
             assert isinstance(payload, SavePayload)
             self._refs.save_ended(payload.key, None)
+            if isinstance(err, BlobCollected):  # the driver's check: storage is fine
+                log.warning("trial %s: %s", rt.id, err)
+                dropped = TrialError(rt.id, str(err), err)
+                return SaveFailed(gen, payload.iteration, dropped, trains_on=True), []
             follow.append(PersisterMaybeDied(err))
         error = trial_error(rt, kind, err)
         if kind is CallKind.SAVE and isinstance(error.cause, StorageError):

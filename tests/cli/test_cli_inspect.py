@@ -9,6 +9,7 @@ import asyncio
 import base64
 import builtins
 import json
+import logging
 import re
 import shutil
 import sys
@@ -99,6 +100,18 @@ def test_ls_of_an_empty_storage_says_so(tmp_path: Path, capsys: pytest.CaptureFi
     status, out, err = run(capsys, "ls", "--storage", str(tmp_path))
     assert (status, err) == (0, "")
     assert out.strip() == f"no experiments in {tmp_path}"
+
+
+def test_log_lines_go_to_stderr_and_stdout_holds_the_output_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """So ``trialflow ... | jq`` (or ``> file``) gets only the command's output."""
+    status, out, err = run(capsys, "-v", "ls", "--storage", str(tmp_path))
+    logging.getLogger("orchestrator.journal").info("a line the orchestrator logs")
+    logging.getLogger("orchestrator.journal").warning("a warning it logs")
+    out_after, err = capsys.readouterr()
+    assert status == 0 and out + out_after == f"no experiments in {tmp_path}\n"
+    assert "a line the orchestrator logs" in err and "a warning it logs" in err
 
 
 def test_ls_of_a_storage_that_does_not_exist_is_a_usage_error(

@@ -241,6 +241,25 @@ def test_save_that_cannot_be_persisted_pauses_with_the_error() -> None:
     assert m.error is None and m.state is TrialState.STARTING
 
 
+def test_a_save_dropped_with_storage_fine_lets_the_trial_train_on_and_save_again() -> None:
+    """A save whose reused blob was collected meanwhile (``BlobCollected``): no pause, no
+    error state; the next checkpoint is saved as usual."""
+    m = running(checkpoint_every=2, stop={"training_iteration": 6})
+    result(m)
+    result(m)  # asks for a save, and trains on
+    dropped = OSError("blob collected while the save ran")
+    assert m.handle(SaveFailed(m.generation, 2, dropped, trains_on=True)) == []
+    result(m)
+    assert kinds(result(m)) == ["Report", "Save", "Train"]  # saves again at iteration 4
+    m.handle(SaveDone(m.generation, ckpt(4)))
+    assert m.state is TrialState.RUNNING and m.error is None
+    assert [c.iteration for c in m.checkpoints] == [4] and m.errors == [dropped]
+    # Training that waited for the dropped save goes on.
+    m = running(checkpoint_every=1, max_pending_saves=0)
+    assert kinds(result(m)) == ["Report", "Save"]
+    assert kinds(m.handle(SaveFailed(m.generation, 1, dropped, trains_on=True))) == ["Train"]
+
+
 def test_a_second_save_failing_in_flight_is_not_news_again() -> None:
     """With saves in flight when the first fails, the trial pauses with the first error,
     said once; the later ones are kept in ``errors``."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,7 @@ class Setup:
 
 
 @pytest.fixture
-def executor(tmp_path: Path, fake_ray: FakeRay) -> Iterator[Any]:
+async def executor(tmp_path: Path, fake_ray: FakeRay) -> AsyncIterator[Any]:
     """``executor(mode=StorageMode.LOCAL, **RaySettings)`` builds a :class:`Setup`."""
     made: list[Executor] = []
 
@@ -130,6 +130,7 @@ def executor(tmp_path: Path, fake_ray: FakeRay) -> Iterator[Any]:
     yield make
     for executor in made:
         executor.close()
+        await executor.retiring.finish()
 
 
 # -- placement ------------------------------------------------------------------------

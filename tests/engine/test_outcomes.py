@@ -49,7 +49,12 @@ from orchestrator.engine.outcomes import (
     WantSpare,
 )
 from orchestrator.engine.trial_runtime import TrialRuntime
-from orchestrator.errors import TrainableExited, TrainableUnavailable, TrialError
+from orchestrator.errors import (
+    BlobCollected,
+    TrainableExited,
+    TrainableUnavailable,
+    TrialError,
+)
 from storage import StorageFull, TransientError
 
 from ..support.fake_engine import MakeRuntime
@@ -299,6 +304,23 @@ def test_a_storage_error_of_a_save_pauses_the_trial_instead_of_failing_it(
     event, _ = outcomes().read(pending(rt, CallKind.SAVE, payload), failed(down))
     assert isinstance(event, SaveFailed)
     assert "storage stayed unreachable for save_retry_for seconds" in str(event.error)
+
+
+def test_a_save_whose_reused_blob_was_collected_is_dropped_and_the_trial_trains_on(
+    runtime: MakeRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver's check of a save that raced with a blob's deletion (``check_save``):
+    storage is fine, so neither "unreachable" nor a pause; the trial goes on."""
+    rt = started(runtime)
+    collected = BlobCollected("checkpoint s3://b/p/t/checkpoint_000010 reused blob ...")
+    with caplog.at_level(logging.WARNING, "orchestrator"):
+        event, follow = outcomes(remote=True).read(
+            pending(rt, CallKind.SAVE, save_payload(rt, 10)), failed(collected)
+        )
+    assert isinstance(event, SaveFailed) and event.trains_on and event.iteration == 10
+    assert follow == []  # no uploader died
+    assert str(event.error) == f"trial {rt.id}: {collected}"
+    assert caplog.messages == [str(event.error)]
 
 
 def test_a_save_lost_with_its_process_is_a_failure_and_may_be_the_uploaders(

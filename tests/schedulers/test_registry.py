@@ -5,8 +5,6 @@ test_scheduler_registry.py``)."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 import orchestrator.tune.schedulers as tune_schedulers
@@ -14,20 +12,11 @@ from orchestrator.cli.main import build_parser
 from orchestrator.schedulers import SchedulerKind, register_scheduler, scheduler_kinds
 from orchestrator.tune.schedulers.base import TuneScheduler
 
-
-def scheduler_choices(parser: argparse.ArgumentParser) -> list[str]:
-    found: list[str] = []
-    for action in parser._actions:  # argparse keeps no public list of them
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found += scheduler_choices(sub)
-        elif "--scheduler" in action.option_strings:
-            found += list(action.choices or ())
-    return found
+from ..support.cli_options import option_choices
 
 
 def test_the_command_line_offers_every_kind() -> None:
-    offered = scheduler_choices(build_parser())
+    offered = option_choices(build_parser(), "--scheduler")
     assert offered, "no --scheduler option found"
     wanted = [kind.name for kind in scheduler_kinds() if kind.command_line]
     assert sorted(set(offered)) == sorted(wanted)

@@ -4,7 +4,6 @@ fresh one given its state suggests what the old one would have)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pickle
 
@@ -14,28 +13,19 @@ from orchestrator import search
 from orchestrator.cli.main import build_parser
 from orchestrator.search import SearcherKind, SearchSpace, register_searcher, searcher_kinds
 
+from ..support.cli_options import option_choices
+
 SPACE = {
     "lr": search.loguniform(1e-4, 1e-1),
     "n": search.choice([1, 2, 3]),
 }
 
 
-def searcher_choices(parser: argparse.ArgumentParser) -> list[str]:
-    found: list[str] = []
-    for action in parser._actions:  # argparse keeps no public list of them
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found += searcher_choices(sub)
-        elif "--searcher" in action.option_strings:
-            found += list(action.choices or ())
-    return found
-
-
 def test_every_kind_is_exported_and_offered() -> None:
     for kind in searcher_kinds():
         assert getattr(search, kind.cls.__name__) is kind.cls, kind.name
         assert kind.cls.__name__ in search.__all__, kind.name
-    offered = sorted(set(searcher_choices(build_parser())))
+    offered = sorted(set(option_choices(build_parser(), "--searcher")))
     assert offered == sorted(kind.name for kind in searcher_kinds() if kind.command_line)
 
 

@@ -17,7 +17,8 @@ from orchestrator.actor.io import ActorIO
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.engine.blob_refs import BlobRefs
 from orchestrator.engine.collector import CheckpointCollector
-from storage import IntegrityError, Storage, open_storage
+from orchestrator.errors import BlobCollected
+from storage import Storage, open_storage
 from storage.blobs import CHUNK_SIZE, blob_key
 
 from ..support.servers import BUCKET, boto3_client, unique_prefix
@@ -150,7 +151,7 @@ async def test_a_save_naming_a_blob_deleted_while_it_ran_is_caught(
     store: Storage, moto_url: str, prefix: str, tmp_path: Path
 ) -> None:
     """The window left: a save that started while X's DELETE was under way and found X
-    still there. The driver checks X and fails the save, dropping its manifest; had X
+    still there. The driver checks X and drops the save and its manifest; had X
     been stored again meanwhile, the save would count."""
     shared = os.urandom(CHUNK_SIZE)
     collector = CheckpointCollector(store)
@@ -162,8 +163,13 @@ async def test_a_save_naming_a_blob_deleted_while_it_ran_is_caught(
     collector.refs.deleted({x})  # ... and done
     suspects = collector.refs.save_ended("b/c1", racing.to_dict())
     assert suspects == frozenset({x})
-    with pytest.raises(IntegrityError, match="deleted by checkpoint garbage collection"):
+    with pytest.raises(BlobCollected) as caught:  # not a storage fault: says what happened
         await collector.check_save("b/c1", racing.to_dict(), suspects)
+    assert str(caught.value) == (
+        f"checkpoint {store.uri}/b/c1 reused blob {x[:12]}... of an earlier checkpoint, "
+        "which checkpoint garbage collection deleted while the save ran: this checkpoint "
+        "is dropped, the older ones stay, and the trial saves again at its next checkpoint"
+    )
     assert await store.list_checkpoints() == []  # no checkpoint names a missing blob
     # The same, where another save stored X again meanwhile: the save counts.
     collector.refs.save_started("b/c2")

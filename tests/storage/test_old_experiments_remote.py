@@ -17,23 +17,12 @@ from orchestrator import Orchestrator, TrialState
 from storage import MANIFEST_NAME, open_storage
 from storage.blobs import DEDUP_ENV
 
-from ..support.servers import BUCKET, FAKE_KEY_ID, FAKE_SECRET, boto3_client, unique_prefix
+from ..support.servers import BUCKET, boto3_client, s3_runtime_env, unique_prefix
 from ..support.trainables import Recorder, assert_failure_free_history
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 CPU = {"cpu": 0.25}
-
-
-def env(**extra: str) -> dict[str, Any]:
-    return {
-        "env_vars": {
-            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            **extra,
-        }
-    }
 
 
 def keys_under(moto_url: str, prefix: str) -> list[str]:
@@ -64,7 +53,7 @@ async def test_an_experiment_of_full_copies_resumes_content_addressed(
     }
     # Before: full copies (the driver's and the workers' environment say so).
     monkeypatch.setenv(DEDUP_ENV, "0")
-    async with Orchestrator(**options, runtime_env=env(**{DEDUP_ENV: "0"})) as orch:
+    async with Orchestrator(**options, runtime_env=s3_runtime_env(**{DEDUP_ENV: "0"})) as orch:
         trial = orch.add_trial(Recorder, {"delay": 0.05}, **trial_options)
         running = asyncio.create_task(orch.run())
         while len(trial.checkpoints) < 2:
@@ -86,7 +75,7 @@ async def test_an_experiment_of_full_copies_resumes_content_addressed(
 
     # After: content-addressed, resuming the same experiment.
     monkeypatch.delenv(DEDUP_ENV)
-    async with Orchestrator(**options, resume=True, runtime_env=env()) as orch:
+    async with Orchestrator(**options, resume=True, runtime_env=s3_runtime_env()) as orch:
         trial = orch.add_trial(Recorder, {"delay": 0.05}, **trial_options)
         assert trial.state is TrialState.PAUSED and [c.key for c in trial.checkpoints] == old
         await orch.run()

@@ -18,10 +18,9 @@ from storage import MANIFEST_NAME, RetryPolicy, open_storage
 
 from ..support.servers import (
     BUCKET,
-    FAKE_KEY_ID,
-    FAKE_SECRET,
     FlakyProxy,
     boto3_client,
+    s3_runtime_env,
     unique_prefix,
 )
 from ..support.trainables import (
@@ -35,18 +34,6 @@ from ..support.trainables import (
 pytestmark = pytest.mark.usefixtures("ray_local")
 
 CPU = {"cpu": 0.25}
-
-
-def s3_env() -> dict[str, Any]:
-    # The session's Ray workers started before the emulator: give the actors the
-    # credentials through their runtime environment (endpoint goes in storage_options).
-    return {
-        "env_vars": {
-            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    }
 
 
 class KillOnce:
@@ -99,7 +86,7 @@ async def test_experiment_on_s3(moto_url: str) -> None:
         max_failures=1,
         hooks=[killer],
         storage_options={"endpoint_url": moto_url},
-        runtime_env=s3_env(),
+        runtime_env=s3_runtime_env(),
     ) as orch:
         trials = [
             orch.add_trial(
@@ -137,7 +124,7 @@ async def test_function_trials_on_s3(moto_url: str) -> None:
         max_failures=1,
         hooks=[killer],
         storage_options={"endpoint_url": moto_url},
-        runtime_env=s3_env(),
+        runtime_env=s3_runtime_env(),
     ) as orch:
         trials = [
             orch.add_trial(
@@ -210,7 +197,7 @@ async def test_s3_outage_during_saves_loses_nothing(
         storage=uri,
         name="outage",
         storage_options=options,
-        runtime_env=s3_env(),
+        runtime_env=s3_runtime_env(),
         save_retry_for=60,
     ) as orch:
         trials = [
@@ -261,7 +248,7 @@ async def test_a_remote_experiment_has_its_logs_too(moto_url: str, tmp_path: Pat
         storage=uri,
         name="remote",
         storage_options={"endpoint_url": moto_url},
-        runtime_env=s3_env(),
+        runtime_env=s3_runtime_env(),
         progress=False,
     ) as orch:
         trial = orch.add_trial(Counter, stop={"training_iteration": 5}, resources=CPU)

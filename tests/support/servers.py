@@ -29,6 +29,22 @@ BUCKET = "trialflow-test"
 # Credentials the emulators ignore; the tests check they never show up in errors.
 FAKE_KEY_ID = "AKIATESTKEYID0000000"
 FAKE_SECRET = "s3cr3t-SHOULD-NEVER-APPEAR-in-messages"
+
+
+def s3_runtime_env(**extra: str) -> dict[str, Any]:
+    """A runtime environment that gives the trials' actors the S3 credentials (the
+    session's Ray workers started before the emulator; its endpoint goes in
+    ``storage_options``), with ``extra`` environment variables."""
+    return {
+        "env_vars": {
+            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            **extra,
+        }
+    }
+
+
 #: The GCS driver's options in the tests (the storage suite's and the dashboard's): parts
 #: of 256 KiB, so a file of a few hundred KiB is a multi-part upload.
 GCS_OPTIONS: dict[str, Any] = {"part_size": 256 * 1024, "max_concurrency": 4}

@@ -18,9 +18,10 @@ A run that resumes past the epoch does not hold.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from typing import Any
+
+from .train_runs import report_epoch, restored_state
 
 #: The trial's own actor only waits in fit(): the workers hold the CPUs.
 DRIVER = {"cpu": 0}
@@ -40,13 +41,8 @@ def gang_loop(config: dict[str, Any]) -> None:
     rank = ray.train.get_context().get_world_rank()
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
-    start, score = 0, 0.0
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as directory:
-            state = torch.load(os.path.join(directory, "model.pt"))
-        model.load_state_dict(state["model"])
-        start, score = state["epoch"], state["score"]
+    restored = restored_state(model)
+    start, score = restored.get("epoch", 0), restored.get("score", 0.0)
     model = ray.train.torch.prepare_model(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     inputs = torch.randn(32, 4, generator=torch.Generator().manual_seed(rank))
@@ -73,13 +69,8 @@ def gang_loop(config: dict[str, Any]) -> None:
             "ranks": ranks.item(),
             "nodes": nodes,
         }
-        with tempfile.TemporaryDirectory() as directory:
-            saved = None
-            if rank == 0:
-                state = {"epoch": epoch + 1, "score": score, "model": model.module.state_dict()}
-                torch.save(state, os.path.join(directory, "model.pt"))
-                saved = ray.train.Checkpoint.from_directory(directory)
-            ray.train.report(metrics, checkpoint=saved)
+        state = {"epoch": epoch + 1, "score": score, "model": model.module.state_dict()}
+        report_epoch(metrics, state if rank == 0 else None)
 
 
 def gang_trial(config: dict[str, Any]) -> None:

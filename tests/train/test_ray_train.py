@@ -32,14 +32,19 @@ from storage import MANIFEST_NAME, open_storage  # noqa: E402
 from ..support.observe import wait_for  # noqa: E402
 from ..support.servers import (  # noqa: E402, F401
     BUCKET,
-    FAKE_KEY_ID,
-    FAKE_SECRET,
     aws_env,
     boto3_client,
     moto_url,
+    s3_runtime_env,
     unique_prefix,
 )
-from ..support.train_runs import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
+from ..support.train_runs import (  # noqa: E402
+    TRAIN_TIMEOUT_S,
+    report_epoch,
+    restored_state,
+    saved_epoch,
+    wait_gangs_released,
+)
 
 #: The trial's own actor only waits in fit(): the workers hold the CPUs.
 DRIVER = {"cpu": 0}
@@ -56,13 +61,7 @@ def train_loop(config: dict[str, Any]) -> None:
     rank = context.get_world_rank()
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
-    start = 0
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as directory:
-            state = torch.load(os.path.join(directory, "model.pt"))
-        model.load_state_dict(state["model"])
-        start = state["epoch"]
+    start = restored_state(model).get("epoch", 0)
     model = ray.train.torch.prepare_model(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     data = torch.Generator().manual_seed(rank)
@@ -85,13 +84,8 @@ def train_loop(config: dict[str, Any]) -> None:
                 Path(marker).touch()
                 raise RuntimeError("worker 1 fails once")
         metrics = {"epoch": epoch + 1, "loss": loss.item(), "ranks": ranks.item(), "start": start}
-        with tempfile.TemporaryDirectory() as directory:
-            saved = None
-            if rank == 0:
-                state = {"epoch": epoch + 1, "model": model.module.state_dict()}
-                torch.save(state, os.path.join(directory, "model.pt"))
-                saved = ray.train.Checkpoint.from_directory(directory)
-            ray.train.report(metrics, checkpoint=saved)
+        state = {"epoch": epoch + 1, "model": model.module.state_dict()}
+        report_epoch(metrics, state if rank == 0 else None)
 
 
 def fit_two_workers(config: dict[str, Any], callback: Any) -> None:
@@ -112,17 +106,6 @@ def distributed_trial(config: dict[str, Any]) -> None:
     from orchestrator.integrations.ray_train import TrialReportCallback
 
     fit_two_workers(config, TrialReportCallback())
-
-
-def s3_env() -> dict[str, Any]:
-    """The actors' S3 credentials (the session's Ray started before the emulator)."""
-    return {
-        "env_vars": {
-            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    }
 
 
 @pytest.mark.slow
@@ -149,7 +132,7 @@ async def test_a_train_run_reports_checkpoints_to_s3_and_restarts_from_the_newes
         name="train",
         max_failures=1,
         storage_options={"endpoint_url": moto_url},
-        runtime_env=s3_env(),
+        runtime_env=s3_runtime_env(),
     ) as orch:
         trial = orch.add_trial(distributed_trial, config, resources=DRIVER, keep_checkpoints=1)
         runner = asyncio.create_task(orch.run())

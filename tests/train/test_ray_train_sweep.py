@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -46,7 +45,12 @@ from orchestrator.search import grid  # noqa: E402
 from ..support.cluster import wait_until_dead  # noqa: E402
 from ..support.observe import wait_for  # noqa: E402
 from ..support.train_gang import DRIVER, ON_HEAD, gang_trial, held  # noqa: E402
-from ..support.train_runs import TRAIN_TIMEOUT_S, saved_epoch, wait_gangs_released  # noqa: E402
+from ..support.train_runs import (  # noqa: E402
+    TRAIN_TIMEOUT_S,
+    report_epoch,
+    saved_epoch,
+    wait_gangs_released,
+)
 from ..support.trainables import Recorder, assert_failure_free_history  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -110,13 +114,8 @@ def sweep_loop(config: dict[str, Any]) -> None:
             "ranks": ranks.item(),
             "nodes": len(set(nodes)),
         }
-        with tempfile.TemporaryDirectory() as directory:
-            saved = None
-            if rank == 0:
-                state = {"epoch": epoch + 1, "model": model.module.state_dict()}
-                torch.save(state, os.path.join(directory, "model.pt"))
-                saved = ray.train.Checkpoint.from_directory(directory)
-            ray.train.report(metrics, checkpoint=saved)
+        state = {"epoch": epoch + 1, "model": model.module.state_dict()}
+        report_epoch(metrics, state if rank == 0 else None)
 
 
 def sweep_trial(config: dict[str, Any]) -> None:

@@ -109,6 +109,10 @@ def on_save_failed(m: TrialSteps, event: SaveFailed) -> list[Action]:
     m._expect_save(event)
     m.saves_in_flight -= 1
     m.errors = [*m.errors, event.error]
+    if event.trains_on:  # storage is fine: its next save stores what this one lost
+        if m.intent is not None:
+            return m._settle_if_idle()
+        return [] if m.train_in_flight else m._next_step()
     if m.storage_down:  # a later save that was in flight: the same news again
         return m._settle_if_idle()
     m.storage_down = True
