@@ -189,8 +189,8 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
         # Sealed trials' whole entries and results, from the objects that survive; a
         # live entry (a trial that came back) overrides its sealed copy.
         records, entries_lost = await _sealed_records(store, found, damaged)
-        doc, sealed = merge_sealed({"trials": entries}, [records])
-        entries = doc["trials"]
+        merged, sealed = merge_sealed({"trials": entries}, [records])
+        entries = merged["trials"]
         counts = {
             e["id"]: e["results_count"]
             for e in entries
