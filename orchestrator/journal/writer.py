@@ -130,7 +130,7 @@ class Journal:
         # or not in one yet), per object the positions it was written with, and the
         # sealed trials whose parts wait for the next write's object.
         self._objects: list[Listed] = []
-        self._object_of = array("q")
+        self._object_of = array("i")
         self._members: dict[int, array[int]] = {}
         self._to_seal: list[int] = []
         self._next_object = 0
@@ -314,6 +314,7 @@ class Journal:
             self._next_segment += 1
         listed = ([] if write.compact else list(self._segments)) + ([key] if key else [])
         written = False
+        swept: bool | None = None  # once recorded: whether sealed objects were merged
         try:
             # Building the segment is O(its rows), a base's O(all results): off the
             # loop, from the copies taken on it (results recorded meanwhile go into the
@@ -337,7 +338,7 @@ class Journal:
             self.writes += 1
             self.bytes_written += len(segment) + len(built.sealed) + 2 * len(head)
             self.head_bytes = len(head)
-            merged = self._committed(write, listed, len(segment), built)
+            swept = self._committed(write, listed, len(segment), built)
         except Exception as err:  # storage outage: keep going, the next write catches up
             self.failed_writes += 1
             self._dirty.set()
@@ -348,16 +349,19 @@ class Journal:
                 self._after_write[:0] = waiting
                 self._unstored |= unstored  # and so do the rows it did not store
                 self._looked_for.update(write.ended)  # and the trials it would spill
-                self._to_seal[:0] = [self._index[t] for t in write.sealing]  # and seal
+            if swept is None:  # not recorded: the trials it sealed wait for the next one
+                self._to_seal[:0] = [self._index[t] for t in write.sealing]
         if written:
             for fn in waiting:
                 try:
                     fn()
                 except Exception:  # one bad callback must not stop the others
                     log.exception("after a journal write")
+            if swept is None:  # stored, but not recorded: delete nothing it may list
+                return
             if write.compact:
                 await self._delete_unlisted(SEGMENTS_PREFIX, set(self._segments))
-            if write.compact or merged:
+            if write.compact or swept:
                 await self._delete_unlisted(SEALED_PREFIX, {o.key for o in self._objects})
 
     async def _write_objects(
@@ -405,7 +409,7 @@ class Journal:
                 serial,
                 entry["trials"],
             )
-            members = array("q", (position for position, _, _, _ in write.sealed))
+            members = array("i", (position for position, _, _, _ in write.sealed))
             for position in members:
                 self._object_of[position] = serial
             for old in self._objects:
@@ -542,7 +546,9 @@ class Journal:
         (:func:`orchestrator.journal.sealed.plan`), each trial as it is now (a copy
         overridden since, by a live part or a later object, is dropped)."""
         texts, object_of = self._texts, self._object_of
-        sealing = [p for p in self._to_seal if texts[p] is None and object_of[p] < 0]
+        sealing = [
+            *dict.fromkeys(p for p in self._to_seal if texts[p] is None and object_of[p] < 0)
+        ]
         self._to_seal = []
         kept, level = plan(self._objects, bool(sealing))
         write = Write({}, [], [], compact, [], kept_objects=kept)

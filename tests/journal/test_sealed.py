@@ -301,3 +301,40 @@ async def test_ls_show_and_the_dashboard_read_sealed_trials(tmp_path: Path) -> N
         assert record is not None
         assert {t.id: [r["n"] for r in t.results] for t in record.trials} == expected
         assert [t.state for t in record.trials] == ["TERMINATED"] * 9
+
+
+async def test_a_write_stored_but_not_recorded_loses_no_sealed_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head landed, then recording it failed (a bug, a memory error): the writer
+    deletes nothing that head may list, and the trials it sealed are sealed again."""
+    trials = _trials(tmp_path, 6)
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal, expected = await _ended_one_by_one(store, trials[:3])
+        for trial in trials[3:]:
+            journal.track(trial._rt)
+        expected.update({t.id: [] for t in trials[3:]})
+        _end(journal, trials[3], 100)
+        expected[trials[3].id] = [100]
+        await journal.flush()  # trials[3] is sealed after this write: in the next object
+        real = Journal._committed
+        calls = {"n": 0}
+
+        def failing_once(self: Journal, *args: Any, **kwargs: Any) -> bool:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise MemoryError("test")
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Journal, "_committed", failing_once)
+        journal._segments = ["x"] * 64  # a base: it deletes what the head does not list
+        journal.touch()
+        await journal.flush()
+        assert calls["n"] == 1 and journal.failed_writes == 1
+        assert await _results(store) == expected
+        for _ in range(3):
+            journal.touch()
+            await journal.flush()
+            assert await _results(store) == expected
+        head = await _head(store)
+        assert sorted(await store.list(SEALED_PREFIX)) == sorted(o["key"] for o in head["sealed"])
