@@ -11,10 +11,12 @@ the live trials' parts and the list. A trial that comes back is a live part agai
 which overrides its sealed copy (and is written again from its first result); a later
 object's copy overrides an earlier one's.
 
-Objects merge as an LSM tree's runs do: each has a level (0 when written); when the
-last :data:`SEAL_FANOUT` listed objects share a level, the next write merges them (and
-what it seals) into one object of the next level, dropping overridden copies, and the
-merged ones are deleted once a head that no longer lists them is stored. So the head
+Objects merge as an LSM tree's runs do: each has a level (0 when written); a write
+whose new object would be the :data:`SEAL_FANOUT`-th of its level at the end of the
+list writes, instead, one object of the next level holding what it seals and the
+trials of the objects it replaces (rebuilt from the driver's heads and spill files, not
+read back; overridden copies dropped), and the merged ones are deleted once a head
+that no longer lists them is stored. So the head
 lists at most ``(SEAL_FANOUT - 1)`` objects per level, a level holds
 ``SEAL_FANOUT`` times more writes than the one below, and a trial's part is rewritten
 once per level: a write costs what changed times ``log_{SEAL_FANOUT}`` of the writes.

@@ -216,12 +216,14 @@ async def _damage(store: Storage, key: str, how: str) -> None:
         await store.delete(key)
     elif how == "truncated":
         await store.write_bytes(key, data[: len(data) // 2])
+    elif how == "zeroed":  # a disk that lost the blocks: the size survived
+        await store.write_bytes(key, bytes(len(data)))
     elif how == "bad-hash":  # same size, one byte changed: only the hash tells
         index = data.index(b'"n":') + 4
         await store.write_bytes(key, data[:index] + b"7" + data[index + 1 :])
 
 
-@pytest.mark.parametrize("how", ["missing", "truncated", "bad-hash"])
+@pytest.mark.parametrize("how", ["missing", "truncated", "zeroed", "bad-hash"])
 async def test_a_damaged_sealed_object_is_named_and_repaired(
     tmp_path: Path, store: Storage, how: str
 ) -> None:
@@ -234,7 +236,12 @@ async def test_a_damaged_sealed_object_is_named_and_repaired(
     with pytest.raises(JournalDamaged) as caught:
         await load_experiment(store)
     assert caught.value.where == store.uri_for(victim)
-    word = {"missing": "is missing", "truncated": "is truncated", "bad-hash": "altered"}
+    word = {
+        "missing": "is missing",
+        "truncated": "is truncated",
+        "zeroed": "altered",
+        "bad-hash": "altered",
+    }
     assert word[how] in caught.value.what
     report = await repair_experiment(store)
     assert any(d.where == store.uri_for(victim) for d in report.damaged), report
@@ -242,7 +249,7 @@ async def test_a_damaged_sealed_object_is_named_and_repaired(
     assert contents is not None
     got = {t.id: [r["n"] for r in t.results] for t in contents.trials}
     held = head["sealed"][0]["trials"]
-    if how == "missing":  # its entries are gone: said, and counted
+    if how in ("missing", "zeroed"):  # its entries are gone: said, and counted
         assert len(got) == len(trials) - held and report.entries_lost == held
         assert not report.complete
     elif how == "truncated":  # the whole records before the cut are kept
