@@ -21,19 +21,27 @@ lists at most ``(SEAL_FANOUT - 1)`` objects per level, a level holds
 ``SEAL_FANOUT`` times more writes than the one below, and a trial's part is rewritten
 once per level: a write costs what changed times ``log_{SEAL_FANOUT}`` of the writes.
 
-This module plans which objects a write stores (:func:`plan`, on the loop, bookkeeping
-only) and reads them back (:func:`read_listed`, checked against the head).
+This module keeps the writer's book of them (:class:`SealedBook`: which objects the
+head lists, which holds each trial, which trials wait; on the loop, bookkeeping only),
+plans a write's (:func:`plan`) and reads them back (:func:`read_listed`, checked
+against the head).
 """
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.core.journal_format import JOURNAL_KEY
+from orchestrator.core.journal_format import JOURNAL_KEY, SEALED_PREFIX
 from orchestrator.journal.damage import damaged, parse_sealed, sealed_list
 
-__all__ = ["SEAL_FANOUT", "Listed", "plan", "read_listed"]
+if TYPE_CHECKING:
+    from orchestrator.journal.spill import SpillRef
+    from orchestrator.journal.write_bytes import Built, Write
+
+__all__ = ["SEAL_FANOUT", "Listed", "SealedBook", "plan", "read_listed"]
 
 #: Sealed objects of one level merged into one of the next.
 SEAL_FANOUT = 8
@@ -76,6 +84,98 @@ def plan(listed: list[Listed], sealing: bool) -> tuple[list[Listed], int | None]
         del kept[-(SEAL_FANOUT - 1) :]
         level += 1
     return kept, level
+
+
+class SealedBook:
+    """Which sealed objects the head in storage lists, which of them holds each trial's
+    part (by the trial's position in the writer's order; -1: none, its part is live or
+    waits), the positions each object was written with, and the sealed trials that wait
+    for the next write's object. Changed only on the loop; what a write stores is
+    recorded once its head is (:meth:`committed`)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+        self.listed: list[Listed] = []
+        self._object_of = array("i")  # 4 bytes a trial
+        self._members: dict[int, array[int]] = {}
+        self._waiting: list[int] = []
+        self._next = 0
+
+    def track(self) -> None:
+        """A new trial, at the next position."""
+        self._object_of.append(-1)
+
+    def comes_back(self, position: int) -> bool:
+        """The trial at ``position`` is a live part again; True when a listed object held
+        it (its live part overrides that copy from now on)."""
+        if self._object_of[position] < 0:
+            return False
+        self._object_of[position] = -1
+        return True
+
+    def wait(self, position: int) -> None:
+        """The trial at ``position`` was sealed: into the next write's object."""
+        self._waiting.append(position)
+
+    def plan_write(
+        self,
+        write: Write,
+        parts: Sequence[str | None],
+        where: tuple[Sequence[int], Sequence[int]],
+        ids: Sequence[str],
+        results: Mapping[str, list[str] | SpillRef],
+    ) -> None:
+        """Fill in what ``write`` does with sealed objects (:func:`plan`): the ones it
+        keeps listing, and the one it writes, holding the trials sealed since the last
+        write (whose ``parts[p]`` is still None: sealed, not back) and those of
+        the objects it merges, each as it is now (a copy overridden since, by a live
+        part or a later object, is dropped); ``where``: each part's offset and length in
+        the heads file, ``results`` each trial's rows."""
+        object_of = self._object_of
+        waiting = [
+            *dict.fromkeys(p for p in self._waiting if parts[p] is None and object_of[p] < 0)
+        ]
+        self._waiting = []
+        kept, level = plan(self.listed, bool(waiting))
+        write.kept_objects = kept
+        if level is None:
+            return
+        positions = list(waiting)
+        for merged in self.listed[len(kept) :]:
+            serial = merged.serial
+            positions += [p for p in self._members.get(serial, ()) if object_of[p] == serial]
+        at, length = where
+        write.sealed = [(p, at[p], length[p], results[ids[p]]) for p in sorted(positions)]
+        write.sealing = waiting
+        write.sealed_key = f"{SEALED_PREFIX}/{self._token}-{self._next:06d}.jsonl"
+        write.sealed_level, write.sealed_serial = level, self._next
+        self._next += 1
+
+    def failed(self, write: Write) -> None:
+        """``write``'s head was not stored (or not recorded): its trials wait again."""
+        self._waiting[:0] = write.sealing
+
+    def committed(self, write: Write, built: Built) -> bool:
+        """``write``'s head is stored: record the objects it lists; True when it no longer
+        lists some that the head before did (merged: delete them)."""
+        kept = {o.key for o in write.kept_objects}
+        merged = any(o.key not in kept for o in self.listed)
+        entry = built.sealed_entry
+        if entry is None:
+            return merged
+        serial = write.sealed_serial
+        members = array("i", (position for position, _, _, _ in write.sealed))
+        for position in members:
+            self._object_of[position] = serial
+        for old in self.listed:
+            if old.key not in kept:
+                self._members.pop(old.serial, None)
+        self._members[serial] = members
+        new = Listed(
+            entry["key"], entry["bytes"], entry["sha256"], entry["level"], serial, entry["trials"]
+        )
+        self.listed = [*write.kept_objects, new]
+        return merged
 
 
 async def read_listed(storage: Any, doc: dict[str, Any]) -> list[list[dict[str, Any]]]:

@@ -41,7 +41,7 @@ class Write:
     sealed_level: int = 0
     sealed_serial: int = -1
     sealed: list[tuple[int, int, int, list[str] | SpillRef]] = field(default_factory=list)
-    sealing: list[str] = field(default_factory=list)
+    sealing: list[int] = field(default_factory=list)
     heads_file: SpillFile | None = None
     trim: bool = False  # give freed memory back once built (``journal/retirement.py``)
 

@@ -62,7 +62,7 @@ from orchestrator.core.journal_format import (
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import JournalError
 from orchestrator.journal.retirement import Retirement
-from orchestrator.journal.sealed import Listed, plan
+from orchestrator.journal.sealed import SealedBook
 from orchestrator.journal.spill import SpillRef
 from orchestrator.journal.write_bytes import Built, Write, build_timed, segment_token
 
@@ -125,15 +125,6 @@ class Journal:
         self._text_at = array("q")
         self._text_len = array("q")
         self._ids: list[str] = []  # by position
-        # Sealed objects (``journal/sealed.py``): the ones the head in storage lists,
-        # per trial the serial of the one holding its part (-1: none, its part is live
-        # or not in one yet), per object the positions it was written with, and the
-        # sealed trials whose parts wait for the next write's object.
-        self._objects: list[Listed] = []
-        self._object_of = array("i")
-        self._members: dict[int, array[int]] = {}
-        self._to_seal: list[int] = []
-        self._next_object = 0
         # Each trial's serialised results; a finished trial's, once stored, only their
         # place in the spill file (:mod:`orchestrator.journal.spill`).
         self._results: dict[str, list[str] | SpillRef] = {}
@@ -152,6 +143,7 @@ class Journal:
         self._base_bytes = 0
         self._tail_bytes = 0  # segments after the base
         self._token = segment_token()
+        self._sealed = SealedBook(self._token)  # sealed objects (``journal/sealed.py``)
         self._next_segment = 0
         self._dirty = asyncio.Event()
         # When the loop first asked, since the last write's capture, for a write soon
@@ -188,7 +180,7 @@ class Journal:
         else:
             self._index[trial.id] = len(self._texts)
             self._ids.append(trial.id)
-            self._object_of.append(-1)
+            self._sealed.track()
             self._texts.append("")
             self._spec_lens.append(-1)
             self._text_at.append(-1)
@@ -350,7 +342,7 @@ class Journal:
                 self._unstored |= unstored  # and so do the rows it did not store
                 self._looked_for.update(write.ended)  # and the trials it would spill
             if swept is None:  # not recorded: the trials it sealed wait for the next one
-                self._to_seal[:0] = [self._index[t] for t in write.sealing]
+                self._sealed.failed(write)
         if written:
             for fn in waiting:
                 try:
@@ -362,7 +354,7 @@ class Journal:
             if write.compact:
                 await self._delete_unlisted(SEGMENTS_PREFIX, set(self._segments))
             if write.compact or swept:
-                await self._delete_unlisted(SEALED_PREFIX, {o.key for o in self._objects})
+                await self._delete_unlisted(SEALED_PREFIX, {o.key for o in self._sealed.listed})
 
     async def _write_objects(
         self, segment_key: str | None, sealed_key: str | None, built: Built
@@ -396,27 +388,7 @@ class Journal:
         """Record that the head in storage now lists ``listed`` and the write's sealed
         objects; True when it no longer lists some it listed before (merged)."""
         self._segments = listed
-        kept = {o.key for o in write.kept_objects}
-        merged = any(o.key not in kept for o in self._objects)
-        if built.sealed_entry is not None:
-            serial = write.sealed_serial
-            entry = built.sealed_entry
-            new = Listed(
-                entry["key"],
-                entry["bytes"],
-                entry["sha256"],
-                entry["level"],
-                serial,
-                entry["trials"],
-            )
-            members = array("i", (position for position, _, _, _ in write.sealed))
-            for position in members:
-                self._object_of[position] = serial
-            for old in self._objects:
-                if old.key not in kept:
-                    self._members.pop(old.serial, None)
-            self._members[serial] = members
-            self._objects = [*write.kept_objects, new]
+        merged = self._sealed.committed(write, built)
         if write.compact:
             self._base_bytes, self._tail_bytes = size, 0
         else:
@@ -433,7 +405,7 @@ class Journal:
                 where = self._retirement.keep_head(text)
                 self._text_at[position], self._text_len[position] = where
                 self._texts[position] = None
-                self._to_seal.append(position)  # into the next write's sealed object
+                self._sealed.wait(position)  # into the next write's sealed object
         return merged
 
     async def _delete_unlisted(self, prefix: str, listed: set[str]) -> None:
@@ -509,22 +481,22 @@ class Journal:
         # The unsettled trials and those the loop changed; every other part is as it
         # was built last (settled, and nothing happened to the trial since).
         todo = [t for t in looked_for.union(self._specs) if t in index]
-        object_of = self._object_of
         for trial_id in sorted(todo, key=index.__getitem__):  # in the trials' order
             trial = self._trials[trial_id]
             position = index[trial_id]
-            if texts[position] is None and object_of[position] >= 0:
+            if texts[position] is None and self._sealed.comes_back(position):
                 # Back from a sealed object: live again (its part overrides the sealed
                 # copy), with its rows written again from the first (its lines in the
                 # segments are older than the copy, which readers take instead).
-                object_of[position] = -1
                 self._stored[trial_id] = 0
                 unstored.add(trial_id)
             texts[position] = self._trial_head(trial_id, trial, count(trial_id))
             if trial.state.is_terminal:
                 ended.append(trial_id)
         heads = [part for part in texts if part is not None]
-        write = self._seal(compact)
+        write = Write({}, [], [], compact, [], heads_file=self._retirement.heads)
+        where = (self._text_at, self._text_len)
+        self._sealed.plan_write(write, texts, where, self._ids, self._results)
         rows: list[tuple[str, int, list[str] | SpillRef]] = []
         for trial_id in self._trials if compact else sorted(unstored):
             if compact and texts[index[trial_id]] is None:
@@ -538,33 +510,6 @@ class Journal:
                 rows.append((trial_id, start, results[start:]))
         write.header, write.heads, write.rows, write.ended = header, heads, rows, ended
         write.trim = self._retirement.trim_due()
-        return write
-
-    def _seal(self, compact: bool) -> Write:
-        """A write with the sealed objects it lists and the one it writes, if any: the
-        trials sealed since the last write and those of the objects it merges
-        (:func:`orchestrator.journal.sealed.plan`), each trial as it is now (a copy
-        overridden since, by a live part or a later object, is dropped)."""
-        texts, object_of = self._texts, self._object_of
-        sealing = [
-            *dict.fromkeys(p for p in self._to_seal if texts[p] is None and object_of[p] < 0)
-        ]
-        self._to_seal = []
-        kept, level = plan(self._objects, bool(sealing))
-        write = Write({}, [], [], compact, [], kept_objects=kept)
-        if level is None:
-            return write
-        positions = list(sealing)
-        for merged in self._objects[len(kept) :]:
-            serial = merged.serial
-            positions += [p for p in self._members.get(serial, ()) if object_of[p] == serial]
-        at, length, ids, results = self._text_at, self._text_len, self._ids, self._results
-        write.sealed = [(p, at[p], length[p], results[ids[p]]) for p in sorted(positions)]
-        write.sealing = [ids[p] for p in sealing]
-        write.sealed_key = f"{SEALED_PREFIX}/{self._token}-{self._next_object:06d}.jsonl"
-        write.sealed_level, write.sealed_serial = level, self._next_object
-        write.heads_file = self._retirement.heads
-        self._next_object += 1
         return write
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
