@@ -91,7 +91,7 @@ class SealedBook:
     part (by the trial's position in the writer's order; -1: none, its part is live or
     waits), the positions each object was written with, and the sealed trials that wait
     for the next write's object. Changed only on the loop; what a write stores is
-    recorded once its head is (:meth:`committed`)."""
+    recorded once its head is (:meth:`committed`); one write at a time."""
 
     def __init__(self, token: str) -> None:
         self._token = token
@@ -100,6 +100,7 @@ class SealedBook:
         self._members: dict[int, array[int]] = {}
         self._waiting: list[int] = []
         self._next = 0
+        self._kept: list[Listed] = []  # what the write in flight keeps listing
 
     def track(self) -> None:
         """A new trial, at the next position."""
@@ -137,7 +138,7 @@ class SealedBook:
         ]
         self._waiting = []
         kept, level = plan(self.listed, bool(waiting))
-        write.kept_objects = kept
+        self._kept, write.listed = kept, [o.to_json() for o in kept]
         if level is None:
             return
         positions = list(waiting)
@@ -158,7 +159,7 @@ class SealedBook:
     def committed(self, write: Write, built: Built) -> bool:
         """``write``'s head is stored: record the objects it lists; True when it no longer
         lists some that the head before did (merged: delete them)."""
-        kept = {o.key for o in write.kept_objects}
+        kept = {o.key for o in self._kept}
         merged = any(o.key not in kept for o in self.listed)
         entry = built.sealed_entry
         if entry is None:
@@ -174,7 +175,7 @@ class SealedBook:
         new = Listed(
             entry["key"], entry["bytes"], entry["sha256"], entry["level"], serial, entry["trials"]
         )
-        self.listed = [*write.kept_objects, new]
+        self.listed = [*self._kept, new]
         return merged
 
 

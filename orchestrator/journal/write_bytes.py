@@ -9,14 +9,11 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.core.json_codec import dumps
 from orchestrator.journal.retirement import give_back_freed_memory
 from orchestrator.journal.spill import SpillFile, SpillRef
-
-if TYPE_CHECKING:
-    from orchestrator.journal.sealed import Listed
 
 __all__ = ["Built", "Write", "build_timed", "segment_token"]
 
@@ -32,8 +29,8 @@ class Write:
     rows: list[tuple[str, int, list[str] | SpillRef]]  # a spilled trial's: read back
     compact: bool
     ended: list[str]  # trials looked at that had ended: spilled once this is stored
-    # The sealed objects the head keeps listing...
-    kept_objects: list[Listed] = field(default_factory=list)
+    # The sealed objects the head keeps listing, as it lists them...
+    listed: list[dict[str, Any]] = field(default_factory=list)
     # ...and the new one, if any: its key, level and serial, and per trial in it, its
     # position, where its part is in the heads file (offset, length) and its rows (in
     # the spill, or in memory); ``sealing``: the trials sealed since the last write.
@@ -76,7 +73,7 @@ def build_timed(write: Write, segments: list[str], spill: SpillFile | None) -> B
     ]
     segment = _segment(rows)  # type: ignore[arg-type]
     sealed, entry = _sealed(write, spill), None
-    listed = [o.to_json() for o in write.kept_objects]
+    listed = list(write.listed)
     if write.sealed_key is not None:
         entry = {
             "key": write.sealed_key,
