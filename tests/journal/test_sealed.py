@@ -345,3 +345,43 @@ async def test_a_write_stored_but_not_recorded_loses_no_sealed_trial(
             assert await _results(store) == expected
         head = await _head(store)
         assert sorted(await store.list(SEALED_PREFIX)) == sorted(o["key"] for o in head["sealed"])
+
+
+async def test_a_merge_keeps_each_trial_once_as_it_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trials that came back (live again, or sealed again in a later object) leave
+    their older copies behind: a merge keeps each trial once, as it is now."""
+    monkeypatch.setattr(sealed_module, "SEAL_FANOUT", 3)
+    trials = _trials(tmp_path, 12)
+    async with open_storage(tmp_path / "store", create=True) as store:
+        journal, expected = await _ended_one_by_one(store, trials[:4])
+        for trial, n in ((trials[0], 40), (trials[1], 41)):  # back, and one ends again
+            trial._rt.machine._state = TrialState.RUNNING
+            trial._rt.results = list(trial._rt.results)
+            trial._rt.results.append({"n": n})
+            journal.record_result(trial._rt, {"n": n})
+            expected[trial.id].append(n)
+        await journal.flush()
+        _end(journal, trials[1])
+        for trial in trials[4:]:
+            journal.track(trial._rt)
+            expected[trial.id] = []
+        for index, trial in enumerate(trials[4:], start=4):
+            _end(journal, trial, 2 * index)
+            expected[trial.id] = [2 * index]
+            await journal.flush()
+            assert await _results(store) == expected, index
+        for _ in range(2):  # the last one sealed
+            journal.touch()
+            await journal.flush()
+        head = await _head(store)
+        assert [e["id"] for e in head["trials"]] == [trials[0].id]  # the live one
+        held: list[str] = []
+        for item in head["sealed"]:
+            lines = (await store.read_bytes(item["key"])).splitlines()
+            assert len(lines) == item["trials"]
+            held += [json.loads(line)["entry"]["id"] for line in lines]
+        assert max(o["level"] for o in head["sealed"]) >= 1
+        assert trials[0].id not in held and len(held) == len(set(held)) == 11
+        assert await _results(store) == expected
