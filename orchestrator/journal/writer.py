@@ -125,6 +125,7 @@ class Journal:
         self._text_at = array("q")
         self._text_len = array("q")
         self._ids: list[str] = []  # by position
+        self._live: set[int] = set()  # the positions of the parts the head holds
         # Each trial's serialised results; a finished trial's, once stored, only their
         # place in the spill file (:mod:`orchestrator.journal.spill`).
         self._results: dict[str, list[str] | SpillRef] = {}
@@ -179,6 +180,7 @@ class Journal:
             self._spec_lens[self._index[trial.id]] = -1
         else:
             self._index[trial.id] = len(self._texts)
+            self._live.add(len(self._ids))
             self._ids.append(trial.id)
             self._sealed.track()
             self._texts.append("")
@@ -405,6 +407,7 @@ class Journal:
                 where = self._retirement.keep_head(text)
                 self._text_at[position], self._text_len[position] = where
                 self._texts[position] = None
+                self._live.discard(position)
                 self._sealed.wait(position)  # into the next write's sealed object
         return merged
 
@@ -484,23 +487,25 @@ class Journal:
         for trial_id in sorted(todo, key=index.__getitem__):  # in the trials' order
             trial = self._trials[trial_id]
             position = index[trial_id]
-            if texts[position] is None and self._sealed.comes_back(position):
-                # Back from a sealed object: live again (its part overrides the sealed
-                # copy), with its rows written again from the first (its lines in the
-                # segments are older than the copy, which readers take instead).
-                self._stored[trial_id] = 0
-                unstored.add(trial_id)
+            if texts[position] is None:  # sealed: a live part again
+                self._live.add(position)
+                if self._sealed.comes_back(position):
+                    # From a sealed object: its part overrides the sealed copy, and its
+                    # rows are written again from the first (its lines in the segments
+                    # are older than the copy, which readers take instead).
+                    self._stored[trial_id] = 0
+                    unstored.add(trial_id)
             texts[position] = self._trial_head(trial_id, trial, count(trial_id))
             if trial.state.is_terminal:
                 ended.append(trial_id)
-        heads = [part for part in texts if part is not None]
+        live = sorted(self._live)  # not every trial the experiment had: the live ones
+        heads = [part for p in live if (part := texts[p]) is not None]
         write = Write({}, [], [], compact, [], heads_file=self._retirement.heads)
         where = (self._text_at, self._text_len)
         self._sealed.plan_write(write, texts, where, self._ids, self._results)
         rows: list[tuple[str, int, list[str] | SpillRef]] = []
-        for trial_id in self._trials if compact else sorted(unstored):
-            if compact and texts[index[trial_id]] is None:
-                continue  # sealed: its rows are in a sealed object the head lists
+        # A new base holds the live trials' rows: a sealed one's are in its object.
+        for trial_id in [self._ids[p] for p in live] if compact else sorted(unstored):
             results = self._results[trial_id]
             start = 0 if compact else self._stored[trial_id]
             if isinstance(results, SpillRef):
