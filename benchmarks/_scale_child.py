@@ -46,6 +46,9 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
             t0 = time.time()
             cpu0 = time.process_time()  # this process: the driver and the fake actors
             rss0 = rss_bytes()
+            journal = orch._exp.journal
+            assert journal is not None
+            writes0, written0 = journal.writes, journal.bytes_written
             result = await orch.sweep(
                 SleepyTrainable,
                 {"x": uniform(0, 1), "step_s": 0},
@@ -61,6 +64,10 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
             cpu = time.process_time() - cpu0
             rss1 = rss_bytes()
             done = [last_of(t.last_result)[0] for t in result.trials]
+            journal = orch._exp.journal  # what its writes cost storage (issue 36)
+            assert journal is not None
+            writes, written = journal.writes - writes0, journal.bytes_written - written0
+            head_bytes = journal.head_bytes
         fake.close()
     return {
         "ok": sum(done) == spec["trials"] * spec["steps"] and not result.errors,
@@ -68,6 +75,9 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
         "driver_cpu_s": cpu,
         "rss_after_ray_mib": rss0 / 2**20,
         "rss_end_mib": rss1 / 2**20,
+        "journal_writes": writes,
+        "journal_kib_per_write": written / max(writes, 1) / 1024,
+        "journal_head_kib": head_bytes / 1024,
     }
 
 

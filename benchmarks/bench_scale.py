@@ -8,7 +8,8 @@ the engine's own cost, no Ray processes, quick), and Ray Tune at the smallest si
 Printed per run: wall time per trial (Ray's start left out), the driver's CPU time per
 trial (a steadier measure on a loaded machine; on the fake Ray it includes the in-process
 actors'), the driver's peak RSS, its RSS growth over the sweep, and that growth per
-trial. Then, per system, the slopes between sizes (extra time and extra RSS per extra
+trial; on the fake Ray, what the journal's writes cost storage (bytes a write, the last
+head's size). Then, per system, the slopes between sizes (extra time and extra RSS per extra
 trial: the fixed costs cancel out).
 Targets (issue 36): time per trial at N=10,000 within 1.15x of N=1,000's; RSS growth from
 N=1,000 to N=10,000 <= 20 MiB (about 2 KiB per finished trial).
@@ -59,12 +60,24 @@ def run_child(system: str, trials: int, timeout: float) -> dict[str, Any]:
             "ms driver CPU), peak RSS "
             f"{figures.get('peak_rss_mib', 0):.0f} MiB, growth "
             f"{figures['rss_growth_mib']:.1f} MiB ({figures['rss_growth_per_trial_kib']:.1f} "
-            f"KiB/trial){'' if figures.get('ok') else ' NOT OK'}",
+            f"KiB/trial){_journal(figures)}{'' if figures.get('ok') else ' NOT OK'}",
             flush=True,
         )
     else:
         print(f"failed: {figures.get('error')}", flush=True)
     return figures
+
+
+def _journal(figures: dict[str, Any]) -> str:
+    """What a journal write cost storage (the fake Ray's runs: issue 36, "the journal's
+    write cost per result O(1) in N")."""
+    if "journal_kib_per_write" not in figures:
+        return ""
+    return (
+        f"; journal {figures['journal_writes']} writes, "
+        f"{figures['journal_kib_per_write']:.1f} KiB a write, "
+        f"last head {figures['journal_head_kib']:.1f} KiB"
+    )
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -7,31 +7,40 @@ and the way on (``python -m orchestrator repair``), instead of a bare
 ``JSONDecodeError`` from somewhere inside a resume. This module holds those checks and
 the tolerant reading that ``repair`` builds on; it is plain data in, plain data out.
 
-The head is written as ``{header fields..., "segments": [...], "trials": [entry, ...]}``
-with the trials last, so a truncated head still holds its header and every trial entry
-before the cut: :func:`salvage_head` reads those.
+The head is written as ``{header fields..., "sealed": [...], "segments": [...], "trials":
+[entry, ...]}`` with the trials last, so a truncated head still holds its header and
+every trial entry before the cut: :func:`salvage_head` reads those. A sealed object
+(format 3) is checked against the byte count and SHA-256 the head lists for it, so a
+torn or short one is named, never read short (:func:`damage_of_sealed`); its whole lines
+are what :func:`salvage_sealed` reads.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.core.journal_format import FORMAT_VERSION, SEALED_PREFIX
 from orchestrator.core.json_codec import loads
-from orchestrator.errors import JournalDamaged
+from orchestrator.errors import JournalDamaged, JournalError
 
 __all__ = [
     "check_entry",
     "damage_of",
+    "damage_of_sealed",
     "damage_of_segment",
     "discontinuity",
     "parse_head",
+    "parse_sealed",
     "parse_segment",
     "repair_command",
     "salvage_head",
+    "salvage_sealed",
     "salvage_segment",
+    "sealed_list",
 ]
 
 #: The fields every journaled trial entry has, beyond its spec.
@@ -112,11 +121,101 @@ def parse_head(data: bytes, where: str, experiment_uri: str) -> dict[str, Any]:
     segments = doc.get("segments", [])
     if not isinstance(segments, list) or not all(isinstance(k, str) for k in segments):
         raise damaged(experiment_uri, where, "has a 'segments' field that is not a list of keys")
+    version = doc.get("format", 1)
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise JournalError(
+            f"the journal {where} has format {version}, written by a newer orchestrator "
+            f"(this one reads formats up to {FORMAT_VERSION}); resume or inspect it with "
+            "that version (upgrade this one), or start over with overwrite=True"
+        )
+    if sealed_list(doc) is None:
+        raise damaged(
+            experiment_uri,
+            where,
+            f"has a 'sealed' field that is not a list of {SEALED_PREFIX}/ objects "
+            "with their 'bytes' and 'sha256'",
+        )
     for index, entry in enumerate(trials):
         problem = check_entry(entry)
         if problem is not None:
             raise damaged(experiment_uri, where, f"has a damaged trial entry (#{index}): {problem}")
     return doc
+
+
+def sealed_list(doc: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The sealed objects a head lists (``[]``: none, as in every head before format
+    3); None when its ``sealed`` field is damaged."""
+    listed = doc.get("sealed", [])
+    if not isinstance(listed, list):
+        return None
+    for item in listed:
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("key"), str)
+            and item["key"].startswith(SEALED_PREFIX + "/")
+            and isinstance(item.get("bytes"), int)
+            and isinstance(item.get("sha256"), str)
+        ):
+            return None
+    return listed
+
+
+def damage_of_sealed(data: bytes, listed: Mapping[str, Any] | None) -> str | None:
+    """What is wrong with a sealed object, in words (None: it reads whole). ``listed``:
+    what the head says of it (its bytes and SHA-256), None when no head does."""
+    if listed is not None:
+        size = listed["bytes"]
+        if len(data) < size:
+            return f"is truncated: it holds {len(data)} of the {size} bytes the head lists"
+        if len(data) != size or hashlib.sha256(data).hexdigest() != listed["sha256"]:
+            return (
+                f"does not match the head ({len(data)} bytes, the head lists {size} and "
+                "a SHA-256 it does not have): its contents were altered or torn"
+            )
+    return _sealed_lines(data)[1]
+
+
+def parse_sealed(
+    data: bytes, where: str, experiment_uri: str, listed: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """A sealed object's records (``{"entry", "rows"}``), checked against the head's
+    word for it; :class:`JournalDamaged` naming the object otherwise."""
+    problem = damage_of_sealed(data, listed)
+    if problem is not None:
+        raise damaged(experiment_uri, where, problem)
+    return _sealed_lines(data)[0]
+
+
+def salvage_sealed(data: bytes) -> list[dict[str, Any]]:
+    """The whole records of a damaged sealed object (each a line of its own)."""
+    return _sealed_lines(data, tolerant=True)[0]
+
+
+def _sealed_lines(
+    data: bytes, *, tolerant: bool = False
+) -> tuple[list[dict[str, Any]], str | None]:
+    records: list[dict[str, Any]] = []
+    if data and not data.strip(b"\0"):
+        return records, f"is all zero bytes ({len(data)} bytes): its contents are lost"
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = loads(line)
+        except ValueError:
+            record = None
+        problem = (
+            "not JSON"
+            if not isinstance(record, dict)
+            else "no 'rows' list"
+            if not isinstance(record.get("rows"), list)
+            else check_entry(record.get("entry"))
+        )
+        if problem is None:
+            records.append(record)  # type: ignore[arg-type]
+        elif not tolerant:
+            return records, f"has a damaged record on line {number}: {problem}"
+    return records, None
 
 
 def check_entry(entry: Any) -> str | None:
@@ -194,7 +293,9 @@ def _segment_lines(
 
 
 def discontinuity(
-    head: Mapping[str, Any], segments: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+    head: Mapping[str, Any],
+    segments: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+    sealed: Mapping[str, Any] | None = None,
 ) -> tuple[str, str] | None:
     """Where a head's segments (each ``(where, parsed lines)``, in the head's order) stop
     adding up, and how, in words; None when they do.
@@ -204,12 +305,15 @@ def discontinuity(
     trial's new rows from where its last line ended, so a line that starts past the rows
     before it, or a head that counts more rows than the lines hold, means lines are
     gone; replaying them anyway would move a trial's later results into the places of
-    the lost ones.
+    the lost ones. A trial whose entry is sealed (in ``sealed``) has its rows in its
+    object: its older lines are not counted.
     """
     have: dict[str, int] = {}
     for where, parts in segments:
         for part in parts:
             trial, start = part["trial"], part["from"]
+            if sealed and trial in sealed:
+                continue
             if start > have.get(trial, 0):
                 return where, (
                     f"continues trial {trial}'s results from #{start + 1}, but the segments "

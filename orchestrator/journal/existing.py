@@ -60,7 +60,8 @@ async def find(store: Any) -> Found | None:
     what = damage_of(data)
     try:
         head = json.loads(data) if what is None else {}
-        return Found(len(head.get("trials", [])), head.get("written_at"), what)
+        sealed = sum(int(o.get("trials") or 0) for o in head.get("sealed") or [])
+        return Found(len(head.get("trials", [])) + sealed, head.get("written_at"), what)
     except (ValueError, AttributeError):
         return Found(0, None, "its journal's head is not a journal head")
 

@@ -18,6 +18,7 @@ from orchestrator.core.journal_format import (
     BACKUP_KEY,
     JOURNAL_KEY,
     JournaledTrial,
+    merge_sealed,
     replay_parts,
     spec_fields,
 )
@@ -64,10 +65,13 @@ async def load_experiment(storage: Any) -> JournalContents | None:
                 experiment, storage.uri_for(JOURNAL_KEY), "is missing (its backup is there)"
             )
         return None
-    doc = parse_head(
+    head = parse_head(
         await storage.read_bytes(JOURNAL_KEY), storage.uri_for(JOURNAL_KEY), experiment
     )
-    results = await _load_results(storage, doc)
+    from orchestrator.journal.sealed import read_listed
+
+    doc, sealed = merge_sealed(head, await read_listed(storage, head))
+    results = await _load_results(storage, head, doc, sealed)
     stored: dict[str, frozenset[str]] = {}
 
     async def committed(trial_id: str, ckpt: Checkpoint) -> bool:
@@ -112,7 +116,7 @@ async def load_experiment(storage: Any) -> JournalContents | None:
                 save_failed=bool(entry.get("save_failed")),
             )
         )
-    extras = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
+    extras = {k: v for k, v in doc.items() if k not in ("trials", "segments", "sealed")}
     return JournalContents(trials, extras)
 
 
@@ -128,9 +132,15 @@ def _where_now(storage: Any, ckpt: Checkpoint) -> Checkpoint:
     return replace(ckpt, uri=uri, path=where if local else None)
 
 
-async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[Any]]:
+async def _load_results(
+    storage: Any,
+    head: Mapping[str, Any],
+    doc: Mapping[str, Any],
+    sealed: Mapping[str, list[Any]],
+) -> dict[str, list[Any]]:
     """Every trial's results (:func:`replay_parts`), reading the segments the head lists
-    and checking each (a missing or damaged one is :class:`JournalDamaged`)."""
+    and checking each (a missing or damaged one is :class:`JournalDamaged`); ``doc`` is
+    the head with its sealed entries, ``sealed`` their rows."""
     if int(doc.get("format", 1)) < 2:
         return replay_parts(doc, [])
     from storage import NotFound
@@ -151,7 +161,7 @@ async def _load_results(storage: Any, doc: Mapping[str, Any]) -> dict[str, list[
                 "cannot be resumed with its result history"
             ) from err
         segments.append((where, parse_segment(data, where, storage.uri)))
-    broken = discontinuity(doc, segments)
+    broken = discontinuity(head, segments, sealed)
     if broken is not None:
         raise damaged(storage.uri, *broken)
-    return replay_parts(doc, [parts for _, parts in segments])
+    return replay_parts(doc, [parts for _, parts in segments], sealed)

@@ -45,12 +45,22 @@ from orchestrator.core.journal_format import (
     BACKUP_KEY,
     FORMAT_VERSION,
     JOURNAL_KEY,
+    SEALED_PREFIX,
     SEGMENTS_PREFIX,
+    merge_sealed,
     replay_parts,
 )
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import ConfigError, JournalDamaged
-from orchestrator.journal.damage import discontinuity, parse_head, parse_segment, salvage_head
+from orchestrator.journal.damage import (
+    damage_of_sealed,
+    discontinuity,
+    parse_head,
+    parse_segment,
+    salvage_head,
+    salvage_sealed,
+    sealed_list,
+)
 from orchestrator.journal.reader import load_experiment
 from orchestrator.journal.recovery import Lost, Recovered, merge_trial
 from orchestrator.journal.repair_report import RepairReport
@@ -132,7 +142,7 @@ def _own_pieces(keys: list[str]) -> bool:
         top, _, rest = key.partition("/")
         if not rest and top in (JOURNAL_KEY, BACKUP_KEY):
             return True
-        if top == SEGMENTS_PREFIX and rest:
+        if top in (SEGMENTS_PREFIX, SEALED_PREFIX) and rest:
             return True
         if rest in (JSON_LOG, CSV_LOG) or CHECKPOINT_NAME.match(rest.partition("/")[0]):
             return True
@@ -170,15 +180,24 @@ async def _intact(store: Any, trials: int) -> RepairReport:
 async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
     damaged = _head_damage(store, found)
     exact = await _exact(store, found)
+    entries_lost = 0
     if exact is not None:
         header, entries = exact.header, exact.entries
         positional, segments = exact.positional, exact.segments
     else:
         header, entries = _salvaged(found.head, found.backup)
+        # Sealed trials' whole entries and results, from the objects that survive; a
+        # live entry (a trial that came back) overrides its sealed copy.
+        records, entries_lost = await _sealed_records(store, found, damaged)
+        merged, sealed = merge_sealed({"trials": entries}, [records])
+        entries = merged["trials"]
         counts = {
-            e["id"]: e["results_count"] for e in entries if isinstance(e.get("results_count"), int)
+            e["id"]: e["results_count"]
+            for e in entries
+            if isinstance(e.get("results_count"), int) and e["id"] not in sealed
         }
         positional, segments = await segment_rows(store, header, found.keys, damaged, counts)
+        positional.update((trial, list(rows)) for trial, rows in sealed.items())
     for entry in entries:
         inline = entry.pop("results", None)  # a format-1 head's
         rows = positional.setdefault(entry["id"], [])
@@ -251,10 +270,9 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
     doc["segments"] = [key]
     doc["trials"] = every
     bad = {d.where for d in damaged}
+    ours = (SEGMENTS_PREFIX + "/", SEALED_PREFIX + "/")
     kept = await _keep_aside(
-        store,
-        found.head,
-        [k for k in found.keys if k.startswith(SEGMENTS_PREFIX + "/") and store.uri_for(k) in bad],
+        store, found.head, [k for k in found.keys if k.startswith(ours) and store.uri_for(k) in bad]
     )
     await store.write_bytes(key, base.encode())
     data = dumps(doc).encode()
@@ -273,6 +291,7 @@ async def _rebuild(store: Any, problem: str, found: _Found) -> RepairReport:
         damaged=damaged,
         recovered=recovered,
         lost=lost,
+        entries_lost=entries_lost,
     )
 
 
@@ -306,19 +325,68 @@ async def _exact(store: Any, found: _Found) -> _Exact | None:
         if data is None:
             continue
         try:
-            doc = parse_head(data, "", store.uri)
+            head = parse_head(data, "", store.uri)
             parts: list[tuple[str, list[dict[str, Any]]]] = []
-            for segment in doc.get("segments") or []:
+            for segment in head.get("segments") or []:
                 lines = await store.read_bytes(segment)
                 parts.append((segment, parse_segment(lines, segment, store.uri)))
-        except Exception:  # damaged, or a listed segment is: not exact
+            objects = []
+            for item in sealed_list(head) or []:
+                records = await store.read_bytes(item["key"])
+                if damage_of_sealed(records, item) is not None:
+                    raise ValueError(item["key"])
+                objects.append(salvage_sealed(records))
+        except Exception:  # damaged, or a listed segment or object is: not exact
             continue
-        if discontinuity(doc, parts) is not None:  # lines lost from a segment
+        doc, sealed = merge_sealed(head, objects)
+        if discontinuity(head, parts, sealed) is not None:  # lines lost from a segment
             continue
-        results: dict[str, list[Any]] = dict(replay_parts(doc, [p for _, p in parts]))
+        results: dict[str, list[Any]] = dict(replay_parts(doc, [p for _, p in parts], sealed))
         header = {k: v for k, v in doc.items() if k != "trials"}
         return _Exact(header, list(doc["trials"]), results, len(parts), key == BACKUP_KEY, data)
     return None
+
+
+async def _sealed_records(
+    store: Any, found: _Found, damaged: list[Any]
+) -> tuple[list[dict[str, Any]], int]:
+    """The whole records of the sealed objects the head (or else its backup) lists, in
+    its order; with no head that says, of every object that survives, in name order
+    (the order they were written). Each damaged or missing one is added to ``damaged``
+    with the entries it still held; the second value counts the entries the listed
+    damaged ones held that none of them still holds."""
+    listed: list[dict[str, Any]] | None = None
+    for data in (found.head, found.backup):
+        if data is not None:
+            header, _ = salvage_head(data)
+            if "sealed" in header:
+                listed = sealed_list(header)
+                break
+    if listed is None:  # no head says: every object that survives
+        present = sorted(k for k in found.keys if k.startswith(SEALED_PREFIX + "/"))
+        items: list[tuple[str, dict[str, Any] | None]] = [(k, None) for k in present]
+    else:
+        items = [(item["key"], item) for item in listed]
+    records: list[dict[str, Any]] = []
+    lost = 0
+    for key, item in items:
+        where = store.uri_for(key)
+        data = await _read(store, key)
+        held = int(item.get("trials") or 0) if item is not None else 0
+        if data is None:
+            damaged.append(Damaged(where, f"is missing (the head lists it: {held} trial entries)"))
+            lost += held
+            continue
+        problem = damage_of_sealed(data, item)
+        whole = salvage_sealed(data)
+        records += whole
+        if problem is not None:
+            read = f"{len(whole)} whole trial entr{'y' if len(whole) == 1 else 'ies'} read"
+            if whole:
+                read += f" ({', '.join(r['entry']['id'] for r in whole)})"
+            damaged.append(Damaged(where, problem, read))
+            lost += max(0, held - len(whole))
+    return records, lost
 
 
 def uri_name(uri: str) -> str:

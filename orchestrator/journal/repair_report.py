@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.core.journal_format import SEGMENTS_PREFIX
+from orchestrator.core.journal_format import SEALED_PREFIX, SEGMENTS_PREFIX
 from orchestrator.journal.recovery import Lost, Recovered
 from orchestrator.journal.sources import Damaged
 
@@ -31,11 +31,14 @@ class RepairReport:
     recovered: list[Recovered] = field(default_factory=list)  # results from elsewhere
     lost: list[Lost] = field(default_factory=list)  # results no object holds
     blobs_swept: int = 0  # blobs of content-addressed checkpoints that none named
+    # Trial entries a damaged or missing sealed object held that no object still holds
+    # (the head lists how many each held; which trials, only the object said).
+    entries_lost: int = 0
 
     @property
     def complete(self) -> bool:
         """Every result that existed anywhere is in the repaired journal."""
-        return not self.lost
+        return not self.lost and not self.entries_lost
 
     def lines(self) -> list[str]:
         """The report in words, one line each."""
@@ -71,10 +74,17 @@ class RepairReport:
             )
         if self.kept_aside:
             lines.append(f"the old head is kept as {self.kept_aside}")
-        if self.action == "rebuilt" and any(SEGMENTS_PREFIX in d.where for d in self.damaged):
+        ours = (SEGMENTS_PREFIX, SEALED_PREFIX)
+        if self.action == "rebuilt" and any(p in d.where for d in self.damaged for p in ours):
             lines.append(
                 "the damaged segments that are there are kept beside it, in "
                 "experiment_state.damaged-<time>.results/"
+            )
+        if self.entries_lost:
+            lines.append(
+                f"{self.entries_lost} sealed trial entr{'y' if self.entries_lost == 1 else 'ies'}"
+                " could not be saved (their object is damaged or missing): their results "
+                "are the ones named above as recovered from their logs, if any"
             )
         if self.lost:
             count = sum(x.count for x in self.lost)

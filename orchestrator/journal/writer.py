@@ -23,6 +23,10 @@ experiment has accumulated (about 100 bytes a result: 100 MB at a million):
   the old segments are deleted once the head no longer lists them. Every result is so
   rewritten a bounded number of times on average, and a resume reads at most
   :data:`COMPACT_AFTER` objects.
+* *sealed objects* under ``experiment_state.sealed/`` (:mod:`orchestrator.journal.sealed`):
+  a trial that is over leaves the head, once, for an immutable object holding its part
+  and its results, listed by the head with its size and SHA-256; so the head holds the
+  live trials, and a write costs what changed, not every trial the experiment had.
 
 The pause between writes grows with what a write costs: with the CPU time of building
 it (:data:`WRITE_SHARE`), so the journal never takes more than a small share of the
@@ -52,13 +56,15 @@ from orchestrator.core.journal_format import (
     BACKUP_KEY,
     FORMAT_VERSION,
     JOURNAL_KEY,
+    SEALED_PREFIX,
     SEGMENTS_PREFIX,
 )
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import JournalError
 from orchestrator.journal.retirement import Retirement
+from orchestrator.journal.sealed import SealedBook
 from orchestrator.journal.spill import SpillRef
-from orchestrator.journal.write_bytes import Write, build_timed, segment_token
+from orchestrator.journal.write_bytes import Built, Write, build_timed, segment_token
 
 if TYPE_CHECKING:
     from orchestrator.engine.trial_runtime import TrialRuntime
@@ -118,6 +124,8 @@ class Journal:
         # retirement's heads file, at this offset and length (-1: in ``_texts``).
         self._text_at = array("q")
         self._text_len = array("q")
+        self._ids: list[str] = []  # by position
+        self._live: set[int] = set()  # the positions of the parts the head holds
         # Each trial's serialised results; a finished trial's, once stored, only their
         # place in the spill file (:mod:`orchestrator.journal.spill`).
         self._results: dict[str, list[str] | SpillRef] = {}
@@ -136,6 +144,7 @@ class Journal:
         self._base_bytes = 0
         self._tail_bytes = 0  # segments after the base
         self._token = segment_token()
+        self._sealed = SealedBook(self._token)  # sealed objects (``journal/sealed.py``)
         self._next_segment = 0
         self._dirty = asyncio.Event()
         # When the loop first asked, since the last write's capture, for a write soon
@@ -150,6 +159,10 @@ class Journal:
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
         self.failed_writes = 0
+        # What the writes stored, in bytes (every object, the head's backup too), and
+        # the last head's size: what a write costs storage (``benchmarks/bench_scale``).
+        self.bytes_written = 0
+        self.head_bytes = 0
         self._pause = interval  # before the next write, from the last one's cost
         self.started_at = time.time()  # kept across resumes (``JournalContents.extras``)
         # What else the head carries, built on the loop at each write: the sweeps'
@@ -167,6 +180,9 @@ class Journal:
             self._spec_lens[self._index[trial.id]] = -1
         else:
             self._index[trial.id] = len(self._texts)
+            self._live.add(len(self._ids))
+            self._ids.append(trial.id)
+            self._sealed.track()
             self._texts.append("")
             self._spec_lens.append(-1)
             self._text_at.append(-1)
@@ -292,16 +308,15 @@ class Journal:
             self._next_segment += 1
         listed = ([] if write.compact else list(self._segments)) + ([key] if key else [])
         written = False
+        swept: bool | None = None  # once recorded: whether sealed objects were merged
         try:
             # Building the segment is O(its rows), a base's O(all results): off the
             # loop, from the copies taken on it (results recorded meanwhile go into the
             # next write).
-            segment, head, built_cpu = await asyncio.to_thread(
-                build_timed, write, listed, self._retirement.spill
-            )
+            built = await asyncio.to_thread(build_timed, write, listed, self._retirement.spill)
+            segment, head, built_cpu = built.segment, built.head, built.cpu
             stored = time.monotonic()
-            if key is not None:
-                await self._storage.write_bytes(key, segment)
+            await self._write_objects(key, write.sealed_key, built)
             if self._may_write is not None and not self._may_write():
                 raise JournalError("the experiment's lease is not held")  # keep the old head
             await self._write_head(head)
@@ -315,7 +330,9 @@ class Journal:
             self._write_s = max(time.monotonic() - began, 0.8 * self._write_s)
             written = True
             self.writes += 1
-            self._committed(write, listed, len(segment))
+            self.bytes_written += len(segment) + len(built.sealed) + 2 * len(head)
+            self.head_bytes = len(head)
+            swept = self._committed(write, listed, len(segment), built)
         except Exception as err:  # storage outage: keep going, the next write catches up
             self.failed_writes += 1
             self._dirty.set()
@@ -326,14 +343,35 @@ class Journal:
                 self._after_write[:0] = waiting
                 self._unstored |= unstored  # and so do the rows it did not store
                 self._looked_for.update(write.ended)  # and the trials it would spill
+            if swept is None:  # not recorded: the trials it sealed wait for the next one
+                self._sealed.failed(write)
         if written:
             for fn in waiting:
                 try:
                     fn()
                 except Exception:  # one bad callback must not stop the others
                     log.exception("after a journal write")
+            if swept is None:  # stored, but not recorded: delete nothing it may list
+                return
             if write.compact:
-                await self._delete_unlisted()
+                await self._delete_unlisted(SEGMENTS_PREFIX, set(self._segments))
+            if write.compact or swept:
+                await self._delete_unlisted(SEALED_PREFIX, {o.key for o in self._sealed.listed})
+
+    async def _write_objects(
+        self, segment_key: str | None, sealed_key: str | None, built: Built
+    ) -> None:
+        """The segment and the sealed object, side by side, each under a name never used
+        before, both stored before the head that lists them (a crash in between leaves
+        an unlisted object, deleted after a later compaction or merge, and by ``repair``)."""
+        writes = []
+        if segment_key is not None:
+            writes.append(self._storage.write_bytes(segment_key, built.segment))
+        if sealed_key is not None:
+            writes.append(self._storage.write_bytes(sealed_key, built.sealed))
+        for outcome in await asyncio.gather(*writes, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def _write_head(self, head: bytes) -> None:
         """The head and its backup, side by side (a write costs one storage round trip,
@@ -348,9 +386,11 @@ class Journal:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    def _committed(self, write: Write, listed: list[str], size: int) -> None:
-        """Record that the head in storage now lists ``listed``."""
+    def _committed(self, write: Write, listed: list[str], size: int, built: Built) -> bool:
+        """Record that the head in storage now lists ``listed`` and the write's sealed
+        objects; True when it no longer lists some it listed before (merged)."""
         self._segments = listed
+        merged = self._sealed.committed(write, built)
         if write.compact:
             self._base_bytes, self._tail_bytes = size, 0
         else:
@@ -367,16 +407,20 @@ class Journal:
                 where = self._retirement.keep_head(text)
                 self._text_at[position], self._text_len[position] = where
                 self._texts[position] = None
+                self._live.discard(position)
+                self._sealed.wait(position)  # into the next write's sealed object
+        return merged
 
-    async def _delete_unlisted(self) -> None:
-        """After a new base: delete every segment the head does not list (the ones the
-        base replaced, and any an earlier driver or an interrupted write left)."""
+    async def _delete_unlisted(self, prefix: str, listed: set[str]) -> None:
+        """After a new base (or a merge of sealed objects): delete every object under
+        ``prefix`` the head does not list (the ones it replaced, and any an earlier
+        driver or an interrupted write left)."""
         try:
-            for key in await self._storage.list(SEGMENTS_PREFIX):
-                if key not in self._segments:
+            for key in await self._storage.list(prefix):
+                if key not in listed:
                     await self._storage.delete(key)
         except Exception as err:  # left for the next base
-            log.warning("could not delete old journal segments (will retry): %s", err)
+            log.warning("could not delete old journal objects (will retry): %s", err)
 
     async def _writer(self) -> None:
         while True:
@@ -437,16 +481,26 @@ class Journal:
         todo = [t for t in looked_for.union(self._specs) if t in index]
         for trial_id in sorted(todo, key=index.__getitem__):  # in the trials' order
             trial = self._trials[trial_id]
-            texts[index[trial_id]] = self._trial_head(trial_id, trial, count(trial_id))
+            position = index[trial_id]
+            if texts[position] is None:  # sealed: a live part again
+                self._live.add(position)
+                if self._sealed.comes_back(position):
+                    # From a sealed object: its part overrides the sealed copy, and its
+                    # rows are written again from the first (its lines in the segments
+                    # are older than the copy, which readers take instead).
+                    self._stored[trial_id] = 0
+                    unstored.add(trial_id)
+            texts[position] = self._trial_head(trial_id, trial, count(trial_id))
             if trial.state.is_terminal:
                 ended.append(trial_id)
-        heads = list(texts)
-        sealed_heads = None
-        if self._retirement.heads is not None:
-            at, length = array("q", self._text_at), array("q", self._text_len)
-            sealed_heads = (self._retirement.heads, at, length)
+        live = sorted(self._live)  # not every trial the experiment had: the live ones
+        heads = [part for p in live if (part := texts[p]) is not None]
+        write = Write({}, [], [], compact, [], heads_file=self._retirement.heads)
+        where = (self._text_at, self._text_len)
+        self._sealed.plan_write(write, texts, where, self._ids, self._results)
         rows: list[tuple[str, int, list[str] | SpillRef]] = []
-        for trial_id in self._trials if compact else sorted(unstored):
+        # A new base holds the live trials' rows: a sealed one's are in its object.
+        for trial_id in [self._ids[p] for p in live] if compact else sorted(unstored):
             results = self._results[trial_id]
             start = 0 if compact else self._stored[trial_id]
             if isinstance(results, SpillRef):
@@ -454,8 +508,9 @@ class Journal:
                     rows.append((trial_id, 0, results))
             elif start < len(results):
                 rows.append((trial_id, start, results[start:]))
-        trim = self._retirement.trim_due()
-        return Write(header, heads, rows, compact, ended, sealed_heads, trim)
+        write.header, write.heads, write.rows, write.ended = header, heads, rows, ended
+        write.trim = self._retirement.trim_due()
+        return write
 
     def _trial_head(self, trial_id: str, trial: TrialRuntime, count: int) -> str:
         """The trial's part of the head, built afresh. A settled trial's is kept, and
@@ -477,6 +532,7 @@ class Journal:
             self._spec_lens[position] = -1
         changing: dict[str, Any] = {
             "id": trial_id,
+            "at": position,  # its place in the trials' order, sealed or not
             "state": machine.state.value,
             "iteration": machine.iteration,
             "num_failures": machine.num_failures,

@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.best import metric_value, pick_best, standing
-from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, replay_results
+from orchestrator.core.journal_format import (
+    BACKUP_KEY,
+    JOURNAL_KEY,
+    merge_sealed,
+    replay_results,
+)
 from orchestrator.core.json_codec import loads
 from orchestrator.core.results import flatten
 from orchestrator.errors import JournalDamaged, JournalError
@@ -171,7 +176,13 @@ def _within(prefix: str, key: str) -> str:
 async def _read(store: Storage, prefix: str) -> ExperimentRecord | None:
     """The experiment under ``prefix`` of ``store`` ("": its root). Experiments are
     read through their root's storage so that ``ls`` opens one client, not one each."""
-    from orchestrator.journal.damage import damage_of, damage_of_segment, damaged
+    from orchestrator.journal.damage import (
+        damage_of,
+        damage_of_segment,
+        damaged,
+        parse_sealed,
+        sealed_list,
+    )
     from storage import NotFound
 
     journal_key = _within(prefix, JOURNAL_KEY)
@@ -208,9 +219,20 @@ async def _read(store: Storage, prefix: str) -> ExperimentRecord | None:
         what = damage_of_segment(segments[-1])
         if what is not None:
             raise damaged(experiment, segment, what)
+    objects = []
+    for item in sealed_list(head) or []:  # format 3: sealed trials' entries and results
+        key = _within(prefix, item["key"])
+        try:
+            data = await store.read_bytes(key)
+        except NotFound as err:
+            raise damaged(
+                experiment, store.uri_for(key), f"is missing (the head {where} lists it)"
+            ) from err
+        objects.append(parse_sealed(data, store.uri_for(key), experiment, item))
     try:
-        results = replay_results(head, segments)
-        trials = [_trial(entry, results.get(entry["id"], [])) for entry in head["trials"]]
+        doc, sealed = merge_sealed(head, objects)
+        results = replay_results(doc, segments, sealed)
+        trials = [_trial(entry, results.get(entry["id"], [])) for entry in doc["trials"]]
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise damaged(experiment, where, f"has a damaged part: {err!r}") from err
     written_at = _number(head.get("written_at"))

@@ -9,7 +9,6 @@ trial has announced (a file) that it runs past a checkpoint.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from orchestrator.api.interrupts import Interrupts
 from orchestrator.core.journal_format import JOURNAL_KEY
 
 from ..support import REPO_ROOT
+from ..support.journal_files import head_trials
 from ..support.processes import end_tree
 from ..support.trainables import assert_failure_free_history
 
@@ -122,7 +122,7 @@ def _wait_for_checkpoint(
 
 def _newest_checkpoint(journal: Path) -> int:
     try:
-        trials = json.loads(journal.read_text())["trials"]
+        trials = head_trials(journal.parent)
     except (OSError, ValueError, KeyError):
         return 0  # not written yet, or being replaced
     return max((c.get("iteration", 0) for t in trials for c in t.get("checkpoints", [])), default=0)

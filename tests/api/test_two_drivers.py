@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.core.lease_record import LEASE_KEY, LeaseRecord
 
 from ..support import REPO_ROOT
+from ..support.journal_files import head_trials
 
 pytestmark = [pytest.mark.usefixtures("ray_local"), pytest.mark.slow]
 
@@ -111,8 +111,7 @@ class Drivers:
 
     def journaled_results(self) -> int:
         try:
-            head = json.loads((self.exp / JOURNAL_KEY).read_text())
-            return int(head["trials"][0]["results_count"])
+            return int(head_trials(self.exp)[0]["results_count"])
         except (OSError, ValueError, KeyError, IndexError):
             return 0
 

@@ -33,6 +33,7 @@ from orchestrator.engine.raystart import LOCAL_RAY_ATTEMPTS, RayStartError, ensu
 from orchestrator.errors import ConfigError
 
 from ..support import REPO_ROOT
+from ..support.journal_files import unseal
 from ..support.processes import kill_tree
 
 REPO = REPO_ROOT
@@ -211,7 +212,7 @@ def test_run_a_trainable_from_an_import_path(tmp_path: Path, ray_cluster: Any) -
     assert "2/2 trials TERMINATED" in proc.stdout
     # ...but a trial that is to run again does, and says where it looked.
     journal = tmp_path / "results" / "tiny" / "experiment_state.json"
-    doc = json.loads(journal.read_text())
+    doc = unseal(journal.parent)  # every entry in the head (format 3 seals them)
     doc["trials"][0]["state"] = "RUNNING"
     journal.write_text(json.dumps(doc))
     proc = _run_cli(*resume, cwd=elsewhere, timeout=120)

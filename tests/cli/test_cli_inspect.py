@@ -24,6 +24,7 @@ from orchestrator.cli.present import cell, time_text
 from orchestrator.core.journal_format import JOURNAL_KEY, SEGMENTS_PREFIX
 from storage import open_storage
 
+from ..support.journal_files import unseal
 from ..support.journal_heads import (
     MARKER_MODULE,
     MARKER_SOURCE,
@@ -65,7 +66,8 @@ def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def head(root: Path, name: str = NAME) -> dict[str, Any]:
-    return json.loads((root / name / JOURNAL_KEY).read_text())  # type: ignore[no-any-return]
+    """The head, every trial's entry in it (the sealed ones put back: ``unseal``)."""
+    return unseal(root / name)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

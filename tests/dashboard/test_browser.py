@@ -10,7 +10,6 @@ test skips, saying so, only when there is none."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.views.dashboard import running
 from storage import LocalStorage
 
+from ..support.journal_files import head_trials
 from .cdp import Page, chromium_path, launched
 from .gated import gated
 
@@ -64,8 +64,7 @@ async def journaled(path: Path, counts: dict[str, int]) -> None:
     deadline = loop.time() + WAIT_S
     while loop.time() < deadline:
         try:
-            head = json.loads((path / JOURNAL_KEY).read_text())
-            have = {e["id"]: e.get("results_count", 0) for e in head["trials"]}
+            have = {e["id"]: e.get("results_count", 0) for e in head_trials(path)}
             if all(have.get(t, 0) >= n for t, n in counts.items()):
                 return
         except (OSError, ValueError, KeyError):

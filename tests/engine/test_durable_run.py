@@ -9,7 +9,6 @@ the event asked for the write, never by the interval's pace.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from orchestrator.core.journal_format import JOURNAL_KEY
 
 from ..support.fake_engine import MakeOrchestrator
 from ..support.fakeray import TRAIN, FakeRay
+from ..support.journal_files import head_trials
 from ..support.trainables import Counter
 
 #: The journal interval: no regular write comes within the test.
@@ -29,7 +29,7 @@ GENEROUS = 60.0
 def journaled(head: Path, trial_id: str) -> dict[str, Any] | None:
     """The trial's part of the head in storage (None: not there yet)."""
     try:
-        trials = json.loads(head.read_text())["trials"]
+        trials = head_trials(head.parent)
     except (OSError, ValueError, KeyError):
         return None  # not written yet, or being replaced
     return next((t for t in trials if t["id"] == trial_id), None)

@@ -6,7 +6,6 @@ Ray (moved from ``tests/test_resume_identity.py``: only the Ray under them chang
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,11 @@ from typing import Any
 import pytest
 
 from orchestrator import Trial, TrialState
-from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.errors import ConfigError
 from orchestrator.search import RandomSearch, uniform
 
 from ..support.fake_engine import MakeOrchestrator
+from ..support.journal_files import head_trials
 from ..support.trainables import Objective, Recorder, setups
 
 CPU = {"cpu": 0.25}
@@ -27,8 +26,7 @@ SHORT: dict[str, Any] = {"stop": {"training_iteration": 3}, "checkpoint_every": 
 
 
 def journaled_ids(storage: Path, name: str) -> list[str]:
-    head = json.loads((storage / name / JOURNAL_KEY).read_text())
-    return [t["id"] for t in head["trials"]]
+    return [t["id"] for t in head_trials(storage / name)]
 
 
 async def first_run(storage: Path, marks: Path, orchestrator: MakeOrchestrator) -> dict[str, Trial]:

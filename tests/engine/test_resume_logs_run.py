@@ -16,8 +16,9 @@ import pytest
 
 import storage
 from orchestrator import Trial, TrialState
-from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, merge_sealed
 from orchestrator.journal.reader import load_experiment
+from orchestrator.journal.sealed import read_listed
 
 from ..support.fake_engine import MakeOrchestrator
 from ..support.servers import BUCKET, aws_env, moto_url, unique_prefix  # noqa: F401
@@ -60,7 +61,8 @@ async def rewrite_journal(
     trial's entry and results passed through ``change``: a journal that lost rows."""
     (entry_now,) = (await journaled(root, **options)).trials
     async with storage.open_storage(root, **options) as store:
-        head = json.loads(await store.read_bytes(JOURNAL_KEY))
+        raw = json.loads(await store.read_bytes(JOURNAL_KEY))
+        head, _ = merge_sealed(raw, await read_listed(store, raw))  # its entry, if sealed
         (entry,) = head["trials"]
         entry["results"] = change(entry, [dict(r) for r in entry_now.results])
         entry.pop("results_count", None)

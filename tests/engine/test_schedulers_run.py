@@ -26,6 +26,7 @@ from orchestrator.sweeps import driver as sweep_module
 from ..support.cluster import HEAD_CPUS
 from ..support.fake_engine import MakeOrchestrator
 from ..support.fakeray import FakeRay
+from ..support.journal_files import head_trials
 from ..support.trainables import counting
 from .trainables import FakeClimber, FakeCurve, FakeStubbornClimber
 
@@ -74,7 +75,7 @@ async def test_asha_stops_buffered_trials_exactly_at_their_rungs(
     # dashboard read it), and ASHA's rungs as plain data (its state is a pickle).
     head = json.loads((tmp_path / "asha" / JOURNAL_KEY).read_text())
     assert head["sweeps"][0]["rungs"] == [[1, 3, 9]]  # max_t ends every trial
-    for trial, entry in zip(result.trials, head["trials"], strict=True):
+    for trial, entry in zip(result.trials, head_trials(tmp_path / "asha"), strict=True):
         stops = [e for e in entry.get("events", []) if e["kind"] == "stop"]
         assert stops == [
             {

@@ -9,7 +9,6 @@ restore of an ended trial, a clone of its checkpoint) is rebuilt exactly as it w
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from orchestrator.search import choice
 from orchestrator.sweeps.scheduler_judge import info_of
 
 from ..support.fake_engine import MakeOrchestrator, MakeRuntime, iterations
+from ..support.journal_files import head_trials
 from ..support.trainables import Counter
 
 CPU = {"cpu": 0.25}
@@ -88,11 +88,12 @@ async def test_finished_trials_are_read_without_opening_their_tombstones(
             assert info.checkpoint == rt.handle.latest_checkpoint
         # the readers opened copies: the tombstones are still sealed
         assert all(rt.sealed for rt in runtimes)
-        # and the journal's head, its sealed parts read back from the spill, lists them
+        # and the journal lists them: their sealed parts went, from the spill, into
+        # sealed objects the head lists (format 3)
         await orch._exp.journal.flush()  # type: ignore[union-attr]
-        head = json.loads((tmp_path / "read" / "experiment_state.json").read_text())
-        assert [t["id"] for t in head["trials"]] == [t.id for t in result.trials]
-        assert {(t["state"], t["results_count"]) for t in head["trials"]} == {("TERMINATED", 3)}
+        entries = head_trials(tmp_path / "read")
+        assert [t["id"] for t in entries] == [t.id for t in result.trials]
+        assert {(t["state"], t["results_count"]) for t in entries} == {("TERMINATED", 3)}
 
 
 async def test_an_ended_trial_comes_back_as_it_was(

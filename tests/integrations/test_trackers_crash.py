@@ -9,7 +9,6 @@ seconds each). The same semantics on the fake Ray, with a failure and a pause:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from orchestrator.integrations.tracker import ROLLBACK_METRIC
 from orchestrator.integrations.wandb import WandbHook, run_id_for
 
 from ..support import REPO_ROOT
+from ..support.journal_files import head_trials
 from ..support.processes import end_tree
 from ..support.trackers import StoredRun, read_mlflow, read_wandb, read_wandb_now
 from ..support.trainables import Recorder, kill_worker
@@ -85,7 +85,7 @@ def assert_each_step_once(run: StoredRun, final: int) -> None:
 
 def journaled_results(journal: Path) -> int:
     try:
-        return int(json.loads(journal.read_text())["trials"][0]["results_count"])
+        return int(head_trials(journal.parent)[0]["results_count"])
     except (OSError, ValueError, KeyError, IndexError):
         return 0  # not written yet (or being replaced: retry)
 

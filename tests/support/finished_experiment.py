@@ -14,6 +14,7 @@ from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, SEGMENTS_P
 from orchestrator.core.json_codec import dumps
 
 from .fakeray import FakeRay
+from .journal_files import unseal
 from .trainables import Recorder
 
 NAME = "exp"
@@ -66,8 +67,9 @@ async def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spread_over_segments(experiment: Path) -> None:
     """Rewrite the journal's results as :data:`SEGMENTS` segments, as successive writes
     of the writer would have left them (each segment's line for a trial starts where the
-    previous one ended), and the head and its backup listing them."""
-    head = json.loads((experiment / JOURNAL_KEY).read_bytes())
+    previous one ended), and the head and its backup listing them (every trial's entry
+    in the head: sealed ones put back)."""
+    head = unseal(experiment)
     results: dict[str, list[Any]] = {}
     for key in head["segments"]:
         for line in (experiment / key).read_bytes().splitlines():

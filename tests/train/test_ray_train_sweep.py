@@ -24,7 +24,6 @@ URI, as Ray Train itself asks.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import time
@@ -38,11 +37,11 @@ pytest.importorskip("torch")
 pytest.importorskip("ray.train.torch")
 
 from orchestrator import Orchestrator, Trial, TrialState  # noqa: E402
-from orchestrator.core.journal_format import JOURNAL_KEY  # noqa: E402
 from orchestrator.schedulers import ASHA  # noqa: E402
 from orchestrator.search import grid  # noqa: E402
 
 from ..support.cluster import wait_until_dead  # noqa: E402
+from ..support.journal_files import head_trials  # noqa: E402
 from ..support.observe import wait_for  # noqa: E402
 from ..support.train_gang import DRIVER, ON_HEAD, gang_trial, held  # noqa: E402
 from ..support.train_runs import (  # noqa: E402
@@ -215,8 +214,7 @@ async def run_sweep(
 
 
 def orch_journal(storage: str) -> list[dict[str, Any]]:
-    head = json.loads((Path(storage) / "gangs" / JOURNAL_KEY).read_text())
-    return list(head["trials"])
+    return head_trials(Path(storage) / "gangs")
 
 
 def assert_sweep(result: Any, watch: GangWatch, scores: list[float]) -> dict[float, Trial]:

@@ -6,7 +6,6 @@ With a function trainable and a class trainable."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 from orchestrator import tune
 from orchestrator.core.journal_format import JOURNAL_KEY
 
+from ..support.journal_files import head_trials
 from .crash_trainables import SlowCounter, slow_counter
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -51,7 +51,7 @@ DRIVER = textwrap.dedent(
 def checkpointed(journal: Path) -> int:
     """How many trials the journal shows with a persisted checkpoint."""
     try:
-        trials = json.loads(journal.read_text())["trials"]
+        trials = head_trials(journal.parent)
     except (OSError, ValueError, KeyError):
         return 0
     return sum(1 for t in trials if t.get("checkpoints"))

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
+from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY, merge_sealed
 from orchestrator.core.lease_record import LEASE_KEY
 from orchestrator.views.dashboard.journal_checks import (
     HeadDamaged,
@@ -88,6 +88,8 @@ class JournalTail:
         self.used_at = time.monotonic()
         self._rows: dict[str, list[dict[str, Any]]] = {}  # replayed, before the cut
         self._applied: list[str] = []  # the segments applied, in the head's order
+        # Sealed objects read (immutable: read once), by key, as the head last listed.
+        self._sealed: dict[str, list[dict[str, Any]]] = {}
         self._head_bytes: bytes | None = None
         self._head_mark: tuple[int, int, int] | None = None
         self._changes: collections.deque[Change] = collections.deque(maxlen=CHANGES_KEPT)
@@ -193,6 +195,30 @@ class JournalTail:
             self.problem = problem
             self._record(Change(self.version + 1, header=True))
 
+    async def _sealed_objects(self, doc: dict[str, Any]) -> list[list[dict[str, Any]]] | None:
+        """The records of the sealed objects ``doc`` lists (format 3), each read once;
+        None when one is gone (merged meanwhile: read the head again)."""
+        from orchestrator.journal.damage import damage_of_sealed, salvage_sealed, sealed_list
+
+        listed = sealed_list(doc)
+        if listed is None:
+            raise HeadDamaged("has a 'sealed' field that is not a list of sealed objects")
+        found: dict[str, list[dict[str, Any]]] = {}
+        for item in listed:
+            key = item["key"]
+            if key not in self._sealed:
+                try:
+                    data = await self._store.read_bytes(self._key(key))
+                except NotFound:
+                    return None
+                damage = damage_of_sealed(data, item)
+                if damage is not None:
+                    raise SegmentDamaged(f"sealed object {self._where(key)} {damage}")
+                self._sealed[key] = salvage_sealed(data)
+            found[key] = self._sealed[key]
+        self._sealed = found
+        return list(found.values())
+
     async def _headless(self) -> str:
         self._head_bytes = self._head_mark = None
         try:
@@ -226,7 +252,11 @@ class JournalTail:
         """Make ``doc`` (the head ``data`` holds) what is shown: its entries, and with
         results loaded the segments it newly lists. False, with nothing applied, when a
         listed segment is gone. :class:`SegmentDamaged` names a damaged segment (the
-        whole lines before the damage are applied)."""
+        whole lines before the damage are applied), or a damaged sealed object."""
+        objects = await self._sealed_objects(doc)
+        if objects is None:
+            return False
+        doc, sealed = merge_sealed(doc, objects)
         entries = {e["id"]: e for e in doc["trials"]}
         old_lengths = {t: len(self.results(t)) for t in self._rows}
         rows, applied, full = self._rows, self._applied, False
@@ -256,6 +286,8 @@ class JournalTail:
                 else:
                     parts, damage = _parse_quietly(segment)
                 for trial, start, new_rows in parts:
+                    if trial in sealed:  # older than its sealed copy (below)
+                        continue
                     kept = rows.setdefault(trial, [])
                     del kept[start:]
                     kept.extend(new_rows)
@@ -264,8 +296,12 @@ class JournalTail:
                     damaged = f"result segment {self._where(key)} is damaged: {damage}"
                     break
                 applied.append(key)
+            for trial, sealed_rows in sealed.items():
+                if rows.get(trial) != sealed_rows:
+                    rows[trial] = [r for r in sealed_rows if isinstance(r, dict)]
+                    first[trial] = 0
         old = {t: self.results(t) for t in self._rows} if full else {}
-        header = {k: v for k, v in doc.items() if k not in ("trials", "segments")}
+        header = {k: v for k, v in doc.items() if k not in ("trials", "segments", "sealed")}
         changed_entries = frozenset(t for t, e in entries.items() if self.entries.get(t) != e)
         header_changed = header != self.header or list(entries) != list(self.entries)
         self._rows, self._applied, self.entries, self.header = rows, applied, entries, header
