@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from orchestrator.core.backoff import Backoff
@@ -67,6 +69,27 @@ def test_results_are_numbered_and_stop_at_threshold() -> None:
     actions = result(m, loss=0.5)
     assert kinds(actions) == ["Report", "StopActor", "Notify"]
     assert m.state is TrialState.TERMINATED
+
+
+def test_a_results_names_are_the_interpreters_one_copy_of_each() -> None:
+    """A result arrives with keys of its own (deserialised): the record's copy uses one
+    copy of each name for every trial (issue 36: a finished trial keeps its last result
+    for the whole experiment). Values and order are kept; a key that is not a string
+    stays as it was."""
+    m = running()
+    name = "".join(["lo", "ss"])  # a string of its own, as a deserialised key is
+    assert name is not sys.intern("loss")
+    (report, *_) = m.handle(TrainResult(m.generation, ({name: 0.5, "n": 1},)))
+    assert isinstance(report, Report)
+    assert list(report.result.items()) == [
+        ("loss", 0.5),
+        ("n", 1),
+        ("training_iteration", 1),
+        ("trial_id", "t"),
+    ]
+    assert next(iter(report.result)) is sys.intern("loss")
+    (odd, *_) = m.handle(TrainResult(m.generation, ({7: "x", name: 1.0},)))
+    assert isinstance(odd, Report) and odd.result[7] == "x" and odd.result["loss"] == 1.0
 
 
 def test_save_is_pipelined_with_the_next_step() -> None:
