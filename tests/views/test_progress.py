@@ -275,5 +275,5 @@ async def test_the_usual_step_is_of_the_last_15_and_a_finished_trial_keeps_littl
         per_trial = (tracemalloc.get_traced_memory()[0] - before) / len(trials)
     finally:
         tracemalloc.stop()
-    assert per_trial < 400, f"{per_trial:.0f} bytes kept per finished trial"
+    assert per_trial < 300, f"{per_trial:.0f} bytes kept per finished trial"
     await reporter.aclose()
