@@ -4,7 +4,6 @@ result hooks catch up."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from sys import intern
 from typing import Any
 
 from orchestrator.core.best import has_metric
@@ -22,21 +21,11 @@ from orchestrator.core.events import (
 from orchestrator.core.judge import decides
 from orchestrator.core.machine.states import Intent, TrialState
 from orchestrator.core.machine.steps import TrialSteps
+from orchestrator.core.result_dicts import result_dict
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import InvalidTransition, TrialError
 
 __all__ = ["on_hooks_caught_up", "on_save_done", "on_save_failed", "on_train_result"]
-
-
-def _with_shared_keys(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``metrics`` whose keys are the interpreter's one copy of each name
-    (``sys.intern``): a result comes from the actor with keys of its own, and a finished
-    trial keeps its last result for the whole experiment (issue 36: the names were
-    some 300 bytes of every trivial trial's). A key that is not a string is kept."""
-    try:
-        return {intern(key): value for key, value in metrics.items()}
-    except TypeError:
-        return dict(metrics)
 
 
 def on_train_result(m: TrialSteps, event: TrainResult) -> list[Action]:
@@ -67,9 +56,9 @@ def on_train_result(m: TrialSteps, event: TrainResult) -> list[Action]:
             decision = Stop(m.trial_id)
             break
         m.iteration += 1
-        result = _with_shared_keys(metrics)
-        result["training_iteration"] = m.iteration
-        result["trial_id"] = m.trial_id
+        # Its keys shared with every result of the same names (``core/result_dicts.py``):
+        # a finished trial keeps its last one for the whole experiment (issue 36).
+        result = result_dict(metrics, training_iteration=m.iteration, trial_id=m.trial_id)
         reported = bool(result.pop(REPORTED_CHECKPOINT, False))
         m.last_metrics = result
         took = result.get("time_this_iter_s")
