@@ -19,7 +19,8 @@ from typing import Any
 __all__ = ["result_dict"]
 
 #: Sequences of names seen, each with the class whose instances' dicts share them. Few
-#: per experiment (a trainable reports the same names); past this many, plain dicts.
+#: per experiment (a trainable reports the same names); past this many, the oldest
+#: is forgotten (a process that runs many kinds of trainables keeps sharing).
 MAX_SHAPES = 64
 
 _classes: dict[tuple[Any, ...], type] = {}
@@ -36,8 +37,8 @@ def result_dict(metrics: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     shape = (*metrics, *extra)
     cls = _classes.get(shape)
     if cls is None:
-        if len(_classes) >= MAX_SHAPES:
-            return {**metrics, **extra}
+        for oldest in list(_classes)[: max(0, len(_classes) - MAX_SHAPES + 1)]:
+            del _classes[oldest]  # its results keep their class; new ones get a new one
         cls = _classes[shape] = type("Result", (_Result,), {})
     result: dict[str, Any] = cls().__dict__
     for key, value in metrics.items():

@@ -19,11 +19,15 @@ def test_a_result_dict_is_a_plain_dict_of_its_metrics_then_the_extra_keys() -> N
     assert json.loads(json.dumps(result)) == result
 
 
-def test_past_the_shapes_kept_results_are_plain_dicts_all_the_same(
+def test_past_the_shapes_kept_the_oldest_is_forgotten_and_results_are_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(result_dicts, "MAX_SHAPES", 0)  # no room for a new one
-    results = [result_dict({f"never seen {i}": i}, trial_id="t") for i in range(3)]
+    monkeypatch.setattr(result_dicts, "MAX_SHAPES", 2)
+    results = [result_dict({f"shape {i}": i}, trial_id="t") for i in range(5)]
+    again = result_dict({"shape 0": 9}, trial_id="u")  # a forgotten shape, made anew
     assert [list(r.items()) for r in results] == [
-        [(f"never seen {i}", i), ("trial_id", "t")] for i in range(3)
+        [(f"shape {i}", i), ("trial_id", "t")] for i in range(5)
     ]
+    assert list(again.items()) == [("shape 0", 9), ("trial_id", "u")]
+    monkeypatch.setattr(result_dicts, "MAX_SHAPES", 0)  # even with no room kept
+    assert result_dict({"a": 1}, b=2) == {"a": 1, "b": 2}
