@@ -288,6 +288,6 @@ async def give_back_memory() -> None:
     a thread (issue 36: what its trials' actors and Ray's task bookkeeping held while it
     ran is freed by then, but glibc kept it: at 2,000 trivial trials on Ray the driver's
     RSS had grown by 7 to 10 KiB a trial, 1 to 2.5 KiB after this)."""
-    from orchestrator.journal.retirement import give_back_freed_memory
+    from orchestrator.engine.c_heap import give_back_freed_memory
 
     await asyncio.to_thread(give_back_freed_memory)

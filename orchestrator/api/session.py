@@ -128,11 +128,15 @@ async def enter(exp: Experiment) -> Opened:
     lease (before Ray: a second driver is refused at once),
     take SIGINT/SIGTERM (before Ray's start, so a signal while Ray starts still ends the
     driver cleanly: Ray shut down, the lease given back), open the session, and let
-    nothing write to the experiment without the lease."""
+    nothing write to the experiment without the lease. The driver's large C blocks get
+    pages of their own from then on (``engine/c_heap.py``: its RSS stays flat)."""
     import storage as storage_pkg
     from orchestrator.api.interrupts import Interrupts
     from orchestrator.api.lease import acquire_lease
+    from orchestrator.engine.c_heap import keep_large_blocks_apart
     from orchestrator.journal.storage_check import check_local_path
+
+    keep_large_blocks_apart()
 
     if exp.storage_mode.is_local:  # a path that cannot hold it: said before anything
         path = storage_pkg.open_storage(exp.storage_uri, **exp.opening.storage_options).uri

@@ -174,8 +174,12 @@ class HookRunner:
         return self._results_seen.get(key, 0)
 
     def count_results_from(self, key: str, seen: int) -> None:
-        """Count ``key``'s processed results from ``seen`` on (a trial run before)."""
-        self._results_seen[key] = seen
+        """Count ``key``'s processed results from ``seen`` on (a trial run before). None
+        seen is no entry: most trials' hooks never queue (issue 36: an entry a trial)."""
+        if seen:
+            self._results_seen[key] = seen
+        else:
+            self._results_seen.pop(key, None)
 
     def is_draining(self, key: str) -> bool:
         """The caller runs inside one of ``key``'s queued hooks."""

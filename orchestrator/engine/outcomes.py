@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -225,7 +226,9 @@ class Outcomes:
             self.results += len(results)
             return TrainResult(gen, results), []
         if kind is CallKind.READY:
-            node_id, host = value
+            # One copy of each node's names for all its trials, not one a trial as they
+            # came from the actor: a finished trial keeps where it ran (issue 36).
+            node_id, host = (sys.intern(n) if type(n) is str else n for n in value)
             policy = rt.machine.policy
             checkpoints = policy.checkpoint_every > 0 or not policy.saves_on_demand  # a function
             wants_persister = checkpoints and self._remote

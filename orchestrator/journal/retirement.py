@@ -13,10 +13,10 @@ back (the loop or a reader opened its tombstone) while it stayed ended.
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import TYPE_CHECKING
 
+from orchestrator.engine.c_heap import give_back_freed_memory
 from orchestrator.engine.history import SpilledHistory
 from orchestrator.engine.tombstone import Sealer
 from orchestrator.journal.spill import SpillFile, SpillRef
@@ -26,31 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Retirement", "give_back_freed_memory"]
 
-#: Trials retired between two returns of freed memory to the system (below).
+#: Trials retired between two returns of freed memory to the system
+#: (:func:`~orchestrator.engine.c_heap.give_back_freed_memory`, by a write's build thread).
 TRIM_EVERY = 256
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        fn = ctypes.CDLL(None).malloc_trim  # glibc
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_size_t]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_TRIM = _malloc_trim()
-
-
-def give_back_freed_memory() -> None:
-    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; nothing
-    elsewhere). What a finished trial leaves is small, but the trial's live parts and
-    each write's buffers were freed in between what stays, and glibc keeps such holes:
-    at 4,000 trivial trials the driver's RSS grew by 47 MiB, 24 MiB after a trim. Called
-    off the loop, by a write's build thread, every ``TRIM_EVERY`` retired trials."""
-    if _TRIM is not None:
-        _TRIM(0)
 
 
 class Retirement:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.core.json_codec import dumps
-from orchestrator.journal.retirement import give_back_freed_memory
+from orchestrator.engine.c_heap import give_back_freed_memory
 from orchestrator.journal.spill import SpillFile, SpillRef
 
 __all__ = ["Built", "Write", "build_timed", "segment_token"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from typing import Any
+
 import pytest
 
 from orchestrator.core.backoff import Backoff
@@ -67,6 +70,42 @@ def test_results_are_numbered_and_stop_at_threshold() -> None:
     actions = result(m, loss=0.5)
     assert kinds(actions) == ["Report", "StopActor", "Notify"]
     assert m.state is TrialState.TERMINATED
+
+
+def test_results_of_the_same_names_share_their_keys() -> None:
+    """A result arrives with keys of its own (deserialised): the record's copy shares
+    one table of keys with the other results of the same names (issue 36: a finished
+    trial keeps its last result for the whole experiment), at about half a plain dict's
+    bytes. It is a plain dict otherwise: values, order, a key that is not a string."""
+    m = running()
+    reports: list[dict[str, Any]] = []
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(200):
+            name = "".join(["lo", "ss"])  # a string of its own, as a deserialised key is
+            (report, *_) = m.handle(TrainResult(m.generation, ({name: 0.5 + i, "n": 1.5},)))
+            assert isinstance(report, Report)
+            reports.append(report.result)
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(reports)
+        plain = [dict(r) for r in reports]
+        held_plain = (tracemalloc.get_traced_memory()[0] - before) / len(reports) - held
+    finally:
+        tracemalloc.stop()
+    assert held < 0.7 * held_plain, f"{held:.0f} bytes a result, {held_plain:.0f} as plain dicts"
+    assert plain[0] == reports[0] and type(reports[0]) is dict
+    assert list(reports[3].items()) == [
+        ("loss", 3.5),
+        ("n", 1.5),
+        ("training_iteration", 4),
+        ("trial_id", "t"),
+    ]
+    reports[0]["extra"] = 1  # a dict of its own from then on; the others unchanged
+    del reports[1]["n"]
+    assert reports[0]["extra"] == 1 and "extra" not in reports[2]
+    assert list(reports[1]) == ["loss", "training_iteration", "trial_id"]
+    (odd, *_) = m.handle(TrainResult(m.generation, ({7: "x", "loss": 1.0},)))
+    assert isinstance(odd, Report) and odd.result[7] == "x" and odd.result["loss"] == 1.0
 
 
 def test_save_is_pipelined_with_the_next_step() -> None:

@@ -127,6 +127,24 @@ def test_ready_of_a_trial_that_may_not_fail_and_never_saves_asks_for_nothing_mor
     assert follow == [Placed("n1", "h1")]
 
 
+def test_the_names_of_a_trials_node_are_one_copy_for_all_its_trials(
+    runtime: MakeRuntime,
+) -> None:
+    """A finished trial keeps where it ran; the names come from the actor as new strings
+    each time, and are kept once (issue 36, item 3)."""
+    reader = outcomes()
+    placed = []
+    for _ in range(2):
+        node, host = "".join(["node-", "1"]), "".join(["host", "-a"])  # each its own
+        _, follow = reader.read(pending(started(runtime), CallKind.READY), answered((node, host)))
+        assert isinstance(follow[0], Placed)
+        placed.append(follow[0])
+    assert placed[0] == placed[1] == Placed("node-1", "host-a")
+    assert placed[0].node_id is placed[1].node_id and placed[0].host is placed[1].host
+    _, follow = reader.read(pending(started(runtime), CallKind.READY), answered(("n1", None)))
+    assert follow == [Placed("n1", None)]
+
+
 def test_a_train_answer_is_one_result_or_a_batch(runtime: MakeRuntime) -> None:
     rt = started(runtime)
     reader = outcomes()

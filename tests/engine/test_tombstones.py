@@ -9,12 +9,16 @@ restore of an ended trial, a clone of its checkpoint) is rebuilt exactly as it w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gc
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator import Orchestrator, TrialState
+from orchestrator.core.judge import Judges
 from orchestrator.engine.tombstone import Sealer
 from orchestrator.engine.trial_runtime import TrialRuntime
 from orchestrator.journal import retirement
@@ -185,3 +189,49 @@ def test_retiring_trials_spills_seals_and_gives_freed_memory_back_in_turn(
     assert retiring.trim_due() and not retiring.trim_due()  # counting starts again
     retirement.give_back_freed_memory()  # glibc's malloc_trim, or nothing
     assert [iterations(trials[t].handle) for t in trials] == [[1]] * 3
+
+
+class _SweepJudge:
+    """A judge of the experiment's (a sweep's scheduler): one object, never copied."""
+
+    def judge(self, result: Any) -> None:
+        return None
+
+    def next_decision_at(self, iteration: int) -> int | None:
+        return None
+
+
+def test_a_sealed_trials_policy_is_pickled_and_comes_back_sharing_what_it_shared(
+    runtime: MakeRuntime,
+) -> None:
+    """A finished trial's policy leaves memory with its record (issue 36: some 240 bytes
+    a trial); what it shared with other trials or the experiment comes back the same
+    object, its own parts equal."""
+
+    def stopper(trial_id: str, result: Any) -> bool:
+        return bool(result.get("done"))
+
+    rt = runtime(Counter, stop=stopper, checkpoint_every=3)
+    sweep_judge = _SweepJudge()
+    policy = dataclasses.replace(
+        rt.machine.policy,
+        judge=Judges([rt.machine.policy.judge, sweep_judge]),
+        required_metrics={"score": "the sweep's metric"},
+    )
+    rt.machine.policy = policy
+    rt.machine._state = TrialState.TERMINATED  # as if it ran
+    assert rt.seal(Sealer(SpillFile())) and rt.sealed
+    assert policy not in gc.get_referents(rt._sealed)  # the tombstone keeps no policy
+
+    opened = rt.peek().machine.policy  # a copy, to read
+    back = rt.machine.policy  # live again
+    assert not rt.sealed
+    for copy in (opened, back):
+        assert copy is not policy
+        stop, judge = copy.judge.judges
+        assert judge is sweep_judge and stop.stop.predicate is stopper
+        assert stop.stop.trial_id == rt.id and stop.judge({"done": True}) is not None
+        for shared in ("retention", "restart_backoff", "required_metrics", "hook_progress"):
+            assert getattr(copy, shared) is getattr(policy, shared)
+        assert copy.checkpoint_every == 3 and copy.max_failures == policy.max_failures
+    assert back.judge.judges[0].stop is rt.spec.stop  # one criterion, as before sealing

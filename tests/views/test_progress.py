@@ -7,6 +7,7 @@ import io
 import logging
 import re
 import time
+import tracemalloc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,4 +247,33 @@ async def test_a_running_trial_silent_much_longer_than_its_steps_is_shown() -> N
     await reporter.on_trial_result(fast, {"training_iteration": 6, "time_this_iter_s": 0.5})
     await reporter.on_trial_restore(slow, FakeCheckpoint(3))  # its silence starts again
     assert reporter.silent() == {}
+    await reporter.aclose()
+
+
+async def test_the_usual_step_is_of_the_last_15_and_a_finished_trial_keeps_little() -> None:
+    """Silence is judged on the median of a trial's last 15 steps; what the reporter
+    keeps per trial stays small (issue 36: a ``deque(maxlen=15)`` per trial was some 600
+    bytes of every finished trial's, at ten thousand trials)."""
+    clock = Clock()
+    reporter = ProgressReporter(console=quiet_console(), live=False, clock=clock)
+    trial = FakeTrial("t")
+    for i in range(1, 36):  # 20 slow steps, then 15 fast ones
+        took = 10.0 if i <= 20 else 0.1
+        await reporter.on_trial_result(trial, {"training_iteration": i, "time_this_iter_s": took})
+    clock.now += 11.0
+    assert reporter.silent() == {"t": 11.0}  # the slow steps are forgotten
+
+    trials = [FakeTrial(f"trial_{i:05d}", state="TERMINATED") for i in range(300)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for t in trials:
+            for i in (1, 2):
+                step = {"training_iteration": i, "time_this_iter_s": 0.1}
+                await reporter.on_trial_result(t, step)
+            await reporter.on_trial_complete(t)
+        per_trial = (tracemalloc.get_traced_memory()[0] - before) / len(trials)
+    finally:
+        tracemalloc.stop()
+    assert per_trial < 300, f"{per_trial:.0f} bytes kept per finished trial"
     await reporter.aclose()

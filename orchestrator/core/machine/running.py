@@ -21,6 +21,7 @@ from orchestrator.core.events import (
 from orchestrator.core.judge import decides
 from orchestrator.core.machine.states import Intent, TrialState
 from orchestrator.core.machine.steps import TrialSteps
+from orchestrator.core.result_dicts import result_dict
 from orchestrator.core.wire import FUNCTION_DONE, REPORTED_CHECKPOINT
 from orchestrator.errors import InvalidTransition, TrialError
 
@@ -55,7 +56,9 @@ def on_train_result(m: TrialSteps, event: TrainResult) -> list[Action]:
             decision = Stop(m.trial_id)
             break
         m.iteration += 1
-        result = {**metrics, "training_iteration": m.iteration, "trial_id": m.trial_id}
+        # Its keys shared with every result of the same names (``core/result_dicts.py``):
+        # a finished trial keeps its last one for the whole experiment (issue 36).
+        result = result_dict(metrics, training_iteration=m.iteration, trial_id=m.trial_id)
         reported = bool(result.pop(REPORTED_CHECKPOINT, False))
         m.last_metrics = result
         took = result.get("time_this_iter_s")
