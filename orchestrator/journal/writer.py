@@ -152,6 +152,9 @@ class Journal:
         self._soon_at: float | None = None
         self._urgent_at: float | None = None
         self._hurried = asyncio.Event()  # either was asked: the writer reckons again
+        # One write at a time: two at once could store their heads in either order (an
+        # older state last) and one's deletions could take what the other's head lists.
+        self._one_write = asyncio.Lock()
         self._written_at = -math.inf  # when the last write ended (monotonic)
         self._write_s = 0.0  # a write's wall time, capture to commit (a decaying peak)
         self._cpu_gap = URGENT_DELAY  # before a hurried write, from the last one's CPU
@@ -290,6 +293,11 @@ class Journal:
         self._dirty.set()
 
     async def flush(self) -> None:
+        """Write the state as it is now; a write already under way ends first."""
+        async with self._one_write:
+            await self._write_now()
+
+    async def _write_now(self) -> None:
         began = time.monotonic()
         self._soon_at = self._urgent_at = None  # what they asked for is captured now
         if self._may_write is not None and not self._may_write():

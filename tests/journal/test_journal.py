@@ -476,3 +476,43 @@ class RefusingWrites(StorageView):
         if self.fail:
             raise StorageError(f"{key}: refused (test)")
         await self.store.write_bytes(key, data)
+
+
+class HeldHeads(StorageView):
+    """Holds each head's write until ``release`` is set, counting those under way."""
+
+    def __init__(self, store: Storage) -> None:
+        super().__init__(store)
+        self.release = asyncio.Event()
+        self.under_way = self.most = 0
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        if key != JOURNAL_KEY:
+            await self.store.write_bytes(key, data)
+            return
+        self.under_way += 1
+        self.most = max(self.most, self.under_way)
+        try:
+            await self.release.wait()
+            await self.store.write_bytes(key, data)
+        finally:
+            self.under_way -= 1
+
+
+async def test_a_flush_asked_for_during_a_write_waits_for_it(tmp_path: Path) -> None:
+    """Two writes at once could store their heads in either order (the older state
+    last) and one's deletions could take a segment the other's head lists: a resumed
+    driver then found a segment missing. The second waits for the first."""
+    async with open_storage(tmp_path) as store:
+        held = HeldHeads(store)
+        journal = Journal(held, name="exp", interval=0.01)
+        first = asyncio.ensure_future(journal.flush())
+        while not held.under_way:
+            await asyncio.sleep(0.01)
+        journal.touch()
+        second = asyncio.ensure_future(journal.flush())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        held.release.set()
+        await asyncio.gather(first, second)
+    assert held.most == 1
