@@ -30,6 +30,7 @@ from orchestrator.core.best import has_metric
 from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
+from orchestrator.core.sweep_doc import compact, created_ids, sweep_trial_id, told_ids
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher
@@ -91,6 +92,9 @@ class Sweep:
         # Launches (None), resumes and restores awaiting a slot.
         self._queued: list[tuple[TrialRuntime, Decided | None]] = []
         self._told: set[str] = set()  # trials the searcher heard the end of
+        # The trials created and not told yet: what the journal lists (``not_told``), so
+        # that a write costs the sweep's live trials, not every trial it made (issue 36).
+        self._not_told: set[str] = set()
         self._changed = asyncio.Event()
         self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
         self._draining = False
@@ -98,6 +102,9 @@ class Sweep:
         self._exhausted = False
         self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
+        # A resumed sweep has claimed its journaled trials: until then its document is
+        # the journaled one (a write meanwhile must not record a sweep of no trials).
+        self._claimed = journaled is None
 
     # -- the sweep's life ----------------------------------------------------------------
 
@@ -162,7 +169,7 @@ class Sweep:
         if not self._reuse or callable(resources) or doc.get("finished"):
             return
         # A resumed sweep's trials that start again get workers as they are placed.
-        count = min(await self._capacity.limit(), self.total - len(doc.get("created", [])))
+        count = min(await self._capacity.limit(), self.total - len(created_ids(doc)))
         if count > 0:
             await self._port.warm_workers({"cpu": 1.0} if resources is None else resources, count)
 
@@ -186,9 +193,9 @@ class Sweep:
             self._searcher.state = state
         if self._scheduler is not None and doc.get("scheduler_state"):
             self._scheduler.load_state_dict(unpickle_b64(doc["scheduler_state"]))
-        self._told = set(doc.get("told", []))
+        self._told = told_ids(doc)
         self._finished = bool(doc.get("finished"))
-        for trial_id in doc.get("created", []):
+        for trial_id in created_ids(doc):
             # Adopted from the journal before this call; judged by this sweep from now on.
             rt = self._port.claim(trial_id, **self._judging(trial_id))
             if rt is None:
@@ -197,12 +204,15 @@ class Sweep:
                     "experiment does not hold; resume with the same storage and name"
                 )
             self._join(rt)
+            if trial_id not in self._told:
+                self._not_told.add(trial_id)
             if not rt.state.is_terminal:
                 self._run_call_trainable(rt)
             if rt.state.is_terminal and trial_id not in self._told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.state is TrialState.PENDING:
                 self._queued.append((rt, None))  # it was running: start it again
+        self._claimed = True
         if self._finished and self._queued:
             # An ended sweep's errored trials retried (resume_errored): they run again,
             # and nothing new is asked of its searcher.
@@ -310,7 +320,7 @@ class Sweep:
                 continue
             if len(self._trials) >= self.total or self._exhausted:
                 break
-            trial_id = f"{self.name}_{len(self._trials):05d}"
+            trial_id = sweep_trial_id(self.name, len(self._trials))
             config = await self._searcher.call(self._searcher.suggest, trial_id)
             if self._ending:
                 break  # end() came while the searcher was asked: start nothing more
@@ -328,6 +338,7 @@ class Sweep:
         spec = self._port.trial_spec(self._trainable, config, options, trial_id)
         rt = self._port.add(spec, **self._judging(trial_id))
         self._join(rt)
+        self._not_told.add(trial_id)
         if self._scheduler is not None:
             self._scheduler.on_trial_add(info_of(rt))
         self._port.launch(rt)
@@ -442,6 +453,7 @@ class Sweep:
         if self._searcher.closed:
             return  # the sweep's call ended (cancelled): a resumed sweep tells its searcher
         self._told.add(rt.id)
+        self._not_told.discard(rt.id)
         error = rt.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None
         metric = self._metric
@@ -491,6 +503,9 @@ class Sweep:
         from orchestrator.core.codec import pickle_b64
         from orchestrator.core.naming import trainable_identity
 
+        if not self._claimed and self._journaled is not None:
+            return compact(self._journaled)
+
         doc: dict[str, Any] = {
             "name": self.name,
             "trainable": trainable_identity(self._trainable),
@@ -498,9 +513,10 @@ class Sweep:
             "mode": self._mode,
             "num_samples": self._num_samples,
             "total": self.total,
-            "created": list(self._trials),
-            "trials": list(self._trials),
-            "told": sorted(self._told),
+            # Its trials' ids follow from their number (``core/sweep_doc.py``), and
+            # the searcher heard of every one but these: O(live trials) a write.
+            "created_count": len(self._trials),
+            "not_told": sorted(self._not_told),
             "finished": self._finished,
             "searcher_state": self._searcher.state,
             "call": self._call,
