@@ -36,6 +36,7 @@ from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher
 from orchestrator.sweeps.capacity import Capacity
 from orchestrator.sweeps.scheduler_judge import PopulationView, SchedulerJudge, info_of, note_stop
+from orchestrator.sweeps.scheduler_state import SchedulerState
 from orchestrator.sweeps.searcher_thread import SearcherThread
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class Sweep:
         self._metric, self._mode = call.metric, call.mode
         self._searcher = SearcherThread(plan.searcher, self.name)
         self._scheduler: Scheduler | None = call.scheduler
+        # Its state for the journal, pickled again only after a call to it.
+        self._scheduler_state = None if call.scheduler is None else SchedulerState(call.scheduler)
         self._options = call.options
         self._capacity = Capacity(port, call.max_concurrent_trials, call.options, self.name)
         self._seed: int | None = call.seed
@@ -193,6 +196,7 @@ class Sweep:
             self._searcher.state = state
         if self._scheduler is not None and doc.get("scheduler_state"):
             self._scheduler.load_state_dict(unpickle_b64(doc["scheduler_state"]))
+            self._touched_scheduler()
         self._told = told_ids(doc)
         self._finished = bool(doc.get("finished"))
         for trial_id in created_ids(doc):
@@ -268,6 +272,7 @@ class Sweep:
                     HOLD_PATIENCE_S,
                 )
                 self._decide(self._scheduler.on_idle(self._population))  # sets _changed
+                self._touched_scheduler()
         self._changed.clear()
 
     @staticmethod
@@ -291,6 +296,7 @@ class Sweep:
         paused = [rt for rt in open_trials if rt.state is TrialState.PAUSED]
         if paused and self._scheduler is not None:
             decisions = self._scheduler.on_idle(self._population)
+            self._touched_scheduler()
             if decisions:
                 self._decide(decisions)
                 return False  # look again once they are carried out
@@ -341,6 +347,7 @@ class Sweep:
         self._not_told.add(trial_id)
         if self._scheduler is not None:
             self._scheduler.on_trial_add(info_of(rt))
+            self._touched_scheduler()
         self._port.launch(rt)
         self._port.touch_journal()
 
@@ -360,8 +367,15 @@ class Sweep:
             required.setdefault(
                 scheduler.metric, f"its scheduler's ({type(scheduler).__name__}) metric"
             )
-        judge = SchedulerJudge(trial_id, scheduler, self._population, self._decide)
+        judge = SchedulerJudge(
+            trial_id, scheduler, self._population, self._decide, self._touched_scheduler
+        )
         return {"judge": judge, "required_metrics": required}
+
+    def _touched_scheduler(self) -> None:
+        """The scheduler was asked something: the journal pickles its state again."""
+        if self._scheduler_state is not None:
+            self._scheduler_state.touched()
 
     def _join(self, rt: TrialRuntime) -> None:
         """Make ``rt`` one of this sweep's trials: watched, shown to its scheduler."""
@@ -436,6 +450,7 @@ class Sweep:
                 )
             else:
                 decisions = self._scheduler.on_trial_error(info, self._population)
+            self._touched_scheduler()
             self._decide(decisions)
         if state.is_terminal and rt.id not in self._told:
             self._tell_complete(rt)
@@ -500,7 +515,6 @@ class Sweep:
 
     def journal_doc(self) -> dict[str, Any]:
         """The sweep as the journal's head records it (on the loop, at each write)."""
-        from orchestrator.core.codec import pickle_b64
         from orchestrator.core.naming import trainable_identity
 
         if not self._claimed and self._journaled is not None:
@@ -521,7 +535,7 @@ class Sweep:
             "searcher_state": self._searcher.state,
             "call": self._call,
         }
-        if self._scheduler is not None:
-            doc["scheduler_state"] = pickle_b64(self._scheduler.state_dict())
+        if self._scheduler is not None and self._scheduler_state is not None:
+            doc["scheduler_state"] = self._scheduler_state.pickle()
             doc.update(self._scheduler.display().journal_fields())  # PBT's lineage...
         return doc

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from orchestrator import Orchestrator, TrialState
+from orchestrator.core.codec import unpickle_b64
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
 from orchestrator.core.sweep_doc import compact, created_ids, sweep_trial_id, told_ids
+from orchestrator.schedulers import ASHA
 from orchestrator.search import RandomSearch, uniform
 
 from ..support.fake_engine import MakeOrchestrator
@@ -179,3 +181,25 @@ def test_format_3_documents_read_and_compact_to_the_same_trials() -> None:
     assert told_ids(short) == told_ids(old) == set(ids[:2])
     odd = {"name": "s", "created": ["a", "b"], "told": ["a"]}  # not a sweep's names
     assert compact(odd) == odd
+
+
+async def test_a_schedulers_state_is_pickled_again_only_after_a_call_to_it(
+    tmp_path: Path, orchestrator: MakeOrchestrator
+) -> None:
+    """ASHA's state is O(trials) (every trial's record at each rung): a write while the
+    scheduler was asked nothing reuses the last pickle, and the pickle is never stale."""
+    fast = tmp_path / "fast"
+    fast.touch()
+    args = {**_args(6, fast), "scheduler": ASHA(max_t=2, grace_period=1, reduction_factor=2)}
+    async with orchestrator(storage=tmp_path, name="asha", progress=False) as orch:
+        await orch.sweep(Counter, _space(fast), **args)  # type: ignore[arg-type]
+        sweep = orch._exp.sweeps["s"]
+        doc = sweep.journal_doc()
+        state = sweep._scheduler_state
+        assert state is not None
+        assert unpickle_b64(doc["scheduler_state"]) == args["scheduler"].state_dict()
+        pickled = state.pickles
+        for _ in range(3):
+            assert sweep.journal_doc()["scheduler_state"] == doc["scheduler_state"]
+        assert state.pickles == pickled  # nothing asked of it since: not pickled again
+        assert len(unpickle_b64(doc["scheduler_state"])["trials"]) == 6
