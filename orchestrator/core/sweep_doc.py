@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["compact", "created_ids", "sweep_trial_id", "told_ids"]
+__all__ = ["compact", "created_ids", "not_told_ids", "sweep_trial_id", "told_ids"]
 
 
 def sweep_trial_id(sweep: str, index: int) -> str:
@@ -28,31 +28,42 @@ def sweep_trial_id(sweep: str, index: int) -> str:
 
 def created_ids(doc: Mapping[str, Any]) -> list[str]:
     """The ids of the trials the sweep of ``doc`` created, in the order it created them."""
-    listed = doc.get("created")
-    if isinstance(listed, list):  # format 3 and before
-        return [str(trial_id) for trial_id in listed]
+    if _listed(doc):
+        return [str(trial_id) for trial_id in doc["created"]]
     name = str(doc.get("name", ""))
     return [sweep_trial_id(name, i) for i in range(int(doc.get("created_count") or 0))]
 
 
 def told_ids(doc: Mapping[str, Any]) -> set[str]:
     """The ids of the sweep's trials its searcher heard the end of."""
-    listed = doc.get("told")
-    if isinstance(listed, list):  # format 3 and before
-        return {str(trial_id) for trial_id in listed}
-    not_told = {str(trial_id) for trial_id in doc.get("not_told") or []}
+    if _listed(doc):
+        return {str(trial_id) for trial_id in doc.get("told") or []}
+    not_told = not_told_ids(doc)
     return {trial_id for trial_id in created_ids(doc) if trial_id not in not_told}
+
+
+def not_told_ids(doc: Mapping[str, Any]) -> set[str]:
+    """The ids of the sweep's trials its searcher has not heard the end of."""
+    if _listed(doc):
+        told = told_ids(doc)
+        return {trial_id for trial_id in created_ids(doc) if trial_id not in told}
+    return {str(trial_id) for trial_id in doc.get("not_told") or []}
+
+
+def _listed(doc: Mapping[str, Any]) -> bool:
+    """``doc`` is format 3's (and before): it lists every trial."""
+    return isinstance(doc.get("created"), list)
 
 
 def compact(doc: Mapping[str, Any]) -> dict[str, Any]:
     """``doc`` in the short form (a format-3 document's lists replaced by the count and
     the trials not told): what a resumed driver writes back for a sweep not run again."""
-    if not isinstance(doc.get("created"), list):
+    if not _listed(doc):
         return dict(doc)
-    created, told = created_ids(doc), told_ids(doc)
+    created = created_ids(doc)
     short = {k: v for k, v in doc.items() if k not in ("created", "trials", "told")}
     if created != [sweep_trial_id(str(doc.get("name", "")), i) for i in range(len(created))]:
         return dict(doc)  # not named as sweeps name their trials: keep the lists
     short["created_count"] = len(created)
-    short["not_told"] = [trial_id for trial_id in created if trial_id not in told]
+    short["not_told"] = sorted(not_told_ids(doc))
     return short

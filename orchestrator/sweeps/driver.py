@@ -30,7 +30,7 @@ from orchestrator.core.best import has_metric
 from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
-from orchestrator.core.sweep_doc import compact, created_ids, sweep_trial_id, told_ids
+from orchestrator.core.sweep_doc import compact, created_ids, not_told_ids, sweep_trial_id
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher
@@ -94,9 +94,9 @@ class Sweep:
         self._population = PopulationView(self._trials)
         # Launches (None), resumes and restores awaiting a slot.
         self._queued: list[tuple[TrialRuntime, Decided | None]] = []
-        self._told: set[str] = set()  # trials the searcher heard the end of
-        # The trials created and not told yet: what the journal lists (``not_told``), so
-        # that a write costs the sweep's live trials, not every trial it made (issue 36).
+        # Its trials the searcher has not heard the end of yet (it heard of every other
+        # one): what the journal lists (``not_told``), so that neither a write nor the
+        # driver's memory holds an entry for every trial the sweep made (issue 36).
         self._not_told: set[str] = set()
         self._changed = asyncio.Event()
         self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
@@ -197,7 +197,7 @@ class Sweep:
         if self._scheduler is not None and doc.get("scheduler_state"):
             self._scheduler.load_state_dict(unpickle_b64(doc["scheduler_state"]))
             self._touched_scheduler()
-        self._told = told_ids(doc)
+        not_told = not_told_ids(doc)
         self._finished = bool(doc.get("finished"))
         for trial_id in created_ids(doc):
             # Adopted from the journal before this call; judged by this sweep from now on.
@@ -208,11 +208,11 @@ class Sweep:
                     "experiment does not hold; resume with the same storage and name"
                 )
             self._join(rt)
-            if trial_id not in self._told:
+            if trial_id in not_told:
                 self._not_told.add(trial_id)
             if not rt.state.is_terminal:
                 self._run_call_trainable(rt)
-            if rt.state.is_terminal and trial_id not in self._told:
+            if rt.state.is_terminal and trial_id in self._not_told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.state is TrialState.PENDING:
                 self._queued.append((rt, None))  # it was running: start it again
@@ -452,7 +452,7 @@ class Sweep:
                 decisions = self._scheduler.on_trial_error(info, self._population)
             self._touched_scheduler()
             self._decide(decisions)
-        if state.is_terminal and rt.id not in self._told:
+        if state.is_terminal and rt.id in self._not_told:
             self._tell_complete(rt)
         if state is TrialState.ERROR and self._fail_fast and not self._ending:
             log.warning(
@@ -467,7 +467,6 @@ class Sweep:
     def _tell_complete(self, rt: TrialRuntime) -> None:
         if self._searcher.closed:
             return  # the sweep's call ended (cancelled): a resumed sweep tells its searcher
-        self._told.add(rt.id)
         self._not_told.discard(rt.id)
         error = rt.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None

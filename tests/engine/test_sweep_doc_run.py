@@ -18,7 +18,13 @@ import pytest
 from orchestrator import Orchestrator, TrialState
 from orchestrator.core.codec import unpickle_b64
 from orchestrator.core.journal_format import BACKUP_KEY, JOURNAL_KEY
-from orchestrator.core.sweep_doc import compact, created_ids, sweep_trial_id, told_ids
+from orchestrator.core.sweep_doc import (
+    compact,
+    created_ids,
+    not_told_ids,
+    sweep_trial_id,
+    told_ids,
+)
 from orchestrator.schedulers import ASHA
 from orchestrator.search import RandomSearch, uniform
 
@@ -179,6 +185,9 @@ def test_format_3_documents_read_and_compact_to_the_same_trials() -> None:
     assert short == {"name": "s", "finished": False, "created_count": 4, "not_told": ids[2:]}
     assert created_ids(short) == created_ids(old) == ids
     assert told_ids(short) == told_ids(old) == set(ids[:2])
+    assert not_told_ids(short) == not_told_ids(old) == set(ids[2:])
+    untold = {"name": "s", "created": ids}  # listed, none told
+    assert compact(untold)["not_told"] == ids and not told_ids(untold)
     odd = {"name": "s", "created": ["a", "b"], "told": ["a"]}  # not a sweep's names
     assert compact(odd) == odd
 
