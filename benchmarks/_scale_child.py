@@ -68,6 +68,8 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
             assert journal is not None
             writes, written = journal.writes - writes0, journal.bytes_written - written0
             head_bytes = journal.head_bytes
+            # The sweep's document, what every write stores of it (issue 36).
+            sweep_doc = len(json.dumps(orch._exp.journal_extras()))
         fake.close()
     return {
         "ok": sum(done) == spec["trials"] * spec["steps"] and not result.errors,
@@ -78,6 +80,7 @@ async def _fake(spec: dict[str, Any]) -> dict[str, Any]:
         "journal_writes": writes,
         "journal_kib_per_write": written / max(writes, 1) / 1024,
         "journal_head_kib": head_bytes / 1024,
+        "journal_sweep_doc_kib": sweep_doc / 1024,
     }
 
 

@@ -76,7 +76,8 @@ def _journal(figures: dict[str, Any]) -> str:
     return (
         f"; journal {figures['journal_writes']} writes, "
         f"{figures['journal_kib_per_write']:.1f} KiB a write, "
-        f"last head {figures['journal_head_kib']:.1f} KiB"
+        f"last head {figures['journal_head_kib']:.1f} KiB, "
+        f"of which the sweep's document {figures.get('journal_sweep_doc_kib', 0):.1f} KiB"
     )
 
 

@@ -23,6 +23,7 @@ from orchestrator.core.identity import (
     warn_new_trial,
 )
 from orchestrator.core.machine import TrialState
+from orchestrator.core.sweep_doc import created_ids
 from orchestrator.engine.adoption import adopt
 from orchestrator.errors import ConfigError
 
@@ -72,7 +73,7 @@ def _matcher(contents: JournalContents) -> TrialMatcher:
         trial_id
         for doc in contents.extras.get("sweeps") or []
         if isinstance(doc, Mapping)
-        for trial_id in doc.get("created") or []
+        for trial_id in created_ids(doc)
     }
     return TrialMatcher(
         journaled_identity(e.id, e.spec, swept=e.id in swept) for e in contents.trials

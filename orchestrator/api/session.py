@@ -190,6 +190,7 @@ async def open_session(exp: Experiment) -> Session:
     """Open everything ``exp`` needs to run trials; on failure, release what was opened."""
     import storage as storage_pkg
     from orchestrator.api.resumption import adopt_experiment
+    from orchestrator.core.sweep_doc import compact
     from orchestrator.engine.collector import CheckpointCollector, delete_where_visible_fn
     from orchestrator.engine.executor import RaySettings
     from orchestrator.engine.hooks import HookRunner
@@ -219,7 +220,9 @@ async def open_session(exp: Experiment) -> Session:
         started_at: float | None = None
         if journaled is not None:
             extras = journaled.extras
-            exp.journaled_sweeps = {d["name"]: d for d in extras.get("sweeps", [])}
+            # In the short form (``core/sweep_doc.py``): a sweep not run again in this
+            # session is written back at every write, and must not cost O(its trials).
+            exp.journaled_sweeps = {d["name"]: compact(d) for d in extras.get("sweeps", [])}
             started_at = extras.get("started_at")
         loop_handler = storage_pkg.quiet_sdk_noise(loop)
         if journaled is not None and journaled.logs and resumption is not None:

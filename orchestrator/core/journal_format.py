@@ -40,8 +40,10 @@ BACKUP_KEY = "experiment_state.backup.json"
 #: Names a trial may not take: the journal's own objects share the experiment's root.
 RESERVED_NAMES = frozenset({JOURNAL_KEY, SEGMENTS_PREFIX, SEALED_PREFIX, BACKUP_KEY, LEASE_KEY})
 #: 1: one document with every result inline; 2: result segments; 3: sealed objects
-#: (``"sealed"`` in the head). Every earlier one is still read; a later one is refused.
-FORMAT_VERSION = 3
+#: (``"sealed"`` in the head); 4: a sweep's document counts its trials instead of
+#: listing them (:mod:`orchestrator.core.sweep_doc`). Every earlier one is still read;
+#: a later one is refused (a format-3 driver would find no trial of a format-4 sweep).
+FORMAT_VERSION = 4
 
 
 @dataclass(frozen=True)

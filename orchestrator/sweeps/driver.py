@@ -30,11 +30,13 @@ from orchestrator.core.best import has_metric
 from orchestrator.core.decisions import Continue, Decision, RestoreFrom, Resume, Stop
 from orchestrator.core.events import Decided
 from orchestrator.core.machine import TrialState
+from orchestrator.core.sweep_doc import compact, created_ids, not_told_ids, sweep_trial_id
 from orchestrator.errors import ConfigError
 from orchestrator.schedulers import Scheduler
 from orchestrator.search import Searcher
 from orchestrator.sweeps.capacity import Capacity
 from orchestrator.sweeps.scheduler_judge import PopulationView, SchedulerJudge, info_of, note_stop
+from orchestrator.sweeps.scheduler_state import SchedulerState
 from orchestrator.sweeps.searcher_thread import SearcherThread
 
 if TYPE_CHECKING:
@@ -71,6 +73,8 @@ class Sweep:
         self._metric, self._mode = call.metric, call.mode
         self._searcher = SearcherThread(plan.searcher, self.name)
         self._scheduler: Scheduler | None = call.scheduler
+        # Its state for the journal, pickled again only after a call to it.
+        self._scheduler_state = None if call.scheduler is None else SchedulerState(call.scheduler)
         self._options = call.options
         self._capacity = Capacity(port, call.max_concurrent_trials, call.options, self.name)
         self._seed: int | None = call.seed
@@ -90,7 +94,10 @@ class Sweep:
         self._population = PopulationView(self._trials)
         # Launches (None), resumes and restores awaiting a slot.
         self._queued: list[tuple[TrialRuntime, Decided | None]] = []
-        self._told: set[str] = set()  # trials the searcher heard the end of
+        # Its trials the searcher has not heard the end of yet (it heard of every other
+        # one): what the journal lists (``not_told``), so that neither a write nor the
+        # driver's memory holds an entry for every trial the sweep made (issue 36).
+        self._not_told: set[str] = set()
         self._changed = asyncio.Event()
         self._results_backlog: list[tuple[str, Mapping[str, Any]]] = []
         self._draining = False
@@ -98,6 +105,9 @@ class Sweep:
         self._exhausted = False
         self._ending = False  # end() was called: no new trials, the live ones stopped
         self._finished = False
+        # A resumed sweep has claimed its journaled trials: until then its document is
+        # the journaled one (a write meanwhile must not record a sweep of no trials).
+        self._claimed = journaled is None
 
     # -- the sweep's life ----------------------------------------------------------------
 
@@ -162,7 +172,7 @@ class Sweep:
         if not self._reuse or callable(resources) or doc.get("finished"):
             return
         # A resumed sweep's trials that start again get workers as they are placed.
-        count = min(await self._capacity.limit(), self.total - len(doc.get("created", [])))
+        count = min(await self._capacity.limit(), self.total - len(created_ids(doc)))
         if count > 0:
             await self._port.warm_workers({"cpu": 1.0} if resources is None else resources, count)
 
@@ -186,9 +196,10 @@ class Sweep:
             self._searcher.state = state
         if self._scheduler is not None and doc.get("scheduler_state"):
             self._scheduler.load_state_dict(unpickle_b64(doc["scheduler_state"]))
-        self._told = set(doc.get("told", []))
+            self._touched_scheduler()
+        not_told = not_told_ids(doc)
         self._finished = bool(doc.get("finished"))
-        for trial_id in doc.get("created", []):
+        for trial_id in created_ids(doc):
             # Adopted from the journal before this call; judged by this sweep from now on.
             rt = self._port.claim(trial_id, **self._judging(trial_id))
             if rt is None:
@@ -197,12 +208,15 @@ class Sweep:
                     "experiment does not hold; resume with the same storage and name"
                 )
             self._join(rt)
+            if trial_id in not_told:
+                self._not_told.add(trial_id)
             if not rt.state.is_terminal:
                 self._run_call_trainable(rt)
-            if rt.state.is_terminal and trial_id not in self._told:
+            if rt.state.is_terminal and trial_id in self._not_told:
                 self._tell_complete(rt)  # it ended after the searcher's state was saved
             elif rt.state is TrialState.PENDING:
                 self._queued.append((rt, None))  # it was running: start it again
+        self._claimed = True
         if self._finished and self._queued:
             # An ended sweep's errored trials retried (resume_errored): they run again,
             # and nothing new is asked of its searcher.
@@ -258,6 +272,7 @@ class Sweep:
                     HOLD_PATIENCE_S,
                 )
                 self._decide(self._scheduler.on_idle(self._population))  # sets _changed
+                self._touched_scheduler()
         self._changed.clear()
 
     @staticmethod
@@ -281,6 +296,7 @@ class Sweep:
         paused = [rt for rt in open_trials if rt.state is TrialState.PAUSED]
         if paused and self._scheduler is not None:
             decisions = self._scheduler.on_idle(self._population)
+            self._touched_scheduler()
             if decisions:
                 self._decide(decisions)
                 return False  # look again once they are carried out
@@ -310,7 +326,7 @@ class Sweep:
                 continue
             if len(self._trials) >= self.total or self._exhausted:
                 break
-            trial_id = f"{self.name}_{len(self._trials):05d}"
+            trial_id = sweep_trial_id(self.name, len(self._trials))
             config = await self._searcher.call(self._searcher.suggest, trial_id)
             if self._ending:
                 break  # end() came while the searcher was asked: start nothing more
@@ -328,8 +344,10 @@ class Sweep:
         spec = self._port.trial_spec(self._trainable, config, options, trial_id)
         rt = self._port.add(spec, **self._judging(trial_id))
         self._join(rt)
+        self._not_told.add(trial_id)
         if self._scheduler is not None:
             self._scheduler.on_trial_add(info_of(rt))
+            self._touched_scheduler()
         self._port.launch(rt)
         self._port.touch_journal()
 
@@ -349,8 +367,15 @@ class Sweep:
             required.setdefault(
                 scheduler.metric, f"its scheduler's ({type(scheduler).__name__}) metric"
             )
-        judge = SchedulerJudge(trial_id, scheduler, self._population, self._decide)
+        judge = SchedulerJudge(
+            trial_id, scheduler, self._population, self._decide, self._touched_scheduler
+        )
         return {"judge": judge, "required_metrics": required}
+
+    def _touched_scheduler(self) -> None:
+        """The scheduler was asked something: the journal pickles its state again."""
+        if self._scheduler_state is not None:
+            self._scheduler_state.touched()
 
     def _join(self, rt: TrialRuntime) -> None:
         """Make ``rt`` one of this sweep's trials: watched, shown to its scheduler."""
@@ -425,8 +450,9 @@ class Sweep:
                 )
             else:
                 decisions = self._scheduler.on_trial_error(info, self._population)
+            self._touched_scheduler()
             self._decide(decisions)
-        if state.is_terminal and rt.id not in self._told:
+        if state.is_terminal and rt.id in self._not_told:
             self._tell_complete(rt)
         if state is TrialState.ERROR and self._fail_fast and not self._ending:
             log.warning(
@@ -441,7 +467,7 @@ class Sweep:
     def _tell_complete(self, rt: TrialRuntime) -> None:
         if self._searcher.closed:
             return  # the sweep's call ended (cancelled): a resumed sweep tells its searcher
-        self._told.add(rt.id)
+        self._not_told.discard(rt.id)
         error = rt.state is TrialState.ERROR
         result = dict(rt.last_result) if rt.last_result is not None else None
         metric = self._metric
@@ -488,8 +514,10 @@ class Sweep:
 
     def journal_doc(self) -> dict[str, Any]:
         """The sweep as the journal's head records it (on the loop, at each write)."""
-        from orchestrator.core.codec import pickle_b64
         from orchestrator.core.naming import trainable_identity
+
+        if not self._claimed and self._journaled is not None:
+            return compact(self._journaled)
 
         doc: dict[str, Any] = {
             "name": self.name,
@@ -498,14 +526,15 @@ class Sweep:
             "mode": self._mode,
             "num_samples": self._num_samples,
             "total": self.total,
-            "created": list(self._trials),
-            "trials": list(self._trials),
-            "told": sorted(self._told),
+            # Its trials' ids follow from their number (``core/sweep_doc.py``), and
+            # the searcher heard of every one but these: O(live trials) a write.
+            "created_count": len(self._trials),
+            "not_told": sorted(self._not_told),
             "finished": self._finished,
             "searcher_state": self._searcher.state,
             "call": self._call,
         }
-        if self._scheduler is not None:
-            doc["scheduler_state"] = pickle_b64(self._scheduler.state_dict())
+        if self._scheduler is not None and self._scheduler_state is not None:
+            doc["scheduler_state"] = self._scheduler_state.pickle()
             doc.update(self._scheduler.display().journal_fields())  # PBT's lineage...
         return doc

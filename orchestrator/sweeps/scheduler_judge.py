@@ -87,7 +87,7 @@ class SchedulerJudge:
     """One trial's judge, asking the sweep's scheduler (see the module docstring). It
     knows its trial by id, and sees it as the scheduler does: through the population."""
 
-    __slots__ = ("_trial_id", "_scheduler", "_population", "_others", "_by_iteration")
+    __slots__ = ("_trial_id", "_scheduler", "_population", "_others", "_touched", "_by_iteration")
 
     def __init__(
         self,
@@ -95,8 +95,10 @@ class SchedulerJudge:
         scheduler: Scheduler,
         population: PopulationView,
         others: Callable[[list[Decision]], None],
+        touched: Callable[[], None],
     ) -> None:
         self._trial_id = trial_id
+        self._touched = touched  # told of every call (the scheduler's state may change)
         self._scheduler = scheduler
         self._population = population
         self._others = others
@@ -107,6 +109,7 @@ class SchedulerJudge:
     def judge(self, result: Mapping[str, Any]) -> Decision | None:
         info = self._population[self._trial_id]
         mine = self.split(self._scheduler.on_trial_result(info, result, self._population))
+        self._touched()
         if isinstance(mine, Stop):
             note_stop(self._population.runtime(self._trial_id), self._scheduler, result)
         return mine
@@ -130,6 +133,7 @@ class SchedulerJudge:
         if not self._by_iteration:
             return iteration + 1
         point = self._scheduler.next_decision_at(self._population[self._trial_id])
+        self._touched()
         if point is None:
             return None
         return max(iteration + 1, math.ceil(point))

@@ -11,8 +11,9 @@ trainable the import path as a string.
 
 Fields that newer writers add are passed through when present and defaulted when
 absent: per trial ``"events"`` (restores, failures, exploits), and at the top level
-``"sweeps"`` (each with ``"name"``, ``"metric"``, ``"mode"``, ``"trials"`` and PBT's
-``"lineage"``) and ``"started_at"``.
+``"sweeps"`` (each with ``"name"``, ``"metric"``, ``"mode"``, its trials' number
+``"created_count"``, or format 3's list ``"trials"``, and PBT's ``"lineage"``) and
+``"started_at"``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from orchestrator.core.journal_format import (
 )
 from orchestrator.core.json_codec import loads
 from orchestrator.core.results import flatten
+from orchestrator.core.sweep_doc import created_ids
 from orchestrator.errors import JournalDamaged, JournalError
 from storage import LocalStorage, Storage, open_storage
 
@@ -325,7 +327,7 @@ def _summary(record: ExperimentRecord) -> ExperimentSummary:
     best = metric = mode = None
     if sweep is not None:
         metric, mode = sweep["metric"], sweep["mode"]
-        ids = {str(i) for i in sweep.get("trials") or []}  # none listed: every trial
+        ids = set(created_ids(sweep))  # none: every trial
         best = _best([t for t in record.trials if not ids or t.id in ids], metric, mode)
     return ExperimentSummary(
         name=record.name,

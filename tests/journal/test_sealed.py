@@ -117,7 +117,7 @@ async def test_sealed_trials_leave_the_head_and_read_back_in_order(
     raw, store = store, Refusing(store)
     journal, expected = await _ended_one_by_one(store, trials)
     head = await _head(raw)
-    assert head["format"] == FORMAT_VERSION == 3
+    assert head["format"] == FORMAT_VERSION >= 3
     assert len(head["trials"]) <= 1  # only trials not sealed yet are live parts
     listed = head["sealed"]
     assert listed and all(o["key"].startswith(SEALED_PREFIX + "/") for o in listed)
