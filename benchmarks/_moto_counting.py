@@ -7,6 +7,9 @@ completion of a multipart upload (its parts are not counted on their own, so an
 aborted upload stores nothing) and a server-side copy all go through: the bytes written
 to the bucket, whoever wrote them and whatever is deleted later.
 
+With ``$BENCH_MOTO_REQUEST_LOG`` set, also one line per request served there (its
+``time.time()``, method and path), to count what a restore asks for.
+
 ``python benchmarks/_moto_counting.py -H 127.0.0.1 -p <port>`` (moto's own arguments).
 """
 
@@ -21,8 +24,10 @@ from typing import Any
 
 from moto.s3.models import S3Backend
 from moto.server import main
+from werkzeug.serving import WSGIRequestHandler
 
 _LOG = os.environ.get("BENCH_MOTO_PUT_LOG")
+_REQUESTS = os.environ.get("BENCH_MOTO_REQUEST_LOG")
 _LOCK = threading.Lock()
 _original = S3Backend.put_object
 
@@ -40,6 +45,20 @@ def _put_object(
 
 
 S3Backend.put_object = _put_object  # type: ignore[method-assign]
+
+_run_wsgi = WSGIRequestHandler.run_wsgi
+
+
+@functools.wraps(_run_wsgi)
+def _logged_run_wsgi(self: Any) -> Any:
+    if _REQUESTS:
+        line = f"{time.time():.6f}\t{self.command}\t{self.path}\n"
+        with _LOCK, open(_REQUESTS, "a") as fh:
+            fh.write(line)
+    return _run_wsgi(self)
+
+
+WSGIRequestHandler.run_wsgi = _logged_run_wsgi  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     sys.exit(main())
