@@ -77,7 +77,9 @@ class _Side:
         os.makedirs(local)
         head = ("head", os.urandom(head_size))
         if layout == "one":
-            write_safetensors(os.path.join(local, "model.safetensors"), [("backbone", frozen), head])
+            write_safetensors(
+                os.path.join(local, "model.safetensors"), [("backbone", frozen), head]
+            )
         else:
             write_safetensors(os.path.join(local, "frozen.safetensors"), [("backbone", frozen)])
             write_safetensors(os.path.join(local, "changing.safetensors"), [head])

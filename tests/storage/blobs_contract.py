@@ -6,15 +6,18 @@ through the driver."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from storage import MANIFEST_NAME, IntegrityError, InvalidKey, Manifest, Storage
-from storage.blobs import CHUNK_SIZE, DEDUP_ENV, blob_key
+from storage import MANIFEST_NAME, IntegrityError, InvalidKey, Manifest, Storage, blobs_get
+from storage.blob_cache import CACHE_ENV, node_cache
+from storage.blobs import CHUNK_SIZE, DEDUP_ENV, blob_key, get_chunked
 
 from .contract import Raw, Reopen, make_tree, read_tree
 
@@ -105,8 +108,14 @@ class BlobsContract:
 
     @pytest.mark.parametrize("how", ["changed", "truncated", "missing"])
     async def test_a_bad_blob_is_detected(
-        self, store: Storage, raw: Raw, tmp_path: Path, how: str
+        self,
+        store: Storage,
+        raw: Raw,
+        tmp_path: Path,
+        how: str,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        monkeypatch.setenv(CACHE_ENV, "off")  # the store's blob, not the node's copy
         files = make_tree(tmp_path / "src", 3000)
         manifest = await store.put_checkpoint(tmp_path / "src", "c")
         entry = next(f for f in manifest.files if f.path == "sub/b.txt")
@@ -219,3 +228,67 @@ class BlobsContract:
         finally:
             watcher.cancel()
         assert 0 < peak <= st._budget.capacity
+
+    async def test_a_restore_reads_the_nodes_copies_first(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Chunks this node saved or restored are read from its disk, checked, instead
+        of fetched; a damaged copy is fetched from the store instead, and replaced."""
+        monkeypatch.setenv(CACHE_ENV, str(tmp_path / "node"))
+        files = make_tree(tmp_path / "src", 2 * CHUNK_SIZE + 5)
+        manifest = await store.put_checkpoint(tmp_path / "src", "c")
+        chunks = [sha for f in manifest.files for sha in f.chunks or ()]
+        assert len(set(chunks)) == len(chunks) == 6
+        counts = store.blob_counts
+
+        await store.get_checkpoint("c", tmp_path / "one")  # all saved here: none fetched
+        assert read_tree(tmp_path / "one") == files
+        assert (counts.fetched, counts.restored_from_node) == (0, 6)
+
+        node = node_cache()
+        assert node is not None
+        copy = Path(node.path(chunks[2]))
+        copy.write_bytes(b"X" + copy.read_bytes()[1:])  # damaged on this node's disk
+        await store.get_checkpoint("c", tmp_path / "two")
+        assert read_tree(tmp_path / "two") == files
+        assert (counts.fetched, counts.restored_from_node) == (1, 11)
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == chunks[2]  # kept again
+
+        shutil.rmtree(tmp_path / "node")  # another node: every chunk fetched, then kept
+        await store.get_checkpoint("c", tmp_path / "three")
+        await store.get_checkpoint("c", tmp_path / "four")
+        assert read_tree(tmp_path / "four") == files
+        assert (counts.fetched, counts.restored_from_node) == (7, 17)
+
+    async def test_a_restore_fetches_a_bounded_window_of_chunks(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Chunks of the whole checkpoint are fetched up to a window at once, whatever
+        the files: 20 small files are 20 chunks, each a file of its own."""
+        monkeypatch.setenv(CACHE_ENV, "off")
+        write_tree(tmp_path / "src", {f"f{i:02d}": os.urandom(1000 + i) for i in range(20)})
+        manifest = await store.put_checkpoint(tmp_path / "src", "c")
+        io = store._blob_io()
+        limit = blobs_get.window(io, CHUNK_SIZE)
+        assert 1 <= limit <= blobs_get.WINDOW < 20
+        in_flight = peak = 0
+        full = asyncio.Event()
+
+        async def read(key: str) -> bytes:
+            """The store's read, held until the window is full (so the peak is the
+            window's bound, not the network's speed)."""
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            if in_flight >= limit:
+                full.set()
+            try:
+                await asyncio.wait_for(full.wait(), 60)
+                return await io.read(key)
+            finally:
+                in_flight -= 1
+
+        watched = dataclasses.replace(io, read=read)
+        await get_chunked(watched, "c", manifest, str(tmp_path / "dst"))
+        assert peak == limit
+        assert read_tree(tmp_path / "dst") == read_tree(tmp_path / "src")
