@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Collection, Iterable
 from typing import IO, Any
 
-from ._concurrency import ByteBudget, in_thread, map_bounded
-from ._files import Digest, LocalFile
+from ._concurrency import in_thread, map_bounded
+from ._files import LocalFile
 from .blob_cache import BlobCache, node_cache
+from .blob_io import BlobCounts, BlobIO
+from .blobs_get import assemble
 from .dedup import BLOBS_DIGEST, DEDUP_ENV, blob_key, dedup_enabled
 from .errors import IntegrityError, NotFound
 from .keys import BLOBS_PREFIX, join_key
@@ -63,44 +64,6 @@ __all__ = [
 
 #: The size of every chunk but a file's last.
 CHUNK_SIZE = 4 << 20
-
-
-@dataclass
-class BlobCounts:
-    """What one storage object's content-addressed saves and restores did (its own
-    accounting, for benchmarks and tests): chunks written, chunks not written because
-    they were known present or found present (HEAD), chunks a restore fetched or read
-    from the node's copies (:mod:`storage.blob_cache`)."""
-
-    written: int = 0
-    written_bytes: int = 0
-    skipped_known: int = 0
-    found_present: int = 0
-    #: Restores: chunks fetched from the store, and chunks read from the node's copies.
-    fetched: int = 0
-    restored_from_node: int = 0
-
-
-@dataclass(frozen=True)
-class BlobIO:
-    """What content-addressed checkpoints need of a storage, bound to it (the driver's
-    primitives: keys are not validated again, and the blob namespace is reachable)."""
-
-    uri: str
-    uri_for: Callable[[str], str]
-    exists: Callable[[str], Awaitable[bool]]
-    read: Callable[[str], Awaitable[bytes]]
-    write: Callable[[str, bytes], Awaitable[None]]
-    list: Callable[[str], Awaitable[list[str]]]
-    delete: Callable[[str], Awaitable[None]]
-    read_manifest: Callable[[str], Awaitable[Manifest]]
-    verify: Callable[[str, Digest, ManifestEntry], None]
-    budget: ByteBudget
-    file_concurrency: int
-    counts: BlobCounts
-    #: Blob uploads under way through this storage object, shared by its saves: a
-    #: trial's overlapping saves (and trials of one node) upload a new blob once.
-    uploads: dict[str, asyncio.Future[None]]
 
 
 def blob_of(key: str) -> str | None:
@@ -269,8 +232,6 @@ async def get_chunked(store: BlobIO, key: str, manifest: Manifest, target: str) 
     against its SHA-256 (one pass of hashing over the checkpoint), chunks of the whole
     checkpoint are fetched a bounded window at a time, and the node's own copies of
     chunks are used first: see :mod:`storage.blobs_get`."""
-    from .blobs_get import assemble  # it needs this module's BlobIO
-
     await assemble(store, key, manifest, target, blob_root(key, manifest))
 
 

@@ -29,18 +29,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from typing import TYPE_CHECKING
 
 from ._concurrency import in_thread, map_bounded
 from ._files import remove_quietly, temp_sibling
 from .blob_cache import BlobCache, node_cache
+from .blob_io import BlobIO
 from .dedup import blob_key
 from .errors import IntegrityError, NotFound
 from .keys import BLOBS_PREFIX, join_key, local_path
 from .manifest import Manifest, ManifestEntry
-
-if TYPE_CHECKING:
-    from .blobs import BlobIO
 
 __all__ = ["WINDOW", "assemble", "window"]
 
