@@ -9,9 +9,13 @@ full copies (``TRIALFLOW_CHECKPOINT_DEDUP=0``: today's), saved the way a trial a
 saves them (``ActorIO.persist``, each save following the one before). Then ``--pairs``
 rounds, each restoring one checkpoint of each layout the way a trial actor restores
 (``ActorIO.fetch``: its own I/O loop thread, the checkpoint fetched, verified and
-assembled in a fresh directory), ours and today's back to back in an order that flips
-every round, so both halves of a pair meet the same load. A round also saves one new
-checkpoint each way, timed the same way.
+assembled in a fresh directory) three ways back to back, in an order that turns every
+round, so the three meet the same load: ours, ours without the node's copies of chunks
+(``TRIALFLOW_BLOB_CACHE=off``: a node that never held them, so on S3 every chunk is
+fetched; on a local disk the same as ours) and today's. A round also saves one new
+checkpoint each way (ours and today's, the order flipping), timed the same way. The
+node's copies start empty in a directory of the run; the saves fill them, as a node's
+trials would.
 
 Reported per storage and layout: each side's median, quartiles and [min-max]; the
 median of the pairs' ratios with its 95% confidence interval (distribution-free: order
@@ -41,6 +45,10 @@ from ._restore_common import AWS_ENV, BUCKET
 #: Today's switch (see ``storage.dedup``).
 DEDUP_ENV = "TRIALFLOW_CHECKPOINT_DEDUP"
 SIDES = ("ours", "today")
+#: Restores in a round: ours, ours without the node's copies of chunks (a node that
+#: never held them: on S3 every chunk fetched), today's.
+RESTORES = ("ours", "cold", "today")
+CACHE_ENV = "TRIALFLOW_BLOB_CACHE"
 
 
 @contextlib.contextmanager
@@ -84,7 +92,7 @@ class _Side:
             write_safetensors(os.path.join(local, "frozen.safetensors"), [("backbone", frozen)])
             write_safetensors(os.path.join(local, "changing.safetensors"), [head])
         with open(os.path.join(local, "trainer_state.json"), "w") as fh:
-            fh.write('{"iteration": %d, "lr": 0.01, "score": 1.0}' % self.count)
+            fh.write(f'{{"iteration": {self.count}, "lr": 0.01, "score": 1.0}}')
         keys = self.keys.setdefault(layout, [])
         key = f"trial_{layout}/checkpoint_{self.count:06d}"
         env = {DEDUP_ENV: "1" if self.name == "ours" else "0"}
@@ -158,6 +166,7 @@ def run(args: argparse.Namespace, url: str, work: str) -> list[dict[str, Any]]:
                             sides[name].save(layout, frozen, args.head)
                 for i in range(args.pairs):
                     order = SIDES if i % 2 == 0 else SIDES[::-1]
+                    turn = RESTORES[i % 3 :] + RESTORES[: i % 3]
                     for layout in args.layouts:
                         row: dict[str, Any] = {
                             "storage": storage,
@@ -165,9 +174,11 @@ def run(args: argparse.Namespace, url: str, work: str) -> list[dict[str, Any]]:
                             "round": i,
                             "load": os.getloadavg()[0],
                         }
-                        for name in order:
+                        for name in turn:
+                            side = sides["today" if name == "today" else "ours"]
                             before = _requests(args.request_log)
-                            row[f"{name}_restore_s"] = sides[name].restore(layout, i)
+                            with _env({CACHE_ENV: "off"} if name == "cold" else {}):
+                                row[f"{name}_restore_s"] = side.restore(layout, i)
                             row[f"{name}_requests"] = _requests(args.request_log) - before
                         for name in order:
                             row[f"{name}_save_s"] = sides[name].save(layout, frozen, args.head)
@@ -199,9 +210,11 @@ def _progress(storage: str, i: int, pairs: int, rows: list[dict[str, Any]]) -> N
         return
     mine = [r for r in rows if r["storage"] == storage]
     ratios = [r["ours_restore_s"] / r["today_restore_s"] for r in mine]
+    cold = [r["cold_restore_s"] / r["today_restore_s"] for r in mine]
     print(
-        f"  {storage}: {i + 1}/{pairs} rounds, restore ours/today so far "
-        f"{statistics.median(ratios):.3f}, load {os.getloadavg()[0]:.1f}",
+        f"  {storage}: {i + 1}/{pairs} rounds, restore / today so far: ours "
+        f"{statistics.median(ratios):.3f}, without node copies {statistics.median(cold):.3f}, "
+        f"load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
 
@@ -212,9 +225,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for storage, layout in cells:
         mine = [r for r in rows if (r["storage"], r["layout"]) == (storage, layout)]
         cell: dict[str, Any] = {"pairs": len(mine), "load": quartiles([r["load"] for r in mine])}
-        for what in ("restore", "save"):
-            ours = [r[f"ours_{what}_s"] for r in mine]
-            today = [r[f"today_{what}_s"] for r in mine]
+        for what, mine_name in (("restore", "ours"), ("cold", "cold"), ("save", "ours")):
+            key = "save" if what == "save" else "restore"
+            ours = [r[f"{mine_name}_{key}_s"] for r in mine]
+            today = [r[f"today_{key}_s"] for r in mine]
             ratios = [a / b for a, b in zip(ours, today, strict=True) if b > 0]
             cell[what] = {
                 "ours": quartiles(ours),
@@ -224,7 +238,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "paired_ratio_ci95": median_ci(ratios),
             }
         cell["requests"] = {
-            name: statistics.median([r[f"{name}_requests"] for r in mine]) for name in SIDES
+            name: statistics.median([r[f"{name}_requests"] for r in mine]) for name in RESTORES
         }
         out[f"{storage}/{layout}"] = cell
     return out
@@ -246,18 +260,22 @@ def print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
         print(
             f"{name}: {cell['pairs']} pairs, load {load['median']:.1f} "
             f"[{load['min']:.1f}-{load['max']:.1f}], requests a restore: ours "
-            f"{cell['requests']['ours']:g}, today {cell['requests']['today']:g}"
+            f"{cell['requests']['ours']:g} (without node copies "
+            f"{cell['requests']['cold']:g}), today {cell['requests']['today']:g}"
         )
-        for what in ("restore", "save"):
+        for what in ("restore", "cold", "save"):
             c = cell[what]
             ci = c["paired_ratio_ci95"]
             ci_text = "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
             verdict = "" if ci is None else ("  <= 1.05: shown" if ci[1] <= 1.05 else "")
             print(
-                f"  {what:<7} ours {_q(c['ours'])}  today {_q(c['today'])}  ours/today "
+                f"  {_LABEL[what]:<12} ours {_q(c['ours'])}  today {_q(c['today'])}  ours/today "
                 f"{c['paired_ratio']['median']:.3f} CI {ci_text} (ratio of medians "
                 f"{c['ratio_of_medians']:.3f}){verdict}"
             )
+
+
+_LABEL = {"restore": "restore", "cold": "restore cold", "save": "save"}
 
 
 def _q(q: dict[str, float | None]) -> str:
@@ -273,6 +291,8 @@ def main(args: argparse.Namespace) -> int:
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="bench-ckpt-restore-") as work:
+        # The node's copies of chunks (storage.blob_cache) start empty, here, each run.
+        os.environ["TRIALFLOW_BLOB_CACHE"] = os.path.join(work, "node-blobs")
         with contextlib.ExitStack() as stack:
             url = ""
             args.request_log = None

@@ -319,7 +319,7 @@ def _run(
         "stamp_dir": stamps,
         "prefix": prefix,
         "endpoint": url,
-        "env": _env(system),
+        "env": {**_env(system), "TRIALFLOW_BLOB_CACHE": os.path.join(run_dir, "node-blobs")},
     }
     label = f"{workload} {layout} {storage}: {system}"
     figures = runner.run("_ckpt_bytes_child", spec, label)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from collections.abc import Awaitable
 
 from ._concurrency import in_thread, map_bounded
 from ._files import remove_quietly, temp_sibling
@@ -77,8 +78,13 @@ async def assemble(
                 if cache is not None and await in_thread(_from_cache, cache, sha, size, fd, offset):
                     counts.restored_from_node += 1
                     return
+                blob = join_key(root, blob_key(sha))
                 try:
-                    data = await store.read(join_key(root, blob_key(sha)))
+                    if store.read_pooled is None:
+                        ok = await _fetch(store.read(blob), sha, size, fd, offset, cache)
+                    else:
+                        async with store.read_pooled(blob, size) as view:
+                            ok = await _write(view, sha, size, fd, offset, cache)
                 except NotFound as err:
                     raise bad(
                         entry,
@@ -88,9 +94,7 @@ async def assemble(
                         "restored; use an older one",
                     ) from err
                 counts.fetched += 1
-                if len(data) != size or not await in_thread(
-                    _write_checked, data, sha, fd, offset, cache
-                ):
+                if not ok:
                     raise bad(entry, index, sha, "does not match its SHA-256")
             finally:
                 store.budget.release(grant)
@@ -109,6 +113,19 @@ async def assemble(
 
     await asyncio.to_thread(os.makedirs, target, exist_ok=True)
     await map_bounded(one, manifest.files, store.file_concurrency)
+
+
+async def _fetch(
+    read: Awaitable[bytes], sha: str, size: int, fd: int, offset: int, cache: BlobCache | None
+) -> bool:
+    return await _write(await read, sha, size, fd, offset, cache)
+
+
+async def _write(
+    data: bytes | memoryview, sha: str, size: int, fd: int, offset: int, cache: BlobCache | None
+) -> bool:
+    """A fetched chunk written at ``offset`` if it is the one named; False if not."""
+    return len(data) == size and await in_thread(_write_checked, data, sha, fd, offset, cache)
 
 
 def window(store: BlobIO, chunk_size: int) -> int:

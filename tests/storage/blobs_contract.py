@@ -6,11 +6,13 @@ through the driver."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -106,7 +108,7 @@ class BlobsContract:
         await store.get_checkpoint("c", tmp_path / "dst")
         assert read_tree(tmp_path / "dst") == {"a": chunk * 3, "b": chunk}
 
-    @pytest.mark.parametrize("how", ["changed", "truncated", "missing"])
+    @pytest.mark.parametrize("how", ["changed", "truncated", "extended", "missing"])
     async def test_a_bad_blob_is_detected(
         self,
         store: Storage,
@@ -126,6 +128,8 @@ class BlobsContract:
             raw.write(key, data[:-1] + b"X")
         elif how == "truncated":
             raw.write(key, data[:10])
+        elif how == "extended":
+            raw.write(key, data + b"X")
         else:
             await store.delete_blobs([entry.chunks[0]])
         with pytest.raises(IntegrityError) as info:
@@ -274,9 +278,10 @@ class BlobsContract:
         in_flight = peak = 0
         full = asyncio.Event()
 
-        async def read(key: str) -> bytes:
-            """The store's read, held until the window is full (so the peak is the
-            window's bound, not the network's speed)."""
+        @contextlib.asynccontextmanager
+        async def held() -> AsyncIterator[None]:
+            """A fetch, held until the window is full (so the peak is the window's
+            bound, not the network's speed)."""
             nonlocal in_flight, peak
             in_flight += 1
             peak = max(peak, in_flight)
@@ -284,11 +289,22 @@ class BlobsContract:
                 full.set()
             try:
                 await asyncio.wait_for(full.wait(), 60)
-                return await io.read(key)
+                yield
             finally:
                 in_flight -= 1
 
-        watched = dataclasses.replace(io, read=read)
+        async def read(key: str) -> bytes:
+            async with held():
+                return await io.read(key)
+
+        @contextlib.asynccontextmanager
+        async def read_pooled(key: str, size: int) -> AsyncIterator[memoryview]:
+            assert io.read_pooled is not None
+            async with held(), io.read_pooled(key, size) as view:
+                yield view
+
+        pooled = read_pooled if io.read_pooled is not None else None
+        watched = dataclasses.replace(io, read=read, read_pooled=pooled)
         await get_chunked(watched, "c", manifest, str(tmp_path / "dst"))
         assert peak == limit
         assert read_tree(tmp_path / "dst") == read_tree(tmp_path / "src")
