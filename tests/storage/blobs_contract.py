@@ -308,3 +308,27 @@ class BlobsContract:
         await get_chunked(watched, "c", manifest, str(tmp_path / "dst"))
         assert peak == limit
         assert read_tree(tmp_path / "dst") == read_tree(tmp_path / "src")
+
+    async def test_a_cancelled_restore_leaves_nothing_behind(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Cancelled with chunks in flight: no temporary file stays, no byte of the
+        budget stays held, and the next restore of it works."""
+        monkeypatch.setenv(CACHE_ENV, "off")
+        files = {f"f{i}": os.urandom(CHUNK_SIZE + i) for i in range(3)}
+        write_tree(tmp_path / "src", files)
+        await store.put_checkpoint(tmp_path / "src", "c")
+        counts = store.blob_counts
+        task = asyncio.ensure_future(store.get_checkpoint("c", tmp_path / "dst"))
+        for _ in range(6000):  # until a chunk has arrived
+            await asyncio.sleep(0.005)
+            if counts.fetched or task.done():
+                break
+        assert not task.done(), "the restore finished before it could be cancelled"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert [p for p in (tmp_path / "dst").rglob("*") if ".trialflow-tmp-" in p.name] == []
+        assert store._budget.used == 0
+        await store.get_checkpoint("c", tmp_path / "again")
+        assert read_tree(tmp_path / "again") == files
