@@ -4,8 +4,10 @@ already held from its own disk instead of the object store.
 A chunk is named by its SHA-256, so a copy is good whatever store or experiment it came
 from: the chunks of a frozen backbone that this node's trials saved are the chunks of
 the donor checkpoint a PBT exploit restores, and of the checkpoint a restarted trial
-loads. Saves put the chunks they read here, restores the chunks they fetched; a restore
-looks here first. On S3 a checkpoint of a 52 MiB model was 16 GETs where a full copy is
+loads. A save puts here the chunks it found stored already (content that repeats: a
+frozen backbone, a base model; not the chunks that changed, which would double a save's
+disk writes for copies rarely read), a restore the chunks it fetched; a restore looks
+here first. On S3 a checkpoint of a 52 MiB model was 16 GETs where a full copy is
 3 (the emulator closes the connection after each one); with the node's copies it is
 the manifest and the chunks that changed.
 

@@ -21,8 +21,9 @@ HEAD found are looked for once more (one the driver deleted meanwhile is uploade
 from the files). Loading (:mod:`storage.blobs_get`) fetches chunks of the whole
 checkpoint a bounded window at a time, checks each against its SHA-256 and writes it at
 its offset of the file's temporary sibling, renamed into place once complete: one pass
-of hashing covers every byte. Saves and restores keep each chunk they read among the
-node's copies (:mod:`storage.blob_cache`), which restores read before the store. Blobs are
+of hashing covers every byte. Saves keep the chunks they found stored already (content
+that repeats) among the node's copies (:mod:`storage.blob_cache`), restores the chunks
+they fetched; restores read there before the store. Blobs are
 never deleted here: only the driver does (by reference count), and ``orphans`` finds
 the blobs no manifest names (after a crash between chunk uploads and the manifest, or
 in the middle of a garbage collection).
@@ -106,6 +107,8 @@ async def put_chunked(
             if await store.exists(blob):
                 counts.found_present += 1
                 found[sha] = (*where, len(data))
+                if cache is not None:  # stored before: content that repeats
+                    await in_thread(cache.put, sha, data)
             else:
                 await store.write(blob, data)
                 counts.written += 1
@@ -129,7 +132,7 @@ async def put_chunked(
             while True:
                 grant = await store.budget.acquire(CHUNK_SIZE)
                 try:
-                    data, sha = await in_thread(_read_chunk, fh, whole, cache)
+                    data, sha = await in_thread(_read_chunk, fh, whole, cache, present)
                 except BaseException:
                     store.budget.release(grant)
                     raise
@@ -203,14 +206,18 @@ async def _released(coro: Awaitable[None], store: BlobIO, grant: int) -> None:
         store.budget.release(grant)
 
 
-def _read_chunk(fh: IO[bytes], whole: Any, cache: BlobCache | None) -> tuple[bytes, str]:
-    """Blocking: the next chunk of ``fh`` and its SHA-256, the file's hash updated; the
-    chunk kept among the node's copies (a restore of this or a later checkpoint of the
-    same bytes, on this node, reads it there)."""
+def _read_chunk(
+    fh: IO[bytes], whole: Any, cache: BlobCache | None, present: Collection[str]
+) -> tuple[bytes, str]:
+    """Blocking: the next chunk of ``fh`` and its SHA-256, the file's hash updated. A
+    chunk known to be stored already (content that repeats: a frozen backbone, a base
+    model) is kept among the node's copies, for the restores of this node; a new one
+    is not (most of a model that trains changes at every save: copying it would double
+    the disk writes of saves for copies that are rarely read)."""
     data = fh.read(CHUNK_SIZE)
     whole.update(data)
     sha = hashlib.sha256(data).hexdigest()
-    if cache is not None and data:
+    if cache is not None and data and sha in present:
         cache.put(sha, data)
     return data, sha
 

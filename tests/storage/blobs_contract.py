@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -236,31 +235,35 @@ class BlobsContract:
     async def test_a_restore_reads_the_nodes_copies_first(
         self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Chunks this node saved or restored are read from its disk, checked, instead
-        of fetched; a damaged copy is fetched from the store instead, and replaced."""
+        """Chunks this node restored, or saved when they were stored already, are read
+        from its disk, checked, instead of fetched; a damaged copy is fetched from the
+        store instead, and replaced. New chunks a save uploads are not kept."""
         monkeypatch.setenv(CACHE_ENV, str(tmp_path / "node"))
         files = make_tree(tmp_path / "src", 2 * CHUNK_SIZE + 5)
         manifest = await store.put_checkpoint(tmp_path / "src", "c")
         chunks = [sha for f in manifest.files for sha in f.chunks or ()]
         assert len(set(chunks)) == len(chunks) == 6
-        counts = store.blob_counts
-
-        await store.get_checkpoint("c", tmp_path / "one")  # all saved here: none fetched
-        assert read_tree(tmp_path / "one") == files
-        assert (counts.fetched, counts.restored_from_node) == (0, 6)
-
         node = node_cache()
         assert node is not None
+        assert not (tmp_path / "node").exists()  # all new: none kept
+        counts = store.blob_counts
+
+        await store.get_checkpoint("c", tmp_path / "one")  # fetched, then kept
+        await store.get_checkpoint("c", tmp_path / "two")  # read here
+        assert read_tree(tmp_path / "one") == read_tree(tmp_path / "two") == files
+        assert (counts.fetched, counts.restored_from_node) == (6, 6)
+
         copy = Path(node.path(chunks[2]))
         copy.write_bytes(b"X" + copy.read_bytes()[1:])  # damaged on this node's disk
-        await store.get_checkpoint("c", tmp_path / "two")
-        assert read_tree(tmp_path / "two") == files
-        assert (counts.fetched, counts.restored_from_node) == (1, 11)
+        await store.get_checkpoint("c", tmp_path / "three")
+        assert read_tree(tmp_path / "three") == files
+        assert (counts.fetched, counts.restored_from_node) == (7, 11)
         assert hashlib.sha256(copy.read_bytes()).hexdigest() == chunks[2]  # kept again
 
-        shutil.rmtree(tmp_path / "node")  # another node: every chunk fetched, then kept
-        await store.get_checkpoint("c", tmp_path / "three")
-        await store.get_checkpoint("c", tmp_path / "four")
+        # Another node saves the same bytes: found stored, so kept there.
+        monkeypatch.setenv(CACHE_ENV, str(tmp_path / "other"))
+        await store.put_checkpoint(tmp_path / "src", "c2")
+        await store.get_checkpoint("c2", tmp_path / "four")
         assert read_tree(tmp_path / "four") == files
         assert (counts.fetched, counts.restored_from_node) == (7, 17)
 
