@@ -21,7 +21,9 @@ Reported per storage and layout: each side's median, quartiles and [min-max]; th
 median of the pairs' ratios with its 95% confidence interval (distribution-free: order
 statistics of the paired ratios, a sign-test interval), which is what shows a ratio
 below 1.05 or not; the load average over the rounds; and, on S3, the requests each
-restore made (the counting emulator's log).
+restore made and the new connections they opened (the counting emulator's log).
+``--keepalive`` serves the emulator with keep-alive connections (gunicorn), as S3
+does, instead of moto's own server, which closes each connection after one response.
 """
 
 from __future__ import annotations
@@ -176,10 +178,12 @@ def run(args: argparse.Namespace, url: str, work: str) -> list[dict[str, Any]]:
                         }
                         for name in turn:
                             side = sides["today" if name == "today" else "ours"]
-                            before = _requests(args.request_log)
+                            before = _log_size(args.request_log)
                             with _env({CACHE_ENV: "off"} if name == "cold" else {}):
                                 row[f"{name}_restore_s"] = side.restore(layout, i)
-                            row[f"{name}_requests"] = _requests(args.request_log) - before
+                            requests, connections = _served(args.request_log, before)
+                            row[f"{name}_requests"] = requests
+                            row[f"{name}_connections"] = connections
                         for name in order:
                             row[f"{name}_save_s"] = sides[name].save(layout, frozen, args.head)
                         rows.append(row)
@@ -197,12 +201,20 @@ def run(args: argparse.Namespace, url: str, work: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _requests(log: Path | None) -> int:
-    """Requests the emulator has served so far (0 without its request log)."""
+def _log_size(log: Path | None) -> int:
+    return log.stat().st_size if log is not None and log.exists() else 0
+
+
+def _served(log: Path | None, offset: int) -> tuple[int, int]:
+    """Requests the emulator served since ``offset`` of its request log, and the new
+    connections they opened (client ports not seen before); (0, 0) without the log."""
     if log is None or not log.exists():
-        return 0
+        return 0, 0
     with open(log, "rb") as fh:
-        return sum(1 for _ in fh)
+        before = fh.read(offset).decode().splitlines()
+        lines = fh.read().decode().splitlines()
+    seen = {line.rsplit("\t", 1)[-1] for line in before}
+    return len(lines), len({line.rsplit("\t", 1)[-1] for line in lines} - seen)
 
 
 def _progress(storage: str, i: int, pairs: int, rows: list[dict[str, Any]]) -> None:
@@ -237,9 +249,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "paired_ratio": quartiles(ratios),
                 "paired_ratio_ci95": median_ci(ratios),
             }
-        cell["requests"] = {
-            name: statistics.median([r[f"{name}_requests"] for r in mine]) for name in RESTORES
-        }
+        for what in ("requests", "connections"):
+            cell[what] = {
+                name: statistics.median([r[f"{name}_{what}"] for r in mine]) for name in RESTORES
+            }
         out[f"{storage}/{layout}"] = cell
     return out
 
@@ -259,9 +272,9 @@ def print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
         load = cell["load"]
         print(
             f"{name}: {cell['pairs']} pairs, load {load['median']:.1f} "
-            f"[{load['min']:.1f}-{load['max']:.1f}], requests a restore: ours "
-            f"{cell['requests']['ours']:g} (without node copies "
-            f"{cell['requests']['cold']:g}), today {cell['requests']['today']:g}"
+            f"[{load['min']:.1f}-{load['max']:.1f}], requests (new connections) a restore: "
+            f"ours {_rc(cell, 'ours')}, without node copies {_rc(cell, 'cold')}, today "
+            f"{_rc(cell, 'today')}"
         )
         for what in ("restore", "cold", "save"):
             c = cell[what]
@@ -273,6 +286,10 @@ def print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                 f"{c['paired_ratio']['median']:.3f} CI {ci_text} (ratio of medians "
                 f"{c['ratio_of_medians']:.3f}){verdict}"
             )
+
+
+def _rc(cell: dict[str, Any], name: str) -> str:
+    return f"{cell['requests'][name]:g} ({cell['connections'][name]:g})"
 
 
 _LABEL = {"restore": "restore", "cold": "restore cold", "save": "save"}
@@ -301,7 +318,9 @@ def main(args: argparse.Namespace) -> int:
 
                 log_path = Path(work, "stored.log")
                 args.request_log = Path(work, "requests.log")
-                url = stack.enter_context(counting_moto(log_path, args.request_log))
+                url = stack.enter_context(
+                    counting_moto(log_path, args.request_log, keepalive=args.keepalive)
+                )
             rows = run(args, url, work)
     summary = summarize(rows)
     print_summary(args, summary)

@@ -8,9 +8,13 @@ aborted upload stores nothing) and a server-side copy all go through: the bytes 
 to the bucket, whoever wrote them and whatever is deleted later.
 
 With ``$BENCH_MOTO_REQUEST_LOG`` set, also one line per request served there (its
-``time.time()``, method and path), to count what a restore asks for.
+``time.time()``, method, path and the client's port: one port per connection), to count
+what a restore asks for and over how many connections.
 
-``python benchmarks/_moto_counting.py -H 127.0.0.1 -p <port>`` (moto's own arguments).
+``python benchmarks/_moto_counting.py -H 127.0.0.1 -p <port>`` (moto's own arguments)
+serves it as ``moto_server`` does, on werkzeug's server, which closes the connection
+after every response. ``gunicorn -k gthread ... _moto_counting:app`` serves the same
+app with keep-alive connections, as S3 does.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ import threading
 import time
 from typing import Any
 
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.s3.models import S3Backend
 from moto.server import main
-from werkzeug.serving import WSGIRequestHandler
 
 _LOG = os.environ.get("BENCH_MOTO_PUT_LOG")
 _REQUESTS = os.environ.get("BENCH_MOTO_REQUEST_LOG")
@@ -46,19 +50,25 @@ def _put_object(
 
 S3Backend.put_object = _put_object  # type: ignore[method-assign]
 
-_run_wsgi = WSGIRequestHandler.run_wsgi
+_dispatch = DomainDispatcherApplication.__call__
 
 
-@functools.wraps(_run_wsgi)
-def _logged_run_wsgi(self: Any) -> Any:
+@functools.wraps(_dispatch)
+def _logged_dispatch(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
     if _REQUESTS:
-        line = f"{time.time():.6f}\t{self.command}\t{self.path}\n"
+        line = (
+            f"{time.time():.6f}\t{environ.get('REQUEST_METHOD')}\t"
+            f"{environ.get('PATH_INFO')}\t{environ.get('REMOTE_PORT')}\n"
+        )
         with _LOCK, open(_REQUESTS, "a") as fh:
             fh.write(line)
-    return _run_wsgi(self)
+    return _dispatch(self, environ, start_response)
 
 
-WSGIRequestHandler.run_wsgi = _logged_run_wsgi  # type: ignore[method-assign]
+DomainDispatcherApplication.__call__ = _logged_dispatch  # type: ignore[method-assign]
+
+#: The app for a WSGI server of one's choice (``gunicorn ... _moto_counting:app``).
+app = DomainDispatcherApplication(create_backend_app)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -127,6 +127,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--restore-only", action="store_true", help="restores alone, no Ray (see above)")
     add("--pairs", type=int, default=None, help="restore-only: rounds (60; quick 20)")
     add("--checkpoints", type=int, default=None, help="restore-only: to restore (8; quick 4)")
+    add(
+        "--keepalive",
+        action="store_true",
+        help="restore-only: serve the S3 emulator with keep-alive connections (gunicorn)",
+    )
     args = parser.parse_args(argv)
     q = args.quick
     args.trials = args.trials or (4 if q else 8)
@@ -161,24 +166,30 @@ def _names(parser: argparse.ArgumentParser, text: str, allowed: tuple[str, ...])
 
 
 @contextlib.contextmanager
-def counting_moto(log_path: Path, request_log: Path | None = None) -> Iterator[str]:
+def counting_moto(
+    log_path: Path, request_log: Path | None = None, *, keepalive: bool = False
+) -> Iterator[str]:
     """``_moto_counting.py`` on a free loopback port, with the benchmark's bucket; each
     object it stores is a line of ``log_path`` (each request it serves one of
-    ``request_log``, if given)."""
+    ``request_log``, if given). ``keepalive``: served by gunicorn, whose connections
+    stay open between requests as S3's do, instead of moto's own werkzeug server,
+    which closes each after one response."""
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    launcher = str(Path(__file__).with_name("_moto_counting.py"))
+    launcher = Path(__file__).with_name("_moto_counting.py")
     env = dict(os.environ, BENCH_MOTO_PUT_LOG=str(log_path))
     if request_log is not None:
         env["BENCH_MOTO_REQUEST_LOG"] = str(request_log)
     out = open(log_path.with_suffix(".out"), "wb")  # noqa: SIM115 - the server's output
-    proc = subprocess.Popen(
-        [sys.executable, launcher, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    if keepalive:
+        gunicorn = str(Path(sys.executable).with_name("gunicorn"))
+        cmd = [gunicorn, "-k", "gthread", "--threads", "16", "--keep-alive", "75"]
+        cmd += ["--no-control-socket", "-b", f"127.0.0.1:{port}"]
+        cmd += ["--chdir", str(launcher.parent), f"{launcher.stem}:app"]
+    else:
+        cmd = [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)]
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         # A loaded machine imports moto slowly.
         wait_serving(proc, url, 120, "the S3 emulator", out.name)
