@@ -40,6 +40,7 @@ import os
 import threading
 
 from ._files import remove_quietly, temp_sibling
+from .keys import RESERVED_PREFIX
 
 __all__ = ["CACHE_ENV", "MAX_BYTES", "BlobCache", "node_cache"]
 
@@ -95,10 +96,16 @@ class BlobCache:
             return
         tmp = temp_sibling(path)
         try:
+            # Private to the user, as the checkpoints are: 0700 folders, 0600 files.
+            os.makedirs(self.root, mode=0o700, exist_ok=True)
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            with open(tmp, "wb") as fh:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, path)
+        except FileNotFoundError:  # another process evicted the folder meanwhile
+            remove_quietly(tmp)
+            return
         except OSError as err:
             remove_quietly(tmp)
             self.ok = False
@@ -118,8 +125,14 @@ class BlobCache:
         bound; how many went."""
         entries: list[tuple[float, int, str]] = []
         for folder in _folders(self.root):
-            with os.scandir(folder) as it:
+            try:
+                it = os.scandir(folder)
+            except OSError:
+                continue
+            with it:
                 for e in it:
+                    if e.name.startswith(RESERVED_PREFIX):
+                        continue  # a copy another process is writing
                     try:
                         st = e.stat()
                     except OSError:

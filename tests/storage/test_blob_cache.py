@@ -29,6 +29,9 @@ def test_a_copy_is_returned_only_when_its_bytes_hash_to_its_name(tmp_path: Path)
     assert not path.exists()  # removed, to be kept again by the next fetch
     cache.put(sha(data), memoryview(data))
     assert cache.get(sha(data), len(data)) == data
+    # The user's alone, as the checkpoints are.
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
 
 
 def test_the_least_recently_used_copies_go_past_the_bound(tmp_path: Path) -> None:
