@@ -58,6 +58,10 @@ Usage::
     python -m benchmarks.bench_checkpoint_bytes                # full sizes, both layouts
     python -m benchmarks.bench_checkpoint_bytes --quick        # PBT, small sizes: 6 runs
     python -m benchmarks.bench_checkpoint_bytes --workloads pbt --storages s3 --repeat 3
+    python -m benchmarks.bench_checkpoint_bytes --restore-only   # restores alone, no Ray
+
+``--restore-only`` times restores (and saves) of the PBT model at the storage level,
+ours and today's paired in time over ``--pairs`` rounds (``_ckpt_bytes_restore.py``).
 
 Figures go to stdout and to ``benchmarks/out/checkpoint_bytes.json``.
 """
@@ -120,6 +124,14 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--settle", type=float, default=20.0, help="most seconds to wait for a quiet machine")
     add("--timeout", type=float, default=1800, help="seconds per run")
     add("--out", type=Path, default=OUT)
+    add("--restore-only", action="store_true", help="restores alone, no Ray (see above)")
+    add("--pairs", type=int, default=None, help="restore-only: rounds (60; quick 20)")
+    add("--checkpoints", type=int, default=None, help="restore-only: to restore (8; quick 4)")
+    add(
+        "--keepalive",
+        action="store_true",
+        help="restore-only: serve the S3 emulator with keep-alive connections (gunicorn)",
+    )
     args = parser.parse_args(argv)
     q = args.quick
     args.trials = args.trials or (4 if q else 8)
@@ -135,6 +147,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.workloads = _names(parser, args.workloads or ("pbt" if q else "pbt,finetune"), WORKLOADS)
     args.storages = _names(parser, args.storages, ("local", "s3"))
     args.systems = _names(parser, args.systems, SYSTEMS)
+    args.pairs = args.pairs or (20 if q else 60)
+    args.checkpoints = args.checkpoints or (4 if q else 8)
     if args.repeat < 1 or args.trials < 2:
         parser.error("--repeat must be >= 1 and --trials >= 2")
     return args
@@ -152,21 +166,30 @@ def _names(parser: argparse.ArgumentParser, text: str, allowed: tuple[str, ...])
 
 
 @contextlib.contextmanager
-def counting_moto(log_path: Path) -> Iterator[str]:
+def counting_moto(
+    log_path: Path, request_log: Path | None = None, *, keepalive: bool = False
+) -> Iterator[str]:
     """``_moto_counting.py`` on a free loopback port, with the benchmark's bucket; each
-    object it stores is a line of ``log_path``."""
+    object it stores is a line of ``log_path`` (each request it serves one of
+    ``request_log``, if given). ``keepalive``: served by gunicorn, whose connections
+    stay open between requests as S3's do, instead of moto's own werkzeug server,
+    which closes each after one response."""
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    launcher = str(Path(__file__).with_name("_moto_counting.py"))
+    launcher = Path(__file__).with_name("_moto_counting.py")
     env = dict(os.environ, BENCH_MOTO_PUT_LOG=str(log_path))
+    if request_log is not None:
+        env["BENCH_MOTO_REQUEST_LOG"] = str(request_log)
     out = open(log_path.with_suffix(".out"), "wb")  # noqa: SIM115 - the server's output
-    proc = subprocess.Popen(
-        [sys.executable, launcher, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    if keepalive:
+        gunicorn = str(Path(sys.executable).with_name("gunicorn"))
+        cmd = [gunicorn, "-k", "gthread", "--threads", "16", "--keep-alive", "75"]
+        cmd += ["--no-control-socket", "-b", f"127.0.0.1:{port}"]
+        cmd += ["--chdir", str(launcher.parent), f"{launcher.stem}:app"]
+    else:
+        cmd = [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)]
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         # A loaded machine imports moto slowly.
         wait_serving(proc, url, 120, "the S3 emulator", out.name)
@@ -232,6 +255,10 @@ def _env(system: str) -> dict[str, str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    if args.restore_only:
+        from . import _ckpt_bytes_restore
+
+        return _ckpt_bytes_restore.main(args)
     cells = [(w, lay, st) for w in args.workloads for lay in args.layouts for st in args.storages]
     total = len(cells) * len(args.systems) * args.repeat
     print(
@@ -303,7 +330,7 @@ def _run(
         "stamp_dir": stamps,
         "prefix": prefix,
         "endpoint": url,
-        "env": _env(system),
+        "env": {**_env(system), "TRIALFLOW_BLOB_CACHE": os.path.join(run_dir, "node-blobs")},
     }
     label = f"{workload} {layout} {storage}: {system}"
     figures = runner.run("_ckpt_bytes_child", spec, label)

@@ -18,7 +18,8 @@ import builtins
 import hashlib
 import logging
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
@@ -56,6 +57,8 @@ class Storage(ConditionalWrites):
     #: Whether :meth:`put_checkpoint` stores chunks as shared blobs (S3, GCS: see
     #: :mod:`storage.blobs`) unless ``TRIALFLOW_CHECKPOINT_DEDUP=0``.
     content_addressed: bool = False
+    #: A driver's pooled read for restores, if it has one (see ``BlobIO.read_pooled``).
+    _read_pooled: Callable[[str, int], AbstractAsyncContextManager[memoryview]] | None = None
 
     def __init__(
         self,
@@ -339,6 +342,7 @@ class Storage(ConditionalWrites):
             file_concurrency=self.file_concurrency,
             counts=self.blob_counts,
             uploads=self._blob_uploads,
+            read_pooled=self._read_pooled,
         )
 
     async def _delete_checkpoint(self, key: str) -> None:

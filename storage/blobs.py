@@ -18,10 +18,12 @@ Saving skips a chunk that is known present (the chunks of checkpoints the caller
 names, which the driver keeps: the one this save follows, the trial's restore origin),
 else asks the store (HEAD), else writes it; the manifest goes last, and then the blobs
 HEAD found are looked for once more (one the driver deleted meanwhile is uploaded again
-from the files). Loading fetches each chunk (checking its size), assembles the file
-under a temporary name and checks the file's size and SHA-256 before the rename: one
-pass of hashing covers every chunk, and a file that fails it has its blobs hashed to
-name the wrong one. Blobs are
+from the files). Loading (:mod:`storage.blobs_get`) fetches chunks of the whole
+checkpoint a bounded window at a time, checks each against its SHA-256 and writes it at
+its offset of the file's temporary sibling, renamed into place once complete: one pass
+of hashing covers every byte. Saves keep the chunks they found stored already (content
+that repeats) among the node's copies (:mod:`storage.blob_cache`), restores the chunks
+they fetched; restores read there before the store. Blobs are
 never deleted here: only the driver does (by reference count), and ``orphans`` finds
 the blobs no manifest names (after a crash between chunk uploads and the manifest, or
 in the middle of a garbage collection).
@@ -35,16 +37,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Collection, Iterable
 from typing import IO, Any
 
-from ._concurrency import ByteBudget, in_thread, map_bounded
-from ._files import Digest, LocalFile, Sink
+from ._concurrency import in_thread, map_bounded
+from ._files import LocalFile
+from .blob_cache import BlobCache, node_cache
+from .blob_io import BlobCounts, BlobIO
+from .blobs_get import assemble
 from .dedup import BLOBS_DIGEST, DEDUP_ENV, blob_key, dedup_enabled
 from .errors import IntegrityError, NotFound
-from .keys import BLOBS_PREFIX, join_key, local_path
+from .keys import BLOBS_PREFIX, join_key
 from .manifest import MANIFEST_NAME, Manifest, ManifestEntry
 
 __all__ = [
@@ -63,43 +66,6 @@ __all__ = [
 #: The size of every chunk but a file's last.
 CHUNK_SIZE = 4 << 20
 
-#: Chunks of one file fetched ahead of the one being written.
-_READ_AHEAD = 4
-
-
-@dataclass
-class BlobCounts:
-    """What one storage object's content-addressed saves did (its own accounting, for
-    benchmarks and tests): chunks written, and chunks not written because they were
-    known present or found present (HEAD)."""
-
-    written: int = 0
-    written_bytes: int = 0
-    skipped_known: int = 0
-    found_present: int = 0
-
-
-@dataclass(frozen=True)
-class BlobIO:
-    """What content-addressed checkpoints need of a storage, bound to it (the driver's
-    primitives: keys are not validated again, and the blob namespace is reachable)."""
-
-    uri: str
-    uri_for: Callable[[str], str]
-    exists: Callable[[str], Awaitable[bool]]
-    read: Callable[[str], Awaitable[bytes]]
-    write: Callable[[str, bytes], Awaitable[None]]
-    list: Callable[[str], Awaitable[list[str]]]
-    delete: Callable[[str], Awaitable[None]]
-    read_manifest: Callable[[str], Awaitable[Manifest]]
-    verify: Callable[[str, Digest, ManifestEntry], None]
-    budget: ByteBudget
-    file_concurrency: int
-    counts: BlobCounts
-    #: Blob uploads under way through this storage object, shared by its saves: a
-    #: trial's overlapping saves (and trials of one node) upload a new blob once.
-    uploads: dict[str, asyncio.Future[None]]
-
 
 def blob_of(key: str) -> str | None:
     """The SHA-256 a blob key names, or None if ``key`` is not a blob's."""
@@ -117,6 +83,7 @@ async def put_chunked(
     (version 2). ``known``: SHA-256s of blobs the caller knows are stored."""
     present: set[str] = set(known)
     counts = store.counts
+    cache = node_cache()
     writing = store.uploads  # one PUT per blob, even if repeated or saved twice at once
     found: dict[str, tuple[str, int, int]] = {}  # found stored (HEAD): where the bytes are
 
@@ -140,6 +107,8 @@ async def put_chunked(
             if await store.exists(blob):
                 counts.found_present += 1
                 found[sha] = (*where, len(data))
+                if cache is not None:  # stored before: content that repeats
+                    await in_thread(cache.put, sha, data)
             else:
                 await store.write(blob, data)
                 counts.written += 1
@@ -163,7 +132,7 @@ async def put_chunked(
             while True:
                 grant = await store.budget.acquire(CHUNK_SIZE)
                 try:
-                    data, sha = await in_thread(_read_chunk, fh, whole)
+                    data, sha = await in_thread(_read_chunk, fh, whole, cache, present)
                 except BaseException:
                     store.budget.release(grant)
                     raise
@@ -237,11 +206,20 @@ async def _released(coro: Awaitable[None], store: BlobIO, grant: int) -> None:
         store.budget.release(grant)
 
 
-def _read_chunk(fh: IO[bytes], whole: Any) -> tuple[bytes, str]:
-    """Blocking: the next chunk of ``fh`` and its SHA-256, the file's hash updated."""
+def _read_chunk(
+    fh: IO[bytes], whole: Any, cache: BlobCache | None, present: Collection[str]
+) -> tuple[bytes, str]:
+    """Blocking: the next chunk of ``fh`` and its SHA-256, the file's hash updated. A
+    chunk known to be stored already (content that repeats: a frozen backbone, a base
+    model) is kept among the node's copies, for the restores of this node; a new one
+    is not (most of a model that trains changes at every save: copying it would double
+    the disk writes of saves for copies that are rarely read)."""
     data = fh.read(CHUNK_SIZE)
     whole.update(data)
-    return data, hashlib.sha256(data).hexdigest()
+    sha = hashlib.sha256(data).hexdigest()
+    if cache is not None and data and sha in present:
+        cache.put(sha, data)
+    return data, sha
 
 
 def blob_root(key: str, manifest: Manifest) -> str:
@@ -257,94 +235,11 @@ def blob_root(key: str, manifest: Manifest) -> str:
 
 async def get_chunked(store: BlobIO, key: str, manifest: Manifest, target: str) -> None:
     """Assemble every file of the version-2 ``manifest`` (read at ``key``) under
-    ``target``; a file appears whole and verified or not at all.
-
-    Each chunk's size is checked as it arrives and each file's size and SHA-256 once
-    assembled, which covers every chunk's bytes with one pass of hashing (a restore
-    costs no more CPU than one of a full copy); only a file that fails it has its
-    chunks hashed one by one, to name the blob that is wrong."""
-    assert manifest.chunk_size is not None
-    chunk_size = manifest.chunk_size
-    root = blob_root(key, manifest)
-
-    def missing(entry: ManifestEntry, index: int, sha: str) -> IntegrityError:
-        return IntegrityError(
-            f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) is missing from "
-            f"{BLOBS_PREFIX}: the checkpoint cannot be restored; use an older one",
-            uri=store.uri,
-            key=key,
-        )
-
-    async def fetch(entry: ManifestEntry, index: int, sha: str) -> tuple[bytes, int]:
-        """One chunk of the right size, and the budget it holds until it is written."""
-        expected = min(chunk_size, entry.size - index * chunk_size)
-        grant = await store.budget.acquire(expected)
-        try:
-            try:
-                data = await store.read(join_key(root, blob_key(sha)))
-            except NotFound as err:
-                raise missing(entry, index, sha) from err
-            if len(data) != expected:
-                raise bad_blob(entry, index, sha)
-        except BaseException:
-            store.budget.release(grant)
-            raise
-        return data, grant
-
-    def bad_blob(entry: ManifestEntry, index: int, sha: str) -> IntegrityError:
-        return IntegrityError(
-            f"blob {sha[:12]}... of {entry.path!r} (chunk {index}) does not match its SHA-256",
-            uri=store.uri,
-            key=key,
-        )
-
-    async def diagnose(entry: ManifestEntry) -> None:
-        """After a file did not verify (rare): name the blob that is wrong."""
-        for index, sha in enumerate(entry.chunks or ()):
-            try:
-                data = await store.read(join_key(root, blob_key(sha)))
-            except NotFound as err:
-                raise missing(entry, index, sha) from err
-            if await in_thread(_sha, data) != sha:
-                raise bad_blob(entry, index, sha)
-
-    async def one(entry: ManifestEntry) -> None:
-        path = local_path(target, entry.path)
-        sink = await in_thread(Sink, path)
-        window: list[asyncio.Task[tuple[bytes, int]] | None] = []
-        chunks = list(entry.chunks or ())
-        try:
-            nxt = 0
-            for i in range(len(chunks)):
-                while nxt < len(chunks) and nxt < i + _READ_AHEAD:
-                    window.append(asyncio.ensure_future(fetch(entry, nxt, chunks[nxt])))
-                    nxt += 1
-                task = window[i]
-                assert task is not None
-                data, grant = await task
-                window[i] = None  # its bytes go once written
-                try:
-                    await in_thread(sink.write, data)
-                finally:
-                    store.budget.release(grant)
-            try:
-                store.verify(join_key(key, entry.path), sink.digest(), entry)
-            except IntegrityError:
-                await diagnose(entry)
-                raise
-            await in_thread(sink.commit)
-        except BaseException:
-            left = [t for t in window if t is not None]
-            for t in left:
-                t.cancel()
-            for got in await asyncio.gather(*left, return_exceptions=True):
-                if isinstance(got, tuple):  # fetched, never written
-                    store.budget.release(got[1])
-            await asyncio.shield(in_thread(sink.discard))
-            raise
-
-    await asyncio.to_thread(os.makedirs, target, exist_ok=True)
-    await map_bounded(one, manifest.files, store.file_concurrency)
+    ``target``; a file appears whole and checked or not at all. Every chunk is checked
+    against its SHA-256 (one pass of hashing over the checkpoint), chunks of the whole
+    checkpoint are fetched a bounded window at a time, and the node's own copies of
+    chunks are used first: see :mod:`storage.blobs_get`."""
+    await assemble(store, key, manifest, target, blob_root(key, manifest))
 
 
 def _sha(data: bytes) -> str:

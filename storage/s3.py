@@ -14,7 +14,7 @@ import hashlib
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import IO, Any, TypeVar
 
 from aiobotocore.config import AioConfig
@@ -47,6 +47,9 @@ T = TypeVar("T")
 
 _MIN_PART = 5 * (1 << 20)
 _MAX_PARTS = 10_000
+#: The most one ``readinto`` copies into a pooled buffer: aiohttp joins what it holds
+#: up to that size, so a small bound keeps each join small.
+_PIECE = 256 << 10
 
 
 class S3Storage(Storage):
@@ -185,6 +188,35 @@ class S3Storage(Storage):
                 return data
 
         return await self._call(key, "read", get)
+
+    @asynccontextmanager
+    async def _read_pooled(self, key: str, size: int) -> AsyncIterator[memoryview]:
+        """The object at ``key``, at most ``size + 1`` bytes of it (a longer one shows
+        as such), in a view of a recycled part buffer, valid inside the ``with`` only:
+        no allocation, and no join of the response's pieces, per chunk a restore
+        fetches (see ``BlobIO.read_pooled``)."""
+        buf = self._take_buffer(size + 1)
+        try:
+            limit = size + 1
+
+            async def get() -> int:
+                resp = await self._client.get_object(Bucket=self.bucket, Key=self._full(key))
+                view = memoryview(buf)
+                got = 0
+                async with resp["Body"] as body:
+                    if int(resp.get("ContentLength", 0)) > size:
+                        return limit  # too long: no need to read it
+                    while got < limit:
+                        n = await body.readinto(view[got : min(limit, got + _PIECE)])
+                        if not n:
+                            break
+                        got += n
+                return got
+
+            n = await self._call(key, "read", get)
+            yield memoryview(buf)[:n]
+        finally:
+            self._give_buffer(buf)
 
     async def _exists(self, key: str) -> bool:
         try:

@@ -10,8 +10,11 @@ in-process Ray (``tests/support/fakeray.py``), which costs nothing to start.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,13 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # MLflow 3 refuses a file store unless allowed: Ray Tune's mlflow_example uses one, in
 # the driver and in the trials' workers (which inherit the session cluster's env).
 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+# Content-addressed restores read the node's copies of chunks first (storage.blob_cache):
+# the session keeps them in a directory of its own (its Ray workers inherit it), never
+# in the user's ~/.cache, where other sessions' copies would answer for the store.
+if "TRIALFLOW_BLOB_CACHE" not in os.environ:
+    _BLOB_CACHE = tempfile.mkdtemp(prefix="trialflow-test-blobs-")
+    os.environ["TRIALFLOW_BLOB_CACHE"] = _BLOB_CACHE
+    atexit.register(shutil.rmtree, _BLOB_CACHE, ignore_errors=True)
 
 
 #: Ray's node health checks, relaxed for a busy 2-core CI machine. A check that gets

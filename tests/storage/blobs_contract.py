@@ -6,15 +6,19 @@ through the driver."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from storage import MANIFEST_NAME, IntegrityError, InvalidKey, Manifest, Storage
-from storage.blobs import CHUNK_SIZE, DEDUP_ENV, blob_key
+from storage import MANIFEST_NAME, IntegrityError, InvalidKey, Manifest, Storage, blobs_get
+from storage.blob_cache import CACHE_ENV, node_cache
+from storage.blobs import CHUNK_SIZE, DEDUP_ENV, blob_key, get_chunked
 
 from .contract import Raw, Reopen, make_tree, read_tree
 
@@ -103,10 +107,16 @@ class BlobsContract:
         await store.get_checkpoint("c", tmp_path / "dst")
         assert read_tree(tmp_path / "dst") == {"a": chunk * 3, "b": chunk}
 
-    @pytest.mark.parametrize("how", ["changed", "truncated", "missing"])
+    @pytest.mark.parametrize("how", ["changed", "truncated", "extended", "missing"])
     async def test_a_bad_blob_is_detected(
-        self, store: Storage, raw: Raw, tmp_path: Path, how: str
+        self,
+        store: Storage,
+        raw: Raw,
+        tmp_path: Path,
+        how: str,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        monkeypatch.setenv(CACHE_ENV, "off")  # the store's blob, not the node's copy
         files = make_tree(tmp_path / "src", 3000)
         manifest = await store.put_checkpoint(tmp_path / "src", "c")
         entry = next(f for f in manifest.files if f.path == "sub/b.txt")
@@ -117,6 +127,8 @@ class BlobsContract:
             raw.write(key, data[:-1] + b"X")
         elif how == "truncated":
             raw.write(key, data[:10])
+        elif how == "extended":
+            raw.write(key, data + b"X")
         else:
             await store.delete_blobs([entry.chunks[0]])
         with pytest.raises(IntegrityError) as info:
@@ -219,3 +231,107 @@ class BlobsContract:
         finally:
             watcher.cancel()
         assert 0 < peak <= st._budget.capacity
+
+    async def test_a_restore_reads_the_nodes_copies_first(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Chunks this node restored, or saved when they were stored already, are read
+        from its disk, checked, instead of fetched; a damaged copy is fetched from the
+        store instead, and replaced. New chunks a save uploads are not kept."""
+        monkeypatch.setenv(CACHE_ENV, str(tmp_path / "node"))
+        files = make_tree(tmp_path / "src", 2 * CHUNK_SIZE + 5)
+        manifest = await store.put_checkpoint(tmp_path / "src", "c")
+        chunks = [sha for f in manifest.files for sha in f.chunks or ()]
+        assert len(set(chunks)) == len(chunks) == 6
+        node = node_cache()
+        assert node is not None
+        assert not (tmp_path / "node").exists()  # all new: none kept
+        counts = store.blob_counts
+
+        await store.get_checkpoint("c", tmp_path / "one")  # fetched, then kept
+        await store.get_checkpoint("c", tmp_path / "two")  # read here
+        assert read_tree(tmp_path / "one") == read_tree(tmp_path / "two") == files
+        assert (counts.fetched, counts.restored_from_node) == (6, 6)
+
+        copy = Path(node.path(chunks[2]))
+        copy.write_bytes(b"X" + copy.read_bytes()[1:])  # damaged on this node's disk
+        await store.get_checkpoint("c", tmp_path / "three")
+        assert read_tree(tmp_path / "three") == files
+        assert (counts.fetched, counts.restored_from_node) == (7, 11)
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == chunks[2]  # kept again
+
+        # Another node saves the same bytes: found stored, so kept there.
+        monkeypatch.setenv(CACHE_ENV, str(tmp_path / "other"))
+        await store.put_checkpoint(tmp_path / "src", "c2")
+        await store.get_checkpoint("c2", tmp_path / "four")
+        assert read_tree(tmp_path / "four") == files
+        assert (counts.fetched, counts.restored_from_node) == (7, 17)
+
+    async def test_a_restore_fetches_a_bounded_window_of_chunks(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Chunks of the whole checkpoint are fetched up to a window at once, whatever
+        the files: 20 small files are 20 chunks, each a file of its own."""
+        monkeypatch.setenv(CACHE_ENV, "off")
+        write_tree(tmp_path / "src", {f"f{i:02d}": os.urandom(1000 + i) for i in range(20)})
+        manifest = await store.put_checkpoint(tmp_path / "src", "c")
+        io = store._blob_io()
+        limit = blobs_get.window(io, CHUNK_SIZE)
+        assert 1 <= limit <= blobs_get.WINDOW < 20
+        in_flight = peak = 0
+        full = asyncio.Event()
+
+        @contextlib.asynccontextmanager
+        async def held() -> AsyncIterator[None]:
+            """A fetch, held until the window is full (so the peak is the window's
+            bound, not the network's speed)."""
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            if in_flight >= limit:
+                full.set()
+            try:
+                await asyncio.wait_for(full.wait(), 60)
+                yield
+            finally:
+                in_flight -= 1
+
+        async def read(key: str) -> bytes:
+            async with held():
+                return await io.read(key)
+
+        @contextlib.asynccontextmanager
+        async def read_pooled(key: str, size: int) -> AsyncIterator[memoryview]:
+            assert io.read_pooled is not None
+            async with held(), io.read_pooled(key, size) as view:
+                yield view
+
+        pooled = read_pooled if io.read_pooled is not None else None
+        watched = dataclasses.replace(io, read=read, read_pooled=pooled)
+        await get_chunked(watched, "c", manifest, str(tmp_path / "dst"))
+        assert peak == limit
+        assert read_tree(tmp_path / "dst") == read_tree(tmp_path / "src")
+
+    async def test_a_cancelled_restore_leaves_nothing_behind(
+        self, store: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Cancelled with chunks in flight: no temporary file stays, no byte of the
+        budget stays held, and the next restore of it works."""
+        monkeypatch.setenv(CACHE_ENV, "off")
+        files = {f"f{i}": os.urandom(CHUNK_SIZE + i) for i in range(3)}
+        write_tree(tmp_path / "src", files)
+        await store.put_checkpoint(tmp_path / "src", "c")
+        counts = store.blob_counts
+        task = asyncio.ensure_future(store.get_checkpoint("c", tmp_path / "dst"))
+        for _ in range(6000):  # until a chunk has arrived
+            await asyncio.sleep(0.005)
+            if counts.fetched or task.done():
+                break
+        assert not task.done(), "the restore finished before it could be cancelled"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert [p for p in (tmp_path / "dst").rglob("*") if ".trialflow-tmp-" in p.name] == []
+        assert store._budget.used == 0
+        await store.get_checkpoint("c", tmp_path / "again")
+        assert read_tree(tmp_path / "again") == files

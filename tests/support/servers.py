@@ -122,6 +122,25 @@ def moto_url(tmp_path_factory: pytest.TempPathFactory, aws_env: None) -> Iterato
 
 
 @pytest.fixture(scope="session")
+def moto_keepalive_url(tmp_path_factory: pytest.TempPathFactory, aws_env: None) -> Iterator[str]:
+    """The S3 emulator served by gunicorn, whose connections stay open between requests
+    as S3's do (moto's own server closes each after one response), with the bucket."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("moto-keepalive") / "gunicorn.log"
+    gunicorn = str(Path(sys.executable).with_name("gunicorn"))
+    cmd = [gunicorn, "-k", "gthread", "--threads", "16", "--keep-alive", "75"]
+    cmd += ["--no-control-socket", "-b", f"127.0.0.1:{port}"]
+    cmd += ["--chdir", str(Path(__file__).parent), "_moto_server:app"]
+    proc = _start(cmd, url, log)
+    try:
+        boto3_client(url).create_bucket(Bucket=BUCKET)
+        yield url
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
 def gcs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
