@@ -24,6 +24,7 @@ from typing import Any
 
 import ray
 
+from orchestrator.actor.function import After
 from orchestrator.actor.io import ActorIO
 from orchestrator.actor.scratch import fresh_dir, remove_dead_scratch, remove_stale_fetches
 from orchestrator.actor.trainable import Trainable
@@ -227,21 +228,39 @@ class TrialActor:
     def _announce(self) -> None:
         _announce_log_name(self._trials)
 
-    def train(self, trial_id: str, seq: int) -> dict[str, Any]:
-        return _step(self._trial(trial_id, seq))
+    def train(
+        self, trial_id: str, seq: int, run_on: bool = False
+    ) -> dict[str, Any] | list[dict[str, Any]]:
+        """One step. ``run_on``: no decision can fall on its result, so a function
+        trainable may go on into its next step meanwhile (:meth:`train_many`)."""
+        hosted = self._trial(trial_id, seq)
+        return _run_steps(hosted, 1, None, True) if run_on else _step(hosted)
 
     def train_sole(self) -> dict[str, Any]:
         """:meth:`train` for an actor that hosts one trial. It takes no arguments on
         purpose: Ray skips binding and serialising arguments for such a call, a tenth
         of the driver's cost per step."""
+        return _step(self._sole())
+
+    def train_sole_run_on(self) -> list[dict[str, Any]]:
+        """:meth:`train_sole` with ``run_on`` (see :meth:`train`), its own method so
+        that it too takes no arguments."""
+        return _run_steps(self._sole(), 1, None, True)
+
+    def _sole(self) -> _HostedTrial:
         if len(self._trials) != 1:
             raise RuntimeError(f"train_sole() on an actor hosting {len(self._trials)} trials")
         (hosted,) = self._trials.values()
         hosted.next_seq += 1
-        return _step(hosted)
+        return hosted
 
     def train_many(
-        self, trial_id: str, seq: int, limit: int, slice_s: float | None = None
+        self,
+        trial_id: str,
+        seq: int,
+        limit: int,
+        slice_s: float | None = None,
+        run_on: bool = False,
     ) -> list[dict[str, Any]]:
         """Run up to ``limit`` steps in one call, stopping early at the stop condition,
         and, with ``slice_s``, once that many seconds of steps have run (adaptive
@@ -249,49 +268,14 @@ class TrialActor:
 
         The condition sees results numbered as the driver will number them, so an actor
         that runs ahead never runs past a stop condition, and no result is thrown away.
+
+        ``run_on``: the driver makes no decision on the ``limit``-th result (nor on any
+        before it, which is why it is the limit), so a function trainable goes on into
+        its next step while this call's results travel, unless the stop condition was
+        met or the step took longer than :data:`RUN_ON_MAX_STEP_S` (see
+        :mod:`orchestrator.actor.function`).
         """
-        hosted = self._trial(trial_id, seq)
-        results: list[dict[str, Any]] = []
-        deadline = None if slice_s is None else time.perf_counter() + slice_s
-
-        def call_ends(result: dict[str, Any]) -> bool:
-            results.append(result)
-            if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
-                return True  # the save must come right after it; after the end, nothing does
-            if len(results) >= limit:
-                return True
-            if deadline is not None and time.perf_counter() >= deadline:
-                return True
-            if hosted.stop is not None:
-                numbered = {
-                    **result,
-                    "training_iteration": hosted.require().iteration,
-                    "trial_id": trial_id,
-                }
-                return bool(hosted.stop(numbered))
-            return False
-
-        step_batch = getattr(hosted.require(), "step_batch", None)
-        try:
-            if step_batch is not None and hosted.deferred is None:
-                # A function trainable: the reports of this call are judged in the
-                # function's thread as they come, so it runs on without a hand-off.
-                try:
-                    last = step_batch(lambda r, took: not call_ends(_account(hosted, r, took)))
-                except SystemExit as err:
-                    raise exited(err) from err
-                if last is not None:
-                    results.append(_account(hosted, last, 0.0))
-            else:
-                while not call_ends(_step(hosted)):
-                    pass
-        except Exception as err:
-            if not results:
-                raise
-            # The steps before it stand, as they would one per call: the driver gets
-            # them now, and this error with the next call.
-            hosted.deferred = err
-        return results
+        return _run_steps(self._trial(trial_id, seq), limit, slice_s, run_on)
 
     def save(self, trial_id: str, seq: int, iteration: int) -> str:
         """Write a checkpoint into node-local scratch space; returns its directory."""
@@ -391,6 +375,73 @@ class TrialActor:
     def shutdown(self, stopped: None = None) -> None:
         """Close storage; runs after the last :meth:`stop` (its ref) before the actor goes."""
         self._io.close()
+
+
+#: The longest step after which a function trainable may run on into its next one
+#: (``run_on``): a stop, a pause or a restore that comes instead waits for the function
+#: to reach its next ``report()``, so for at most about this long. Past it, the round
+#: trip the run-on hides is a few percent of a step at most.
+RUN_ON_MAX_STEP_S = 1.0
+
+
+def _run_steps(
+    hosted: _HostedTrial, limit: int, slice_s: float | None, run_on: bool
+) -> list[dict[str, Any]]:
+    """:meth:`TrialActor.train_many`'s steps."""
+    results: list[dict[str, Any]] = []
+    deadline = None if slice_s is None else time.perf_counter() + slice_s
+
+    def stop_met(result: dict[str, Any]) -> bool:
+        if hosted.stop is None:
+            return False
+        numbered = {
+            **result,
+            "training_iteration": hosted.require().iteration,
+            "trial_id": hosted.trial_id,
+        }
+        return bool(hosted.stop(numbered))
+
+    def verdict(result: dict[str, Any]) -> After:
+        """Whether the call goes on after ``result``, and if not, whether a function
+        may run on (the stop condition sees each result once)."""
+        results.append(result)
+        if FUNCTION_DONE in result or stop_met(result):
+            return After.WAIT
+        at_limit = len(results) >= limit
+        if (
+            at_limit
+            or REPORTED_CHECKPOINT in result  # the save must come right after it
+            or (deadline is not None and time.perf_counter() >= deadline)
+        ):
+            return After.RUN_ON if run_on or not at_limit else After.WAIT
+        return After.MORE
+
+    def after(result: dict[str, Any], took: float) -> After:
+        """In the function's thread: what it does after this report."""
+        then = verdict(_account(hosted, result, took))
+        return After.WAIT if then is After.RUN_ON and took > RUN_ON_MAX_STEP_S else then
+
+    step_batch = getattr(hosted.require(), "step_batch", None)
+    try:
+        if step_batch is not None and hosted.deferred is None:
+            # A function trainable: the reports of this call are judged in the
+            # function's thread as they come, so it runs on without a hand-off.
+            try:
+                last = step_batch(after)
+            except SystemExit as err:
+                raise exited(err) from err
+            if last is not None:
+                results.append(_account(hosted, last, 0.0))
+        else:
+            while verdict(_step(hosted)) is After.MORE:
+                pass
+    except Exception as err:
+        if not results:
+            raise
+        # The steps before it stand, as they would one per call: the driver gets
+        # them now, and this error with the next call.
+        hosted.deferred = err
+    return results
 
 
 def _step(hosted: _HostedTrial) -> dict[str, Any]:

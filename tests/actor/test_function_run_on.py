@@ -1,0 +1,120 @@
+"""A function trainable running on past a result while that result travels (the trial
+actor in this process, no Ray): it goes on only where no decision can fall, and a stop
+that comes instead ends it at its next ``report()`` before anything of that report is
+taken. Whole experiments on the fake Ray: ``tests/engine/test_function_run_on.py``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray import cloudpickle
+
+from orchestrator import report
+from orchestrator.actor import trial_actor
+from orchestrator.actor.function import on_run_end, wrap_function
+from orchestrator.actor.trial_actor import TrialActor
+from orchestrator.core.stopping import StopCondition
+from orchestrator.core.wire import REPORTED_CHECKPOINT
+
+
+class HereActor(TrialActor):
+    """The trial actor as a plain object: it runs in no Ray worker, so no node id."""
+
+    def _where(self) -> tuple[str, str]:
+        return "no-node", "no-host"
+
+
+def stepping(config: dict[str, Any]) -> None:
+    """Reports ``i`` = 1, 2, 3; touches ``past-<i>`` once its report ``i`` returned,
+    and reports 2 with a checkpoint directory holding one file."""
+    marks = Path(config["marks"])
+    on_run_end(lambda outcome: (marks / f"end-{outcome}").touch())
+    for i in range(1, 4):
+        if i == 2:
+            (marks / "ckpt").mkdir()
+            (marks / "ckpt" / "state").write_text("2")
+            report({"i": i}, checkpoint=str(marks / "ckpt"))
+        else:
+            report({"i": i})
+        (marks / f"past-{i}").touch()
+
+
+@pytest.fixture
+def actor(tmp_path: Path) -> Iterator[Callable[..., HereActor]]:
+    """A trial actor hosting ``stepping`` as trial ``t`` (``stop``: its condition)."""
+    made: list[HereActor] = []
+
+    def make(stop: dict[str, Any] | None = None) -> HereActor:
+        here = HereActor(str(tmp_path / "storage"))
+        condition = None if stop is None else StopCondition("t", stop)
+        config = {"marks": str(tmp_path / "marks")}
+        (tmp_path / "marks").mkdir()
+        here.setup("t", 1, cloudpickle.dumps((wrap_function(stepping), config, condition)))
+        made.append(here)
+        return here
+
+    yield make
+    for here in made:
+        here.drop("t", 1)
+
+
+def test_it_runs_on_past_a_result_and_delivers_the_next_only_when_asked(
+    actor: Callable[..., HereActor], tmp_path: Path
+) -> None:
+    """``train_sole_run_on`` returns result 1 and the function goes on into step 2 (no
+    call asks for it yet); its report 2 waits for the next call before it takes the
+    checkpoint, which that call then delivers, as one step's time."""
+    marks = tmp_path / "marks"
+    here = actor()
+    first = here.train_sole_run_on()
+    assert [r["i"] for r in first] == [1]
+    assert first[0]["time_this_iter_s"] >= 0
+    second = here.train_sole_run_on()  # report 2 was waiting, or is made now
+    assert (marks / "past-1").exists()
+    assert [r["i"] for r in second] == [2] and REPORTED_CHECKPOINT in second[0]
+    saved = here.save("t", 3, 2)  # the save comes next, the function runs on meanwhile
+    assert (Path(saved) / "state").read_text() == "2"
+    assert [r["i"] for r in here.train("t", 4, True)] == [3]
+    assert here._trials["t"].require().iteration == 3
+
+
+@pytest.mark.parametrize(
+    ("case", "ran_on"),
+    [
+        ("run-on", True),
+        ("a decision may fall", False),  # the driver says so: the call's limit
+        ("its stop condition met", False),  # checked here, on the result
+        ("a step too long", False),  # a stop would wait for the next report that long
+    ],
+)
+def test_a_stop_ends_a_function_that_ran_on_before_anything_of_its_next_report(
+    actor: Callable[..., HereActor],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    ran_on: bool,
+) -> None:
+    """After result 1 the trial is stopped. Where no decision could fall on it, the
+    function ran on (``past-1``) and is ended at report 2, whose checkpoint directory
+    is left as it was (nothing taken); otherwise it is ended at report 1. Either way
+    no result 2 exists and the run ends "stopped". ``stop()`` joins the function's
+    thread, so all of this is settled when it returns."""
+    marks = tmp_path / "marks"
+    if case == "a step too long":
+        monkeypatch.setattr(trial_actor, "RUN_ON_MAX_STEP_S", -1.0)
+    here = actor(stop={"i": 1} if case == "its stop condition met" else None)
+    results = here.train_many("t", 1, 1, None, case != "a decision may fall")
+    assert [r["i"] for r in results] == [1]
+    assert here.stop("t", 2) is True  # the process is clean: the function returned
+    assert (marks / "past-1").exists() is ran_on
+    assert not (marks / "past-2").exists()
+    assert (marks / "end-stopped").exists()
+    if ran_on:
+        assert (marks / "ckpt" / "state").read_text() == "2"  # not taken
+    assert sorted(os.listdir(marks)) == sorted(
+        ["end-stopped", *(["past-1", "ckpt"] if ran_on else [])]
+    )
