@@ -6,6 +6,7 @@ taken. Whole experiments on the fake Ray: ``tests/engine/test_function_run_on.py
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from ray import cloudpickle
 
 from orchestrator import report
+from orchestrator.actor import function as fmod
 from orchestrator.actor import trial_actor
 from orchestrator.actor.function import on_run_end, wrap_function
 from orchestrator.actor.trial_actor import TrialActor
@@ -118,3 +120,25 @@ def test_a_stop_ends_a_function_that_ran_on_before_anything_of_its_next_report(
     assert sorted(os.listdir(marks)) == sorted(
         ["end-stopped", *(["past-1", "ckpt"] if ran_on else [])]
     )
+
+
+def test_a_report_made_while_running_on_takes_nothing_until_its_call(
+    actor: Callable[..., HereActor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The function ran on and reached report 2, which waits for its call: its
+    checkpoint directory is still the caller's, untouched, until that call comes."""
+    waiting = threading.Event()
+    wait_for_call = fmod._Run._wait_for_call
+
+    def noted(run: Any) -> None:
+        waiting.set()
+        wait_for_call(run)
+
+    monkeypatch.setattr(fmod._Run, "_wait_for_call", noted)
+    here = actor()
+    assert [r["i"] for r in here.train_sole_run_on()] == [1]
+    assert waiting.wait(60)  # at report 2 (report 1 did not wait: it ran on)
+    assert (tmp_path / "marks" / "ckpt" / "state").read_text() == "2"
+    second = here.train_sole_run_on()
+    assert [r["i"] for r in second] == [2] and REPORTED_CHECKPOINT in second[0]
+    assert os.listdir(tmp_path / "marks" / "ckpt") == []  # taken now, an empty one left
