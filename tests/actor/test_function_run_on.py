@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from ray import cloudpickle
 
-from orchestrator import report
+from orchestrator import Orchestrator, TrialState, report
 from orchestrator.actor import function as fmod
 from orchestrator.actor import trial_actor
 from orchestrator.actor.function import on_run_end, wrap_function
@@ -142,3 +143,34 @@ def test_a_report_made_while_running_on_takes_nothing_until_its_call(
     second = here.train_sole_run_on()
     assert [r["i"] for r in second] == [2] and REPORTED_CHECKPOINT in second[0]
     assert os.listdir(tmp_path / "marks" / "ckpt") == []  # taken now, an empty one left
+
+
+def sleeping(config: dict[str, Any]) -> None:
+    """Steps of 50 ms (longer than the adaptive slice: one step a call); each result
+    says whether the report before it returned by running on (no call had asked yet)."""
+    ran_on = False
+    for i in range(1, 9):
+        time.sleep(0.05)
+        (Path(config["marks"]) / f"start-{i}").touch()
+        report({"i": i, "ran_on": ran_on})
+        ran_on = fmod._current.get().ahead  # type: ignore[union-attr]
+
+
+@pytest.mark.usefixtures("ray_local")
+async def test_on_real_ray_it_runs_on_and_stops_exactly(tmp_path: Path) -> None:
+    """The wiring on real Ray (``train_sole_run_on`` or a buffered call with
+    ``run_on``): reports return by running on; the stop threshold met at 4 ends the
+    function there, before it began step 5."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    async with Orchestrator(storage=tmp_path, name="run-on") as orch:
+        trial = orch.add_trial(
+            sleeping, {"marks": str(marks)}, stop={"i": 4}, resources={"cpu": 0.25}
+        )
+        await orch.run()
+    assert trial.state is TrialState.TERMINATED, trial.error
+    assert [r["i"] for r in trial.results] == [1, 2, 3, 4]
+    # Each of reports 1-3 ran on unless its step took over RUN_ON_MAX_STEP_S (1 s,
+    # 20x its sleep): one of them did, however loaded the machine.
+    assert any(r["ran_on"] for r in trial.results[1:])
+    assert sorted(p.name for p in marks.iterdir()) == [f"start-{i}" for i in range(1, 5)]
