@@ -8,7 +8,9 @@ Theory of operation
 -------------------
 The function runs in a daemon thread of the trial's actor (an ``async def`` function
 under ``asyncio.run`` in that thread). The actor's thread and the function's thread
-hand control back and forth, so exactly one of them runs at a time:
+hand control back and forth, so one of them runs at a time, except while the function
+runs on (below): then it runs beside the actor's calls that need none of its state
+(sending results, a save of a checkpoint it staged before).
 
 - ``step()`` lets the function run (it starts the thread the first time) and waits for
   its next message: a report (returned as the step's metrics), its return (the
@@ -240,8 +242,8 @@ class FunctionTrainable(Trainable):
         """Run the function until ``on_report`` (called in the function's thread with each
         report's metrics and the seconds it took) returns other than ``After.MORE``: a
         buffered train call's steps with two thread hand-offs in all, not two per report;
-        with ``After.RUN_ON`` the function goes on meanwhile (see the module). Returns None, or,
-        when the function ended, what :meth:`step` returns then (the caller's last
+        with ``After.RUN_ON`` the function goes on meanwhile (see the module). Returns
+        None, or, when the function ended, what :meth:`step` returns then (the caller's last
         result); raises what the function or ``on_report`` raised."""
         run = self._go(on_report)
         kind, value, _ = run.from_fn.get()

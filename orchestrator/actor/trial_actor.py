@@ -233,19 +233,18 @@ class TrialActor:
     ) -> dict[str, Any] | list[dict[str, Any]]:
         """One step. ``run_on``: no decision can fall on its result, so a function
         trainable may go on into its next step meanwhile (:meth:`train_many`)."""
-        hosted = self._trial(trial_id, seq)
-        return _run_steps(hosted, 1, None, True) if run_on else _step(hosted)
+        return _one_step(self._trial(trial_id, seq), run_on)
 
-    def train_sole(self) -> dict[str, Any]:
+    def train_sole(self) -> dict[str, Any] | list[dict[str, Any]]:
         """:meth:`train` for an actor that hosts one trial. It takes no arguments on
         purpose: Ray skips binding and serialising arguments for such a call, a tenth
         of the driver's cost per step."""
-        return _step(self._sole())
+        return _one_step(self._sole(), False)
 
-    def train_sole_run_on(self) -> list[dict[str, Any]]:
+    def train_sole_run_on(self) -> dict[str, Any] | list[dict[str, Any]]:
         """:meth:`train_sole` with ``run_on`` (see :meth:`train`), its own method so
         that it too takes no arguments."""
-        return _run_steps(self._sole(), 1, None, True)
+        return _one_step(self._sole(), True)
 
     def _sole(self) -> _HostedTrial:
         if len(self._trials) != 1:
@@ -442,6 +441,15 @@ def _run_steps(
         # them now, and this error with the next call.
         hosted.deferred = err
     return results
+
+
+def _one_step(hosted: _HostedTrial, run_on: bool) -> dict[str, Any] | list[dict[str, Any]]:
+    """One step: a class's ``step()``; a function's next report through
+    :func:`_run_steps` (a list of one), so that its time is measured in its own thread
+    whether or not it ran on into this step before the call came."""
+    if hosted.deferred is None and hasattr(hosted.require(), "step_batch"):
+        return _run_steps(hosted, 1, None, run_on)
+    return _step(hosted)
 
 
 def _step(hosted: _HostedTrial) -> dict[str, Any]:

@@ -174,3 +174,37 @@ async def test_on_real_ray_it_runs_on_and_stops_exactly(tmp_path: Path) -> None:
     # 20x its sleep): one of them did, however loaded the machine.
     assert any(r["ran_on"] for r in trial.results[1:])
     assert sorted(p.name for p in marks.iterdir()) == [f"start-{i}" for i in range(1, 5)]
+
+
+def pausing(config: dict[str, Any]) -> None:
+    """Report 1 at once, report 2 after 0.2 s of sleep."""
+    report({"i": 1})
+    time.sleep(0.2)
+    report({"i": 2})
+
+
+def test_a_step_run_on_into_counts_its_whole_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 2 ran (on) before its call came, and the call that delivers it is one
+    after which the function must wait (``train_sole``): its ``time_this_iter_s`` is
+    the step's, measured in the function's thread, not the call's few microseconds."""
+    waiting = threading.Event()
+    wait_for_call = fmod._Run._wait_for_call
+
+    def noted(run: Any) -> None:
+        waiting.set()
+        wait_for_call(run)
+
+    monkeypatch.setattr(fmod._Run, "_wait_for_call", noted)
+    here = HereActor(str(tmp_path / "storage"))
+    here.setup("t", 1, cloudpickle.dumps((wrap_function(pausing), {}, None)))
+    try:
+        assert [r["i"] for r in here.train_sole_run_on()] == [1]
+        assert waiting.wait(60)  # step 2 is done: the function waits at report 2
+        answer = here.train_sole()
+        (second,) = answer if isinstance(answer, list) else [answer]
+        assert second["i"] == 2 and second["time_this_iter_s"] >= 0.2
+        assert second["time_total_s"] >= 0.2
+    finally:
+        here.drop("t", 1)
