@@ -233,18 +233,18 @@ class TrialActor:
     ) -> dict[str, Any] | list[dict[str, Any]]:
         """One step. ``run_on``: no decision can fall on its result, so a function
         trainable may go on into its next step meanwhile (:meth:`train_many`)."""
-        return _one_step(self._trial(trial_id, seq), run_on)
+        return _one_step(self._trial(trial_id, seq), run_on, len(self._trials) == 1)
 
     def train_sole(self) -> dict[str, Any] | list[dict[str, Any]]:
         """:meth:`train` for an actor that hosts one trial. It takes no arguments on
         purpose: Ray skips binding and serialising arguments for such a call, a tenth
         of the driver's cost per step."""
-        return _one_step(self._sole(), False)
+        return _one_step(self._sole(), False, True)
 
     def train_sole_run_on(self) -> dict[str, Any] | list[dict[str, Any]]:
         """:meth:`train_sole` with ``run_on`` (see :meth:`train`), its own method so
         that it too takes no arguments."""
-        return _one_step(self._sole(), True)
+        return _one_step(self._sole(), True, True)
 
     def _sole(self) -> _HostedTrial:
         if len(self._trials) != 1:
@@ -272,9 +272,12 @@ class TrialActor:
         before it, which is why it is the limit), so a function trainable goes on into
         its next step while this call's results travel, unless the stop condition was
         met or the step took longer than :data:`RUN_ON_MAX_STEP_S` (see
-        :mod:`orchestrator.actor.function`).
+        :mod:`orchestrator.actor.function`). Only in an actor that hosts this trial
+        alone: trials sharing a process never ran their functions at the same time, and
+        a user's function may rely on that (a global seed, the working directory).
         """
-        return _run_steps(self._trial(trial_id, seq), limit, slice_s, run_on)
+        alone = len(self._trials) == 1
+        return _run_steps(self._trial(trial_id, seq), limit, slice_s, run_on, alone)
 
     def save(self, trial_id: str, seq: int, iteration: int) -> str:
         """Write a checkpoint into node-local scratch space; returns its directory."""
@@ -384,9 +387,10 @@ RUN_ON_MAX_STEP_S = 1.0
 
 
 def _run_steps(
-    hosted: _HostedTrial, limit: int, slice_s: float | None, run_on: bool
+    hosted: _HostedTrial, limit: int, slice_s: float | None, run_on: bool, alone: bool
 ) -> list[dict[str, Any]]:
-    """:meth:`TrialActor.train_many`'s steps."""
+    """:meth:`TrialActor.train_many`'s steps (``alone``: its actor hosts no other
+    trial, so a function may run on)."""
     results: list[dict[str, Any]] = []
     deadline = None if slice_s is None else time.perf_counter() + slice_s
 
@@ -406,13 +410,14 @@ def _run_steps(
         results.append(result)
         if FUNCTION_DONE in result or stop_met(result):
             return After.WAIT
+        ran_on = After.RUN_ON if alone else After.WAIT
         at_limit = len(results) >= limit
         if (
             at_limit
             or REPORTED_CHECKPOINT in result  # the save must come right after it
             or (deadline is not None and time.perf_counter() >= deadline)
         ):
-            return After.RUN_ON if run_on or not at_limit else After.WAIT
+            return ran_on if run_on or not at_limit else After.WAIT
         return After.MORE
 
     def after(result: dict[str, Any], took: float) -> After:
@@ -443,12 +448,14 @@ def _run_steps(
     return results
 
 
-def _one_step(hosted: _HostedTrial, run_on: bool) -> dict[str, Any] | list[dict[str, Any]]:
+def _one_step(
+    hosted: _HostedTrial, run_on: bool, alone: bool
+) -> dict[str, Any] | list[dict[str, Any]]:
     """One step: a class's ``step()``; a function's next report through
     :func:`_run_steps` (a list of one), so that its time is measured in its own thread
     whether or not it ran on into this step before the call came."""
     if hosted.deferred is None and hasattr(hosted.require(), "step_batch"):
-        return _run_steps(hosted, 1, None, run_on)
+        return _run_steps(hosted, 1, None, run_on, alone)
     return _step(hosted)
 
 

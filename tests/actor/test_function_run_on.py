@@ -208,3 +208,23 @@ def test_a_step_run_on_into_counts_its_whole_time(
         assert second["time_total_s"] >= 0.2
     finally:
         here.drop("t", 1)
+
+
+def test_functions_sharing_a_process_never_run_on(tmp_path: Path) -> None:
+    """Trials packed into one actor (``trials_per_worker``) never ran their functions
+    at the same time, and a function may rely on that (a global seed, the working
+    directory): there, a function waits at its report even where it could run on."""
+    here = HereActor(str(tmp_path / "storage"))
+    for trial in ("a", "b"):
+        (tmp_path / trial).mkdir()
+        config = {"marks": str(tmp_path / trial)}
+        here.setup(trial, 1, cloudpickle.dumps((wrap_function(stepping), config, None)))
+    try:
+        assert here.train("a", 1, True)[0]["i"] == 1  # type: ignore[index]
+        assert [r["i"] for r in here.train_many("b", 1, 1, None, True)] == [1]
+        assert here.stop("a", 2) and here.stop("b", 2)
+        assert not (tmp_path / "a" / "past-1").exists()
+        assert not (tmp_path / "b" / "past-1").exists()
+    finally:
+        for trial in ("a", "b"):
+            here.drop(trial, 1)
