@@ -410,14 +410,14 @@ def _run_steps(
         results.append(result)
         if FUNCTION_DONE in result or stop_met(result):
             return After.WAIT
-        ran_on = After.RUN_ON if alone else After.WAIT
+        free = After.RUN_ON if alone else After.WAIT  # a call ending where it is free to
         at_limit = len(results) >= limit
         if (
             at_limit
             or REPORTED_CHECKPOINT in result  # the save must come right after it
             or (deadline is not None and time.perf_counter() >= deadline)
         ):
-            return ran_on if run_on or not at_limit else After.WAIT
+            return free if run_on or not at_limit else After.WAIT
         return After.MORE
 
     def after(result: dict[str, Any], took: float) -> After:
