@@ -410,7 +410,7 @@ def _run_steps(
         results.append(result)
         if FUNCTION_DONE in result or stop_met(result):
             return After.WAIT
-        free = After.RUN_ON if alone else After.WAIT  # a call ending where it is free to
+        free = After.RUN_ON if alone else After.WAIT  # where no decision can fall
         at_limit = len(results) >= limit
         if (
             at_limit
