@@ -36,8 +36,13 @@ def make_trainables(tune: Any) -> tuple[Any, Any]:
 
     def reporting(config: dict[str, Any]) -> None:
         # Report first, then sleep: a trial lasts iters x sleep_s plus its own overhead.
+        # Each result says when the first was reported and when it was (wall clock), so
+        # a trial's start and its time per result are read from its last result.
+        first = None
         for i in range(config["iters"]):
-            tune.report({"score": i + config["score"]})
+            now = time.time()
+            first = first or now
+            tune.report({"score": i + config["score"], "first_at": first, "at": now})
             time.sleep(config["sleep_s"])
 
     class Durable(tune.Trainable):  # type: ignore[misc,name-defined]
@@ -132,11 +137,30 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         kwargs["storage_path"] = spec["local_dir"]
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     analysis = tune.run(trainable, **kwargs)
     wall = time.monotonic() - started
     states = dict(Counter(str(getattr(t, "status", "?")) for t in analysis.trials))
-    return {"ok": states == {"TERMINATED": spec["trials"]}, "wall_s": wall, "states": states}
+    figures = {"ok": states == {"TERMINATED": spec["trials"]}, "wall_s": wall, "states": states}
+    return {**figures, **_pace(analysis.trials, started_at, spec)}
+
+
+def _pace(trials: Any, started_at: float, spec: dict[str, Any]) -> dict[str, Any]:
+    """For the reporting workloads: when the trials' first results came (median, from
+    the start of ``tune.run``) and their wall time per result after it (median): the
+    start-up and the per-result cost, apart. Nothing for the durable workload."""
+    import statistics
+
+    lasts = [getattr(t, "last_result", None) or {} for t in trials]
+    lasts = [r for r in lasts if "at" in r and "first_at" in r]
+    if spec["workload"] == "durable_trainable" or not lasts or spec["iters"] < 2:
+        return {}
+    return {
+        "first_result_s": statistics.median(r["first_at"] - started_at for r in lasts),
+        "per_result_ms": statistics.median(
+            (r["at"] - r["first_at"]) / (spec["iters"] - 1) * 1000 for r in lasts
+        ),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -90,6 +90,7 @@ SYSTEMS = (
     "tune-fn",
     "ours-fn",
     "baseline",
+    "baseline-fn",
 )
 LABELS = {
     "tune": "Ray Tune",
@@ -99,6 +100,7 @@ LABELS = {
     "ours-hook-sync": "ours + sync hook",
     "ours-dash": "ours, dashboard open",
     "baseline": "ours, --baseline",
+    "baseline-fn": "ours, function, --baseline",
     "ours-buf": "ours (buffer={buffer})",
     "ours-pack": "ours (pack={pack})",
     "raw": "raw asyncio loop",
@@ -123,7 +125,7 @@ FUNCTION_VS_TUNE_TARGET = 4.0
 #: ours with a function trainable / ours with the class, end to end: within 15 %.
 FUNCTION_VS_CLASS_TARGET = 0.85
 #: The function systems (``RunSpec.function``).
-FUNCTION_SYSTEMS = ("ours-fn", "tune-fn")
+FUNCTION_SYSTEMS = ("ours-fn", "tune-fn", "baseline-fn")
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -172,7 +174,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         metavar="DIR",
         help="another checkout of this project (e.g. `git worktree add /tmp/before HEAD~5`): "
-        "adds the system 'baseline', ours as that tree has it, to compare before and after "
+        "adds the system 'baseline' (and with it listed, 'baseline-fn'), ours as that tree "
+        "has it, to compare before and after "
         "in one run",
     )
     parser.add_argument(
@@ -191,7 +194,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.baseline is not None and "baseline" not in args.systems:
         args.systems += ",baseline"
     elif args.baseline is None:
-        args.systems = ",".join(s for s in args.systems.split(",") if s.strip() != "baseline")
+        systems = args.systems.split(",")
+        args.systems = ",".join(s for s in systems if not s.strip().startswith("baseline"))
     args.steps = [int(s) for s in str(args.steps).split(",") if s.strip()]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = set(args.systems) - set(SYSTEMS)
@@ -203,7 +207,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _spec(args: argparse.Namespace, system: str, steps: int) -> RunSpec:
-    if system.startswith("ours") or system == "baseline":
+    if system.startswith(("ours", "baseline")):
         runner = "ours"
     elif system.startswith("tune"):
         runner = "tune"
@@ -566,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 rest = max(args.cooldown, args.rest_ratio * previous_s)
                 started = time.monotonic()
-                root = args.baseline if system == "baseline" else ROOT
+                root = args.baseline if system.startswith("baseline") else ROOT
                 figures = run_one(spec, args.timeout, rest, root)
                 previous_s = time.monotonic() - started - rest
                 figures["rest_s"] = rest

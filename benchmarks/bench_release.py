@@ -27,6 +27,11 @@ before each run (the machine is shared; nothing here waits for it to be idle).
 checkpoint writes) in plain processes, as many at once, no Ray and no tuning system;
 ``x bare`` is a system's wall time over it (its own overhead, load mostly cancelled).
 Our target: within 1.05x of the ideal on each (on a loaded machine, read ``x bare``).
+For the reporting workloads, ``ms/result`` is the trials' wall time per result after
+their first (median; from timestamps the function puts in its results), apart from
+the start-up (``first result at``, printed per run): the per-result cost, which a round
+trip to the driver in each step shows at once, and which the load moves far less than
+the wall time.
 
 ``python -m benchmarks.bench_release [--repeat N] [--systems ours tune] [--only NAME]``;
 figures go to ``benchmarks/out/release.json`` after every run.
@@ -78,7 +83,16 @@ def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     if "wall_s" in figures:
         figures["ratio"] = figures["wall_s"] / spec["ideal_s"]
         flag = "" if figures.get("ok") else f" NOT OK {figures.get('states')}"
-        print(f"{figures['wall_s']:.1f} s, x{figures['ratio']:.3f} of ideal{flag}", flush=True)
+        pace = ""
+        if "per_result_ms" in figures:
+            pace = (
+                f" (first result at {figures['first_result_s']:.1f} s, then "
+                f"{figures['per_result_ms']:.1f} ms a result; {spec['sleep_s'] * 1000:.0f} "
+                "ms of it the trial's own)"
+            )
+        print(
+            f"{figures['wall_s']:.1f} s, x{figures['ratio']:.3f} of ideal{pace}{flag}", flush=True
+        )
     else:
         print(f"failed: {figures.get('error')}", flush=True)
     return figures
@@ -93,6 +107,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             system: {
                 "wall_s": spread([r.get("wall_s") for r in rs]),
                 "ratio": spread([r.get("ratio") for r in rs]),
+                "per_result_ms": spread([r.get("per_result_ms") for r in rs]),
+                "first_result_s": spread([r.get("first_result_s") for r in rs]),
                 "load": spread([r["loadavg_before"][0] for r in rs]),
                 "ok": all(r.get("ok") for r in rs),
             }
@@ -132,7 +148,7 @@ def main() -> int:
     print(f"\nload average now: {os.getloadavg()}; {args.repeat} run(s) each")
     print(
         f"{'workload':30} {'system':6} {'ideal s':>7} {'wall s':>20} {'x ideal':>21} "
-        f"{'x bare':>7}  Tune's limit, load"
+        f"{'x bare':>7} {'ms/result':>9}  Tune's limit, load"
     )
     for name, by_system in table.items():
         bare = by_system.get("bare", {}).get("wall_s", {}).get("median")
@@ -142,7 +158,8 @@ def main() -> int:
             print(
                 f"{name:30} {system:6} {ideal_s(w):7.1f} {fmt_spread(row['wall_s']):>20} "
                 f"{fmt_spread(row['ratio'], '.3f'):>21} "
-                f"{fmt(ratio(row['wall_s']['median'], bare), '.3f'):>7}  {w['limit']:.2f}, "
+                f"{fmt(ratio(row['wall_s']['median'], bare), '.3f'):>7} "
+                f"{fmt(row['per_result_ms']['median']):>9}  {w['limit']:.2f}, "
                 f"load {fmt_spread(row['load'])}{mark}"
             )
     ours = [row["ours"]["ratio"]["median"] for row in table.values() if "ours" in row]

@@ -8,7 +8,9 @@ Theory of operation
 -------------------
 The function runs in a daemon thread of the trial's actor (an ``async def`` function
 under ``asyncio.run`` in that thread). The actor's thread and the function's thread
-hand control back and forth, so exactly one of them runs at a time:
+hand control back and forth, so one of them runs at a time, except while the function
+runs on (below): then it runs beside the actor's calls that need none of its state
+(sending results, a save of a checkpoint it staged before).
 
 - ``step()`` lets the function run (it starts the thread the first time) and waits for
   its next message: a report (returned as the step's metrics), its return (the
@@ -18,9 +20,20 @@ hand control back and forth, so exactly one of them runs at a time:
   iteration, judged like any other, before ``FUNCTION_DONE`` (Ray Tune's rule, so a
   ``def f(config): return {"score": ...}`` records its score); None is nothing, anything
   else is logged and ignored.
-- ``report()`` sends the metrics and blocks until the next ``step()``. The function
-  never runs ahead of the driver: a stop, pause or restore decided on a result finds
-  the function waiting at that result's ``report()``.
+- ``report()`` sends the metrics and blocks until the next ``step()``, unless the call
+  that took them let the function *run on* (below). A stop, pause or restore decided
+  on a result finds the function waiting at that result's ``report()``.
+- Running on: a buffered call (:meth:`FunctionTrainable.step_batch`) may end with
+  :attr:`After.RUN_ON` when the driver said that no decision can fall on the call's
+  last result (it is no scheduler's milestone, no iteration limit; the trial's stop
+  condition is checked here). The function then goes on into its next step while that
+  result travels to the driver and the driver asks for the next one, and waits at the
+  *start* of its next ``report()``, before anything of that report (its checkpoint
+  included) is taken, for the call that asks for it. So the round trip between two
+  results overlaps the step instead of adding to it, and a function is still never
+  more than one result ahead of the decisions made on its results: a stop that comes
+  instead ends the function at that waiting ``report()`` and nothing of that result
+  is delivered. Only the code between the two reports ran past the decision.
 - To unwind the function (a restore on a live actor, ``cleanup()``), the blocked
   ``report()`` raises :class:`_Unwind`, a ``BaseException`` that ``except Exception``
   does not catch, so the function's ``finally`` blocks and context managers run. A
@@ -44,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import inspect
 import itertools
 import logging
@@ -63,6 +77,7 @@ from orchestrator.errors import ConfigError, NotInTrial
 
 __all__ = [
     "FUNCTION_GRACE_S",
+    "After",
     "FunctionTrainable",
     "current_trial_id",
     "get_checkpoint",
@@ -78,8 +93,17 @@ log = logging.getLogger("orchestrator.actor.function")
 #: thread is abandoned.
 FUNCTION_GRACE_S = 10.0
 
-#: ``step_batch``'s callback: a report's result and its seconds -> whether the call goes on.
-OnReport = Callable[[dict[str, Any], float], bool]
+
+class After(enum.Enum):
+    """What the function does after a report, as ``step_batch``'s callback says."""
+
+    MORE = "more"  # the call goes on: the next report is also this call's (no hand-off)
+    WAIT = "wait"  # the call ends; the function waits in this report for the next call
+    RUN_ON = "run-on"  # the call ends; the function runs on, to wait at its next report
+
+
+#: ``step_batch``'s callback: a report's result and its seconds -> what comes next.
+OnReport = Callable[[dict[str, Any], float], After]
 
 _GO = "go"
 _UNWIND = "unwind"
@@ -100,9 +124,11 @@ class _Unwind(BaseException):
 def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike[str] | None = None) -> None:
     """Report one iteration's ``metrics``, with a checkpoint directory if given.
 
-    Returns when the driver asks for the next iteration; a function is never more than
-    one result ahead of the decisions made on its results (in an ``async def``
-    function its event loop waits too, background tasks included). ``checkpoint``'s
+    Returns when the driver asks for the next iteration, or at once when no decision
+    can fall on this result (then the next ``report()`` waits for the driver's request
+    before it takes anything); a function is never more than one result ahead of the
+    decisions made on its results (while it waits in an ``async def`` function, its
+    event loop waits too, background tasks included). ``checkpoint``'s
     files are taken before anything is sent (see the module's docstring): the directory
     is left empty and may be deleted or reused as soon as this returns.
     """
@@ -214,9 +240,10 @@ class FunctionTrainable(Trainable):
 
     def step_batch(self, on_report: OnReport) -> dict[str, Any] | None:
         """Run the function until ``on_report`` (called in the function's thread with each
-        report's metrics and the seconds it took) returns False: a buffered train call's
-        steps with two thread hand-offs in all, not two per report. Returns None, or,
-        when the function ended, what :meth:`step` returns then (the caller's last
+        report's metrics and the seconds it took) returns other than ``After.MORE``: a
+        buffered train call's steps with two thread hand-offs in all, not two per report;
+        with ``After.RUN_ON`` the function goes on meanwhile (see the module). Returns
+        None, or, when the function ended, what :meth:`step` returns then (the caller's last
         result); raises what the function or ``on_report`` raised."""
         run = self._go(on_report)
         kind, value, _ = run.from_fn.get()
@@ -404,6 +431,9 @@ class _Run:
         self.to_fn: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.from_fn: queue.SimpleQueue[tuple[str, Any, str | None]] = queue.SimpleQueue()
         self.cancelled = False  # being unwound: every report() raises _Unwind
+        #: It ran on past its last report (``After.RUN_ON``): its next report waits for
+        #: the call that asks for it before taking anything.
+        self.ahead = False
         self.finished = False  # its thread returned or raised, and step() saw it
         self.reports = 0
         self.at_end: list[Callable[[RunOutcome], None]] = []  # see on_run_end
@@ -431,30 +461,40 @@ class _Run:
         reserved = [k for k in (REPORTED_CHECKPOINT, FUNCTION_DONE) if k in result]
         if reserved:
             raise ConfigError(f"trial {self.trial_id}: report(): {reserved[0]!r} is reserved")
-        staged = None
-        if checkpoint is not None:
-            if not isinstance(checkpoint, (str, os.PathLike)):
-                raise TypeError(
-                    f"trial {self.trial_id}: report(checkpoint=...) takes a directory path, "
-                    f"got {type(checkpoint).__name__}"
-                )
-            staged = self.owner.stage(checkpoint)
+        if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(
+                f"trial {self.trial_id}: report(checkpoint=...) takes a directory path, "
+                f"got {type(checkpoint).__name__}"
+            )
+        took = time.perf_counter() - self._mark  # its step, not the wait for a call
+        if self.ahead:  # it ran on: this result is delivered only when a call asks for it
+            self.ahead = False
+            self._wait_for_call()
+        staged = None if checkpoint is None else self.owner.stage(checkpoint)
         self.reports += 1
         on_report = self.on_report
+        after = After.WAIT
         if on_report is None:
             self.from_fn.put(("report", result, staged))
         else:
-            now = time.perf_counter()
             try:
-                if on_report(self.owner._take(result, staged), now - self._mark):
-                    self._mark = now
-                    return  # the call goes on: no hand-off
-                self.from_fn.put(("batch-end", None, None))
+                after = on_report(self.owner._take(result, staged), took)
             except Exception as err:  # the caller's, not the function's: end the call
                 self.from_fn.put(("batch-error", err, None))
+                after = After.WAIT
+            else:
+                if after is not After.MORE:
+                    self.from_fn.put(("batch-end", None, None))
+        if after is After.RUN_ON:
+            self.ahead = True
+        elif after is not After.MORE:
+            self._wait_for_call()
+        self._mark = time.perf_counter()
+
+    def _wait_for_call(self) -> None:
+        """Wait for the next call to let the function go on (or to unwind it)."""
         if self.to_fn.get() == _UNWIND:
             raise _Unwind
-        self._mark = time.perf_counter()
 
     def _main(self, function: Callable[[dict[str, Any]], Any], config: dict[str, Any]) -> None:
         _current.set(self)

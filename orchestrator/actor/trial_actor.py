@@ -18,7 +18,6 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,8 +25,9 @@ import ray
 
 from orchestrator.actor.io import ActorIO
 from orchestrator.actor.scratch import fresh_dir, remove_dead_scratch, remove_stale_fetches
+from orchestrator.actor.steps import exited, one_step, run_steps
 from orchestrator.actor.trainable import Trainable
-from orchestrator.core.wire import CONFIG_REFUSED, FUNCTION_DONE, NOT_VISIBLE, REPORTED_CHECKPOINT
+from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
 
 
 class _Awaiter:
@@ -227,21 +227,38 @@ class TrialActor:
     def _announce(self) -> None:
         _announce_log_name(self._trials)
 
-    def train(self, trial_id: str, seq: int) -> dict[str, Any]:
-        return _step(self._trial(trial_id, seq))
+    def train(
+        self, trial_id: str, seq: int, run_on: bool = False
+    ) -> dict[str, Any] | list[dict[str, Any]]:
+        """One step. ``run_on``: no decision can fall on its result, so a function
+        trainable may go on into its next step meanwhile (:meth:`train_many`)."""
+        return one_step(self._trial(trial_id, seq), run_on, len(self._trials) == 1)
 
-    def train_sole(self) -> dict[str, Any]:
+    def train_sole(self) -> dict[str, Any] | list[dict[str, Any]]:
         """:meth:`train` for an actor that hosts one trial. It takes no arguments on
         purpose: Ray skips binding and serialising arguments for such a call, a tenth
         of the driver's cost per step."""
+        return one_step(self._sole(), False, True)
+
+    def train_sole_run_on(self) -> dict[str, Any] | list[dict[str, Any]]:
+        """:meth:`train_sole` with ``run_on`` (see :meth:`train`), its own method so
+        that it too takes no arguments."""
+        return one_step(self._sole(), True, True)
+
+    def _sole(self) -> _HostedTrial:
         if len(self._trials) != 1:
             raise RuntimeError(f"train_sole() on an actor hosting {len(self._trials)} trials")
         (hosted,) = self._trials.values()
         hosted.next_seq += 1
-        return _step(hosted)
+        return hosted
 
     def train_many(
-        self, trial_id: str, seq: int, limit: int, slice_s: float | None = None
+        self,
+        trial_id: str,
+        seq: int,
+        limit: int,
+        slice_s: float | None = None,
+        run_on: bool = False,
     ) -> list[dict[str, Any]]:
         """Run up to ``limit`` steps in one call, stopping early at the stop condition,
         and, with ``slice_s``, once that many seconds of steps have run (adaptive
@@ -249,49 +266,17 @@ class TrialActor:
 
         The condition sees results numbered as the driver will number them, so an actor
         that runs ahead never runs past a stop condition, and no result is thrown away.
+
+        ``run_on``: the driver makes no decision on the ``limit``-th result (nor on any
+        before it, which is why it is the limit), so a function trainable goes on into
+        its next step while this call's results travel, unless the stop condition was
+        met or the step took longer than :data:`RUN_ON_MAX_STEP_S` (see
+        :mod:`orchestrator.actor.function`). Only in an actor that hosts this trial
+        alone: trials sharing a process never ran their functions at the same time, and
+        a user's function may rely on that (a global seed, the working directory).
         """
-        hosted = self._trial(trial_id, seq)
-        results: list[dict[str, Any]] = []
-        deadline = None if slice_s is None else time.perf_counter() + slice_s
-
-        def call_ends(result: dict[str, Any]) -> bool:
-            results.append(result)
-            if REPORTED_CHECKPOINT in result or FUNCTION_DONE in result:
-                return True  # the save must come right after it; after the end, nothing does
-            if len(results) >= limit:
-                return True
-            if deadline is not None and time.perf_counter() >= deadline:
-                return True
-            if hosted.stop is not None:
-                numbered = {
-                    **result,
-                    "training_iteration": hosted.require().iteration,
-                    "trial_id": trial_id,
-                }
-                return bool(hosted.stop(numbered))
-            return False
-
-        step_batch = getattr(hosted.require(), "step_batch", None)
-        try:
-            if step_batch is not None and hosted.deferred is None:
-                # A function trainable: the reports of this call are judged in the
-                # function's thread as they come, so it runs on without a hand-off.
-                try:
-                    last = step_batch(lambda r, took: not call_ends(_account(hosted, r, took)))
-                except SystemExit as err:
-                    raise exited(err) from err
-                if last is not None:
-                    results.append(_account(hosted, last, 0.0))
-            else:
-                while not call_ends(_step(hosted)):
-                    pass
-        except Exception as err:
-            if not results:
-                raise
-            # The steps before it stand, as they would one per call: the driver gets
-            # them now, and this error with the next call.
-            hosted.deferred = err
-        return results
+        alone = len(self._trials) == 1
+        return run_steps(self._trial(trial_id, seq), limit, slice_s, run_on, alone)
 
     def save(self, trial_id: str, seq: int, iteration: int) -> str:
         """Write a checkpoint into node-local scratch space; returns its directory."""
@@ -393,51 +378,7 @@ class TrialActor:
         self._io.close()
 
 
-def _step(hosted: _HostedTrial) -> dict[str, Any]:
-    if hosted.deferred is not None:
-        err, hosted.deferred = hosted.deferred, None
-        raise err
-    trainable = hosted.require()
-    start = time.perf_counter()
-    result = hosted.awaiter.call(trainable.step)
-    return _account(hosted, result, time.perf_counter() - start)
-
-
-def _account(hosted: _HostedTrial, result: Any, took: float) -> dict[str, Any]:
-    """A step's result, counted: the trainable's iteration and the result's times."""
-    trainable = hosted.require()
-    if not isinstance(result, dict):
-        raise TypeError(
-            f"trial {hosted.trial_id}: {type(trainable).__name__}.step() must return a "
-            f"dict of metrics, got {type(result).__name__}"
-        )
-    trainable.iteration += 1
-    hosted.time_total += took
-    result.setdefault("time_this_iter_s", took)
-    result.setdefault("time_total_s", hosted.time_total)
-    return result
-
-
 RemoteTrialActor: Any = ray.remote(TrialActor)
-
-
-def exited(err: SystemExit) -> Exception:
-    """The error a trial fails with when its code called ``sys.exit()``: Ray would end
-    the worker process for a ``SystemExit``, and the driver could only say that the
-    actor died unexpectedly."""
-    from orchestrator.errors import TrainableExited
-
-    code = err.code
-    if code is None:
-        call, status = "sys.exit()", 0
-    elif isinstance(code, int):
-        call, status = f"sys.exit({code})", code
-    else:
-        call, status = f"sys.exit({code!r})", 1
-    return TrainableExited(
-        f"it called {call} (exit code {status}); a trainable must return or raise, so this "
-        "counts as a failure of the trial"
-    )
 
 
 def _load_payload(payload: bytes) -> tuple[Any, dict[str, Any], Any]:

@@ -161,11 +161,15 @@ class StartActor(Action):
 @dataclass(frozen=True)
 class Train(Action):
     """Run up to ``steps`` training steps in one call (more than 1 only when buffering),
-    for at most ``slice_s`` seconds of steps when given (adaptive buffering)."""
+    for at most ``slice_s`` seconds of steps when given (adaptive buffering).
+    ``run_on``: no decision can fall on the ``steps``-th result, so a function trainable
+    may go on into its next step while the call's results travel (it waits at its next
+    report for the call that asks for it)."""
 
     generation: int
     steps: int = 1
     slice_s: float | None = None
+    run_on: bool = False
 
 
 @dataclass(frozen=True)

@@ -261,11 +261,11 @@ class Executor:
         actor = rt.actor
         seq = rt.next_seq()
         if action.steps > 1:
-            ref = actor.train_many.remote(rt.id, seq, action.steps, action.slice_s)
+            ref = actor.train_many.remote(rt.id, seq, action.steps, action.slice_s, action.run_on)
         elif rt.host is not None and rt.host.capacity == 1:
-            ref = actor.train_sole.remote()
+            ref = (actor.train_sole_run_on if action.run_on else actor.train_sole).remote()
         else:
-            ref = actor.train.remote(rt.id, seq)
+            ref = actor.train.remote(rt.id, seq, action.run_on)
         self._dispatcher.track(rt, CallKind.TRAIN, ref)
 
     def _save(self, rt: TrialRuntime, action: Save) -> None:

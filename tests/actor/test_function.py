@@ -27,7 +27,7 @@ from orchestrator import (
     report,
 )
 from orchestrator.actor import function as fmod
-from orchestrator.actor.function import FunctionTrainable, is_function, wrap_function
+from orchestrator.actor.function import After, FunctionTrainable, is_function, wrap_function
 from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.codec import class_path
 from orchestrator.core.decisions import Pause
@@ -140,12 +140,12 @@ def test_a_batch_runs_in_the_functions_thread_until_told_to_stop(
     t = host(train)
     seen: list[tuple[int, bool]] = []
 
-    def upto(n: int) -> Callable[[dict[str, Any], float], bool]:
-        def on_report(result: dict[str, Any], took: float) -> bool:
+    def upto(n: int) -> Callable[[dict[str, Any], float], After]:
+        def on_report(result: dict[str, Any], took: float) -> After:
             threads.add(threading.get_ident())
             assert took >= 0
             seen.append((result["i"], True))
-            return result["i"] < n
+            return After.MORE if result["i"] < n else After.WAIT
 
         return on_report
 
@@ -154,7 +154,7 @@ def test_a_batch_runs_in_the_functions_thread_until_told_to_stop(
     assert threads and threading.get_ident() not in threads  # judged in the function's
     assert t.step() == {"i": 4}  # one report per call again
 
-    def broken(result: dict[str, Any], took: float) -> bool:
+    def broken(result: dict[str, Any], took: float) -> After:
         raise KeyError("the judge's")
 
     with pytest.raises(KeyError, match="the judge's"):
@@ -349,7 +349,7 @@ def test_a_returned_dict_is_the_last_result_and_other_returns_are_not(
     # In a buffered call the returned dict is judged like any report.
     seen: list[dict[str, Any]] = []
     t = host(scores, {"a": 1})
-    last = t.step_batch(lambda result, took: seen.append(dict(result)) is None)
+    last = t.step_batch(lambda result, took: seen.append(dict(result)) or After.MORE)
     assert seen == [{"a": 1}, {"score": 2}] and last == {FUNCTION_DONE: True}
 
 

@@ -72,6 +72,27 @@ def test_a_judge_caps_buffered_steps_and_ends_the_trial_exactly_there() -> None:
     assert "Train" not in kinds(actions)
 
 
+def test_a_call_lets_a_function_run_on_only_past_a_result_no_decision_falls_on() -> None:
+    """``Train.run_on``: the call's last result is before the judge's next decision
+    point (or there is none), so a function may go on into its next step meanwhile."""
+
+    def trains(actions: list[Any]) -> list[tuple[int, bool]]:
+        return [(a.steps, a.run_on) for a in actions if isinstance(a, Train)]
+
+    m = machine(steps_per_call=1, judge=StopsAt(3))
+    m.handle(Launch())
+    assert trains(m.handle(ActorReady(m.generation))) == [(1, True)]
+    assert trains(m.handle(TrainResult(m.generation, ({"x": 1},)))) == [(1, True)]
+    assert trains(m.handle(TrainResult(m.generation, ({"x": 2},)))) == [(1, False)]  # 3 next
+    assert m.handle(TrainResult(m.generation, ({"x": 3},))) and m.state is TrialState.TERMINATED
+
+    buffered = machine(steps_per_call=10, judge=StopsAt(3))
+    buffered.handle(Launch())
+    assert trains(buffered.handle(ActorReady(buffered.generation))) == [(3, False)]
+    free = running(steps_per_call=1)  # no judge, no decision point: always
+    assert trains(free.handle(TrainResult(free.generation, ({"x": 1},)))) == [(1, True)]
+
+
 def test_a_held_trial_trains_no_further_until_decided() -> None:
     m = running(judge=DecidesAt(2, Hold("t")))
     result(m)

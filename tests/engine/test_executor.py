@@ -182,16 +182,20 @@ async def test_the_train_call_fits_the_step_count_and_the_host(
     assert (await s.loop.last(CallKind.TRAIN).answer())["count"] == 1
     s.executor.execute(rt, Train(1, steps=3, slice_s=None))
     assert [r["count"] for r in await s.loop.last(CallKind.TRAIN).answer()] == [2, 3, 4]
+    s.executor.execute(rt, Train(1, run_on=True))  # no decision on it: a method of its own
+    assert (await s.loop.last(CallKind.TRAIN).answer())["count"] == 5  # a class: one step
     actor = s.fake.actor_of(rt.actor)
-    assert [c.method for c in actor.calls] == ["setup", "train_sole", "train_many"]
-    assert actor.calls[2].args == (rt.id, 2, 3, None)
+    calls = ["setup", "train_sole", "train_many", "train_sole_run_on"]
+    assert [c.method for c in actor.calls] == calls
+    assert actor.calls[2].args == (rt.id, 2, 3, None, False)
+    assert actor.calls[3].args == ()
 
     shared = executor(trials_per_worker=2)
     a, b = shared.add(runtime), shared.add(runtime)
     await shared.start(a, b)
     shared.executor.execute(a, Train(1))  # the process hosts two: the call names its trial
     assert (await shared.loop.last(CallKind.TRAIN).answer())["count"] == 1
-    assert shared.fake.actor_of(a.actor).calls[-1].args == (a.id, 1)
+    assert shared.fake.actor_of(a.actor).calls[-1].args == (a.id, 1, False)
 
 
 # -- saving -----------------------------------------------------------------------------

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: The trial actor's train calls (which one the executor makes depends on buffering).
-TRAIN = ("train", "train_sole", "train_many")
+TRAIN = ("train", "train_sole", "train_sole_run_on", "train_many")
 
 _ids = itertools.count(1)
 _pids = itertools.count(4_000_001)  # above the default pid_max: no real process has one

@@ -219,14 +219,16 @@ class TrialSteps(TrialRecord):
         slice_s = self.policy.time_slice
         if slice_s is not None and self.last_step_s >= slice_s:
             steps = 1  # a step fills the slice alone: one per call, the cheapest call
+        point = self.policy.judge.next_decision_at(self.iteration)
         if steps > 1:
             every = self.policy.checkpoint_every
             if every > 0:
                 steps = min(steps, every - self.iteration % every)
-            point = self.policy.judge.next_decision_at(self.iteration)
             if point is not None:
                 steps = min(steps, max(1, point - self.iteration))
-        return [Train(self.generation, steps, slice_s if steps > 1 else None)]
+        # The call's last result is no decision point: a function may run on past it.
+        run_on = point is None or point > self.iteration + steps
+        return [Train(self.generation, steps, slice_s if steps > 1 else None, run_on)]
 
     def _behind_hooks(self) -> bool:
         """The trial's result hooks have not yet seen every result reported before its
