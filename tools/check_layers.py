@@ -30,7 +30,7 @@ LIBRARIES = ("storage", "transfer")
 
 #: Bottom first. A name is a top-level module or a folder of ``orchestrator``.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "ctrl_c"),
+    ("errors", "ctrl_c", "timeouts"),
     ("core",),
     ("search", "schedulers"),
     ("actor",),

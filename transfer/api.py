@@ -287,8 +287,12 @@ async def _cleanup(node_id: str, target_path: str) -> None:
         if await _dead_nodes((node_id,)):
             return
         ref = _clean_task.options(**pinned(node_id)).remote(target_path)
-        async with asyncio.timeout(_CLEANUP_TIMEOUT):
-            await ref
+        # Not asyncio.wait_for, which before Python 3.12 can lose a cancellation.
+        cleaning = asyncio.ensure_future(ref)
+        try:
+            await asyncio.wait({cleaning}, timeout=_CLEANUP_TIMEOUT)
+        finally:
+            cleaning.cancel()
     except Exception:  # cleanup must never mask the real error
         pass
 

@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.timeouts import within
+
 if TYPE_CHECKING:
     import storage as storage_pkg
     from orchestrator.api.experiment import Experiment
@@ -66,8 +68,7 @@ class Session:
             await self.dispatcher.aclose()
             await self.journal.aclose()
             try:
-                async with asyncio.timeout(DRAIN_DELETIONS_S):
-                    await self.collector.drain()
+                await within(DRAIN_DELETIONS_S, self.collector.drain())
             except TimeoutError:
                 log.warning("checkpoint deletions still pending at exit were abandoned")
             await self.collector.aclose()

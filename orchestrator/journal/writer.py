@@ -65,6 +65,7 @@ from orchestrator.journal.retirement import Retirement
 from orchestrator.journal.sealed import SealedBook
 from orchestrator.journal.spill import SpillRef
 from orchestrator.journal.write_bytes import Built, Write, build_timed, segment_token
+from orchestrator.timeouts import within
 
 if TYPE_CHECKING:
     from orchestrator.engine.trial_runtime import TrialRuntime
@@ -445,8 +446,7 @@ class Journal:
                 return
             self._hurried.clear()
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(left):
-                    await self._hurried.wait()
+                await within(left, self._hurried.wait())
 
     def _due(self) -> float:
         """When the next write starts: the pause after the last one (plain results),

@@ -38,6 +38,7 @@ from orchestrator.sweeps.capacity import Capacity
 from orchestrator.sweeps.scheduler_judge import PopulationView, SchedulerJudge, info_of, note_stop
 from orchestrator.sweeps.scheduler_state import SchedulerState
 from orchestrator.sweeps.searcher_thread import SearcherThread
+from orchestrator.timeouts import within
 
 if TYPE_CHECKING:
     from orchestrator.engine.trial_runtime import TrialRuntime
@@ -254,8 +255,7 @@ class Sweep:
                 await self._changed.wait()
                 break
             try:
-                async with asyncio.timeout(HOLD_CHECK_S):
-                    await self._changed.wait()
+                await within(HOLD_CHECK_S, self._changed.wait())
                 break
             except TimeoutError:
                 pass

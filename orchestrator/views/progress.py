@@ -25,6 +25,7 @@ from rich.table import Table
 
 from orchestrator.core.best import lookup, pick_best
 from orchestrator.errors import ConfigError
+from orchestrator.timeouts import within
 
 __all__ = ["ProgressReporter"]
 
@@ -326,8 +327,7 @@ class ProgressReporter:
                 self._display.start()
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(period):
-                        await stop.wait()
+                    await within(period, stop.wait())
                 self._draw(final=stop.is_set())
         finally:
             if self._display is not None:

@@ -5,7 +5,8 @@ the same loop step as the awaited thing completes: the cancellation is lost. A s
 waiting for its next change went on to run all its trials after ``Orchestrator.sweep``
 was cancelled (its change event is set as a result arrives: exactly when a caller
 watching the trials decides to cancel). Our code waits with a deadline through
-``asyncio.timeout``, which keeps the cancellation."""
+``orchestrator.timeouts.within``, which keeps the cancellation (``asyncio.timeout``
+would too, but Python 3.10, which we support, has none)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.sweeps.driver import Sweep
+from orchestrator.timeouts import within
 
 from ..support import REPO_ROOT
 
@@ -40,17 +42,33 @@ def _calls_wait_for(path: Path) -> list[int]:
         node.lineno
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
-        and node.attr == "wait_for"
+        and node.attr in ("wait_for", "timeout")
         and isinstance(node.value, ast.Name)
         and node.value.id == "asyncio"
     ]
 
 
-def test_no_code_of_ours_waits_with_asyncio_wait_for() -> None:
+def test_no_code_of_ours_waits_with_asyncio_wait_for_or_timeout() -> None:
     found = [
         f"{path.relative_to(REPO_ROOT)}:{line}"
         for top in ("orchestrator", "storage", "transfer")
         for path in sorted((REPO_ROOT / top).rglob("*.py"))
         for line in _calls_wait_for(path)
     ]
-    assert not found, f"use `async with asyncio.timeout(...)` instead (see above): {found}"
+    assert not found, f"use orchestrator.timeouts.within instead (see above): {found}"
+
+
+async def test_within_returns_times_out_and_passes_a_cancellation_on() -> None:
+    assert await within(5.0, asyncio.sleep(0, "done")) == "done"
+    slow = asyncio.ensure_future(asyncio.sleep(30))
+    with pytest.raises(TimeoutError):
+        await within(0.01, slow)
+    assert slow.cancelled()
+    event = asyncio.Event()
+    waiting = asyncio.create_task(within(5.0, event.wait()))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    event.set()
+    waiting.cancel()  # the same step as the event: still a cancellation
+    with pytest.raises(asyncio.CancelledError):
+        await waiting

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from orchestrator.timeouts import within
 from orchestrator.views.dashboard.tail import JournalTail
 
 __all__ = ["POLL_S", "Watch"]
@@ -55,8 +56,7 @@ class Watch:
         while self.tail.version <= version:
             news = self._news
             try:
-                async with asyncio.timeout(timeout):
-                    await news.wait()
+                await within(timeout, news.wait())
             except TimeoutError:
                 return self.tail.version > version
         return True

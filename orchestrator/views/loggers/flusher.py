@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.core.trial_logs import ABANDONED_FILE
+from orchestrator.timeouts import within
 from orchestrator.views.loggers.files import write_atomic
 from orchestrator.views.loggers.log_sink import LogSink
 from orchestrator.views.loggers.ops import Op
@@ -130,8 +131,7 @@ class Flusher:
         try:
             while not self._closing:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._flush_interval):
-                        await self._wake.wait()
+                    await within(self._flush_interval, self._wake.wait())
                 self._wake.clear()
                 if not self._closing:
                     await self._cycle(upload=False)
