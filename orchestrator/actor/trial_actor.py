@@ -25,7 +25,7 @@ import ray
 
 from orchestrator.actor.io import ActorIO
 from orchestrator.actor.scratch import fresh_dir, remove_dead_scratch, remove_stale_fetches
-from orchestrator.actor.steps import exited, one_step, run_steps
+from orchestrator.actor.stepping import exited, one_step, run_steps
 from orchestrator.actor.trainable import Trainable
 from orchestrator.core.wire import CONFIG_REFUSED, NOT_VISIBLE
 

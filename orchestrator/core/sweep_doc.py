@@ -29,7 +29,8 @@ def sweep_trial_id(sweep: str, index: int) -> str:
 def created_ids(doc: Mapping[str, Any]) -> list[str]:
     """The ids of the trials the sweep of ``doc`` created, in the order it created them."""
     if _listed(doc):
-        return [str(trial_id) for trial_id in doc["created"]]
+        listed = doc["created"] if isinstance(doc.get("created"), list) else doc["trials"]
+        return [str(trial_id) for trial_id in listed]
     name = str(doc.get("name", ""))
     return [sweep_trial_id(name, i) for i in range(int(doc.get("created_count") or 0))]
 
@@ -51,8 +52,9 @@ def not_told_ids(doc: Mapping[str, Any]) -> set[str]:
 
 
 def _listed(doc: Mapping[str, Any]) -> bool:
-    """``doc`` is format 3's (and before): it lists every trial."""
-    return isinstance(doc.get("created"), list)
+    """``doc`` is format 3's (and before): it lists every trial (``created``, and
+    ``trials``, which earlier ones may hold alone)."""
+    return isinstance(doc.get("created"), list) or isinstance(doc.get("trials"), list)
 
 
 def compact(doc: Mapping[str, Any]) -> dict[str, Any]:

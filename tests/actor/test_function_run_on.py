@@ -17,7 +17,7 @@ from ray import cloudpickle
 
 from orchestrator import Orchestrator, TrialState, report
 from orchestrator.actor import function as fmod
-from orchestrator.actor import steps
+from orchestrator.actor import stepping as actor_steps
 from orchestrator.actor.function import on_run_end, wrap_function
 from orchestrator.actor.trial_actor import TrialActor
 from orchestrator.core.stopping import StopCondition
@@ -108,7 +108,7 @@ def test_a_stop_ends_a_function_that_ran_on_before_anything_of_its_next_report(
     thread, so all of this is settled when it returns."""
     marks = tmp_path / "marks"
     if case == "a step too long":
-        monkeypatch.setattr(steps, "RUN_ON_MAX_STEP_S", -1.0)
+        monkeypatch.setattr(actor_steps, "RUN_ON_MAX_STEP_S", -1.0)
     here = actor(stop={"i": 1} if case == "its stop condition met" else None)
     results = here.train_many("t", 1, 1, None, case != "a decision may fall")
     assert [r["i"] for r in results] == [1]
