@@ -21,7 +21,7 @@ from orchestrator.core.events import (
     RestoreDone,
     RunStarted,
     SaveDone,
-    Train,
+    StartActor,
     TrainResult,
 )
 from orchestrator.core.judge import Judges, StopJudge
@@ -63,9 +63,9 @@ class DecidesAt(StopsAt):
 def test_a_judge_caps_buffered_steps_and_ends_the_trial_exactly_there() -> None:
     judge = StopsAt(3)
     m = machine(steps_per_call=10, judge=judge)
-    m.handle(Launch())
-    first = m.handle(ActorReady(m.generation))
-    assert [a.steps for a in first if isinstance(a, Train)] == [3]  # not 10
+    (start,) = [a for a in m.handle(Launch()) if isinstance(a, StartActor)]
+    assert start.train is not None and start.train.steps == 3  # not 10
+    assert "Train" not in kinds(m.handle(ActorReady(m.generation)))  # sent with the setup
     actions = m.handle(TrainResult(m.generation, tuple({"x": i} for i in range(3))))
     assert judge.seen == [1, 2, 3]
     assert m.state is TrialState.TERMINATED and m.iteration == 3

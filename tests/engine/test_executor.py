@@ -9,6 +9,7 @@ test's storage, a real restore).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -99,10 +100,11 @@ class Setup:
         return rt
 
     async def start(self, *trials: TrialRuntime) -> None:
-        """Start their actors (one placement turn) and wait until they are set up."""
+        """Start their actors (one placement turn) and wait until they are set up; the
+        tests send the train calls themselves (no first call behind the setup)."""
         for rt in trials:
             (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
-            self.executor.execute(rt, start)
+            self.executor.execute(rt, dataclasses.replace(start, train=None))
         await until(lambda: all(rt.actor is not None for rt in trials))
         for rt in trials:
             ready = [t for t in self.loop.tracked if t.kind is CallKind.READY and t.runtime is rt]
@@ -169,6 +171,25 @@ async def test_an_actor_waits_for_room_and_the_loop_does_not(
 
 
 # -- training ----------------------------------------------------------------------------
+
+
+async def test_a_fresh_trial_s_first_call_is_sent_before_its_setup_answers(
+    executor: Any, runtime: MakeRuntime
+) -> None:
+    """Issue 36: no round trip between a trial's setup and its first step. The first
+    call goes to the actor right behind the setup, while the setup's answer is held."""
+    s = executor()
+    rt = s.add(runtime)
+    held = s.fake.hold("setup", answer=True)
+    (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
+    s.executor.execute(rt, start)
+    await until(lambda: rt.actor is not None)
+    ready = s.loop.last(CallKind.READY)
+    assert s.calls(rt) == ["setup", "train_many"]  # adaptive buffering's first call
+    assert [r["count"] for r in await s.loop.last(CallKind.TRAIN).answer()][0] == 1
+    assert not ready.ref.done()  # the step ran; its setup's answer is still held
+    held.open()
+    await ready.answer()
 
 
 async def test_the_train_call_fits_the_step_count_and_the_host(
