@@ -489,3 +489,24 @@ async def test_an_actor_whose_shutdown_hangs_is_killed_at_its_grace_end(
     if loop.time() - retired < 0.25:  # surely before the grace's end (a loaded loop may not be)
         assert not actor.dead
     await until(lambda: actor.dead)  # at the grace's end
+
+
+async def test_a_trial_stopped_before_its_setup_answered_hands_its_process_to_no_one(
+    executor: Any, runtime: MakeRuntime
+) -> None:
+    """Its first call went behind the setup and may be running the trainable: a stop
+    then lets the process clean up and go, instead of keeping it for the next trial
+    (whose setup would queue behind that call)."""
+    s = executor(stop_grace_s=60.0)
+    s.executor.hosts.keep_idle = True
+    rt = s.add(runtime)
+    held = s.fake.hold("setup", answer=True)
+    (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
+    s.executor.execute(rt, start)
+    await until(lambda: rt.actor is not None)
+    actor = s.fake.actor_of(rt.actor)
+    s.executor.execute(rt, StopActor(1))
+    assert s.executor.hosts.idle_hosts() == []
+    held.open()
+    await until(lambda: actor.dead, timeout=10)
+    assert [c.method for c in actor.calls] == ["setup", "train_many", "stop", "shutdown"]
