@@ -150,10 +150,10 @@ class Executor:
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
         self._to_place: list[tuple[TrialRuntime, int, Train | None]] = []
-        # Trials whose first train call went with their setup, until the setup is back:
-        # a stop meanwhile does not hand their process to another trial (that call may
-        # still be running the trainable).
-        self._first_unconfirmed: set[str] = set()
+        # Trials whose first train call went with their setup, until the setup is back
+        # (that call's ref): a stop meanwhile cancels the call if it has not started,
+        # and hands the process to no other trial (it may be running the trainable).
+        self._first_unconfirmed: dict[str, Any] = {}
         self._keys: dict[str, set[str]] = {}
         self.fetches = 0
         self.waiting: dict[str, float] = {}  # trials whose actor is not ready: since when
@@ -263,12 +263,11 @@ class Executor:
         rt.seq = 1  # setup was call #0
         self._dispatcher.track(rt, CallKind.READY, ref)
         if train is not None:  # the first call, right behind the setup (see StartActor)
-            self._first_unconfirmed.add(rt.id)
-            self._train(rt, train)
+            self._first_unconfirmed[rt.id] = self._train(rt, train)
 
     # -- training and saving ------------------------------------------------------------
 
-    def _train(self, rt: TrialRuntime, action: Train) -> None:
+    def _train(self, rt: TrialRuntime, action: Train) -> Any:
         actor = rt.actor
         seq = rt.next_seq()
         if action.steps > 1:
@@ -278,6 +277,7 @@ class Executor:
         else:
             ref = actor.train.remote(rt.id, seq)
         self._dispatcher.track(rt, CallKind.TRAIN, ref)
+        return ref
 
     def _save(self, rt: TrialRuntime, action: Save) -> None:
         actor = rt.actor
@@ -384,11 +384,12 @@ class Executor:
         actor, host = rt.actor, rt.host
         rt.actor = rt.host = None
         self.waiting.pop(rt.id, None)
-        unconfirmed = rt.id in self._first_unconfirmed
-        self._first_unconfirmed.discard(rt.id)
+        first = self._first_unconfirmed.pop(rt.id, None)
+        if first is not None:
+            self.backend.cancel(first)
         if actor is None or host is None:
             return
-        reusable = action.graceful and not unconfirmed
+        reusable = action.graceful and first is None
         last = self.hosts.leave(host, rt.id, reusable=reusable)
         if action.stuck:
             # Its call never returned: nothing queued behind it would ever run, so the
@@ -466,7 +467,7 @@ class Executor:
 
     def _placed(self, rt: TrialRuntime, item: Placed) -> None:
         rt.node_id, rt.host_name = item.node_id, item.host
-        self._first_unconfirmed.discard(rt.id)
+        self._first_unconfirmed.pop(rt.id, None)
 
     def _start_persister(self, rt: TrialRuntime, item: StartPersister) -> None:
         self.persisters.for_node(item.node_id)  # starts with the trial, not at its save

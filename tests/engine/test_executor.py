@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray.exceptions import TaskCancelledError
 
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import Event, Launch, Restore, Save, StartActor, StopActor, Train
@@ -494,19 +495,24 @@ async def test_an_actor_whose_shutdown_hangs_is_killed_at_its_grace_end(
 async def test_a_trial_stopped_before_its_setup_answered_hands_its_process_to_no_one(
     executor: Any, runtime: MakeRuntime
 ) -> None:
-    """Its first call went behind the setup and may be running the trainable: a stop
-    then lets the process clean up and go, instead of keeping it for the next trial
-    (whose setup would queue behind that call)."""
+    """Its first call went behind the setup. A stop before the setup answered cancels
+    that call if it has not started (here: the setup has not run yet), and lets the
+    process clean up and go instead of keeping it for the next trial (whose setup would
+    queue behind a first call already running)."""
     s = executor(stop_grace_s=60.0)
     s.executor.hosts.keep_idle = True
     rt = s.add(runtime)
-    held = s.fake.hold("setup", answer=True)
+    held = s.fake.hold("setup")
     (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
     s.executor.execute(rt, start)
     await until(lambda: rt.actor is not None)
+    await held.reached()
     actor = s.fake.actor_of(rt.actor)
+    first = s.loop.last(CallKind.TRAIN)
     s.executor.execute(rt, StopActor(1))
     assert s.executor.hosts.idle_hosts() == []
     held.open()
+    with pytest.raises(TaskCancelledError):
+        await first.answer()
     await until(lambda: actor.dead, timeout=10)
     assert [c.method for c in actor.calls] == ["setup", "train_many", "stop", "shutdown"]
