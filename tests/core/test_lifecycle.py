@@ -71,6 +71,15 @@ def test_a_restart_with_a_checkpoint_restores_before_its_first_call() -> None:
     assert kinds(m.handle(ActorReady(m.generation))) == ["Restore"]
 
 
+def test_a_stop_before_the_actor_is_ready_settles_at_once_and_its_first_call_is_stale() -> None:
+    m = machine()
+    m.handle(Launch())
+    actions = m.handle(Decided(Stop("t")))
+    assert kinds(actions) == ["StopActor", "Notify"] and actions[0].graceful
+    assert m.state is TrialState.TERMINATED and not m.train_in_flight
+    assert result(m) == [] and m.iteration == 0  # the first call's answer: dropped
+
+
 def test_a_restore_asked_while_the_first_call_is_in_flight_follows_it() -> None:
     """The first call went with the setup: a restore decided before the actor is ready
     waits for that call, as one decided while a trial runs does."""
