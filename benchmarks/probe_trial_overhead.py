@@ -91,9 +91,9 @@ class Timeline:
             return traced
 
         def setup_on(original: Any) -> Any:
-            def traced(executor: Any, rt: Any, host: Any) -> Any:
+            def traced(executor: Any, rt: Any, *args: Any) -> Any:
                 add(rt.id, "setup_sent")
-                return original(executor, rt, host)
+                return original(executor, rt, *args)
 
             return traced
 

@@ -151,11 +151,16 @@ class Action:
 class StartActor(Action):
     """Create the trial's actor (generation ``generation``) and run ``setup``.
 
-    ``delay`` seconds to wait first (back-off after a failure).
+    ``delay`` seconds to wait first (back-off after a failure). ``train``: the first
+    train call, sent right behind ``setup`` (a fresh start: nothing to restore, so the
+    first call is known now). The actor runs its calls in order, so the first step
+    starts as setup ends, without a round trip to the driver in between; the machine
+    counts the call as in flight from here.
     """
 
     generation: int
     delay: float = 0.0
+    train: Train | None = None
 
 
 @dataclass(frozen=True)

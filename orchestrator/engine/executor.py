@@ -149,7 +149,11 @@ class Executor:
         self.retiring = Retiring(settings.stop_grace_s, backend.kill)
         # Trials whose actor is to be started at the end of this loop turn, so that the
         # trials starting together can share actors (``trials_per_worker``).
-        self._to_place: list[tuple[TrialRuntime, int]] = []
+        self._to_place: list[tuple[TrialRuntime, int, Train | None]] = []
+        # Trials whose first train call went with their setup, until the setup is back
+        # (that call's ref): a stop meanwhile cancels the call if it has not started,
+        # and hands the process to no other trial (it may be running the trainable).
+        self._first_unconfirmed: dict[str, Any] = {}
         self._keys: dict[str, set[str]] = {}
         self.fetches = 0
         self.waiting: dict[str, float] = {}  # trials whose actor is not ready: since when
@@ -177,11 +181,13 @@ class Executor:
 
     def _start_actor(self, rt: TrialRuntime, action: StartActor) -> None:
         if action.delay > 0:
-            self._loop.call_later(action.delay, self._queue_placement, rt, action.generation)
+            self._loop.call_later(
+                action.delay, self._queue_placement, rt, action.generation, action.train
+            )
         else:
-            self._queue_placement(rt, action.generation)
+            self._queue_placement(rt, action.generation, action.train)
 
-    def _queue_placement(self, rt: TrialRuntime, generation: int) -> None:
+    def _queue_placement(self, rt: TrialRuntime, generation: int, train: Train | None) -> None:
         if not self._to_place:
             if self.hosts.trials_per_worker > 1:
                 # Trials whose shared process died fail one by one as Ray reports each
@@ -190,19 +196,21 @@ class Executor:
                 self._loop.call_later(PLACE_GATHER_S, self._place_queued)
             else:
                 self._loop.call_soon(self._place_queued)
-        self._to_place.append((rt, generation))
+        self._to_place.append((rt, generation, train))
 
     def _place_queued(self) -> None:
         """Start actors for the trials queued this turn, grouped by resources."""
         batch, self._to_place = self._to_place, []
         groups: dict[Any, list[TrialRuntime]] = {}
-        for rt, generation in batch:
+        first: dict[str, Train | None] = {}
+        for rt, generation, train in batch:
             machine = rt.machine
             if machine.generation != generation or machine.state is not TrialState.STARTING:
                 continue  # superseded while backing off or queued
             if rt.actor is not None:
                 continue  # placed already (queued twice in one turn)
             groups.setdefault(resource_key(rt.spec.resources), []).append(rt)
+            first[rt.id] = train
         for group in groups.values():
             resources = group[0].spec.resources
             plan = self.hosts.place([rt.id for rt in group], resources)
@@ -221,7 +229,7 @@ class Executor:
                     cause = TrialError(rt.id, f"could not create its actor: {refused}", refused)
                     self._dispatcher.request(rt, Failure(rt.machine.generation, cause))
                 else:
-                    self._setup_on(rt, host)
+                    self._setup_on(rt, host, first.get(rt.id))
 
     def trials(self) -> list[TrialRuntime]:
         return list(self._dispatcher.trials.values())
@@ -233,7 +241,7 @@ class Executor:
         remote = self.backend.trial_actor.options(**options)
         return remote.remote(self._storage_uri, self._storage_options)
 
-    def _setup_on(self, rt: TrialRuntime, host: Host) -> None:
+    def _setup_on(self, rt: TrialRuntime, host: Host, train: Train | None = None) -> None:
         generation = rt.machine.generation
         rt.actor, rt.host = host.actor, host
         if not rt.code_loaded:  # a finished trial resumed without its code runs again
@@ -254,10 +262,12 @@ class Executor:
         ref = host.actor.setup.remote(rt.id, generation, payload, prefetch)
         rt.seq = 1  # setup was call #0
         self._dispatcher.track(rt, CallKind.READY, ref)
+        if train is not None:  # the first call, right behind the setup (see StartActor)
+            self._first_unconfirmed[rt.id] = self._train(rt, train)
 
     # -- training and saving ------------------------------------------------------------
 
-    def _train(self, rt: TrialRuntime, action: Train) -> None:
+    def _train(self, rt: TrialRuntime, action: Train) -> Any:
         actor = rt.actor
         seq = rt.next_seq()
         if action.steps > 1:
@@ -267,6 +277,7 @@ class Executor:
         else:
             ref = actor.train.remote(rt.id, seq, action.run_on)
         self._dispatcher.track(rt, CallKind.TRAIN, ref)
+        return ref
 
     def _save(self, rt: TrialRuntime, action: Save) -> None:
         actor = rt.actor
@@ -373,9 +384,13 @@ class Executor:
         actor, host = rt.actor, rt.host
         rt.actor = rt.host = None
         self.waiting.pop(rt.id, None)
+        first = self._first_unconfirmed.pop(rt.id, None)
+        if first is not None:
+            self.backend.cancel(first)
         if actor is None or host is None:
             return
-        last = self.hosts.leave(host, rt.id, reusable=action.graceful)
+        reusable = action.graceful and first is None
+        last = self.hosts.leave(host, rt.id, reusable=reusable)
         if action.stuck:
             # Its call never returned: nothing queued behind it would ever run, so the
             # process goes now (failing any other trial it hosts, which recovers).
@@ -452,6 +467,7 @@ class Executor:
 
     def _placed(self, rt: TrialRuntime, item: Placed) -> None:
         rt.node_id, rt.host_name = item.node_id, item.host
+        self._first_unconfirmed.pop(rt.id, None)
 
     def _start_persister(self, rt: TrialRuntime, item: StartPersister) -> None:
         self.persisters.for_node(item.node_id)  # starts with the trial, not at its save

@@ -102,6 +102,10 @@ class Dispatcher:
         self._settled = asyncio.Event()
         self._settled.set()
         self._in_flight: set[Pending] = set()
+        # A trial's setup in flight (its generation), and a first train call that came
+        # back before it (sent behind the setup, see StartActor): served right after it.
+        self._readying: dict[str, int] = {}
+        self._behind_ready: dict[tuple[str, int], Inbound] = {}
         self._inbox: collections.deque[Inbound] = collections.deque()
         # Completions from Ray's threads, waiting for the loop to drain them.
         self._from_ray_queue: collections.deque[tuple[Pending, Future[Any]]] = collections.deque()
@@ -291,6 +295,8 @@ class Dispatcher:
 
     def track_pending(self, pending: Pending, ref: Any) -> None:
         self._in_flight.add(pending)
+        if pending.kind is CallKind.READY:
+            self._readying[pending.runtime.id] = pending.generation
         ref.future().add_done_callback(functools.partial(self._from_ray, pending))
 
     def track_task(
@@ -347,6 +353,8 @@ class Dispatcher:
             while inbox:
                 head, tail = inbox.popleft()
                 if isinstance(head, Pending):
+                    if head.kind is CallKind.TRAIN and self._out_of_order(head, tail):
+                        continue
                     event, follow_ups = read(head, tail)
                     for item in follow_ups:
                         self._carry_out(head.runtime, self.executor.follow_up, item)
@@ -354,8 +362,28 @@ class Dispatcher:
                         self._journal.changed(head.runtime)
                     if event is not None:
                         self._dispatch(head.runtime, event)
+                    if head.kind is CallKind.READY:
+                        self._ready_served(head)
                 else:
                     self._dispatch(head, tail)  # type: ignore[arg-type]
+
+    def _out_of_order(self, head: Pending, tail: Any) -> bool:
+        """A trial's first train call answered before its setup's answer was served
+        (Ray answers one actor's calls in order, but nothing here relies on it): held
+        until then, so the machine sees the actor ready before its first result."""
+        trial_id = head.runtime.id
+        if self._readying.get(trial_id) == head.generation:
+            self._behind_ready[trial_id, head.generation] = (head, tail)
+            return True
+        return False
+
+    def _ready_served(self, head: Pending) -> None:
+        trial_id = head.runtime.id
+        if self._readying.get(trial_id) == head.generation:
+            del self._readying[trial_id]
+        held = self._behind_ready.pop((trial_id, head.generation), None)
+        if held is not None:
+            self._inbox.appendleft(held)
 
     def _dispatch(self, rt: TrialRuntime, event: Event) -> None:
         self._events += 1

@@ -77,6 +77,10 @@ class RayBackend(Protocol):
 
     def kill(self, actor: Any) -> None: ...
 
+    def cancel(self, ref: Any) -> None:
+        """Cancel an actor call that has not started (one that runs goes on)."""
+        ...
+
     def available_resources(self) -> Mapping[str, float]: ...
 
     def cluster_resources(self) -> Mapping[str, float]: ...
@@ -115,6 +119,12 @@ class _Ray:
 
     def kill(self, actor: Any) -> None:
         kill(actor)
+
+    def cancel(self, ref: Any) -> None:
+        try:
+            ray.cancel(ref)
+        except Exception:  # done already, or its actor is gone: nothing to cancel
+            pass
 
     def available_resources(self) -> Mapping[str, float]:
         return ray.available_resources()

@@ -21,6 +21,7 @@ from orchestrator.core.events import (
     RestoreDone,
     RunStarted,
     SaveDone,
+    StartActor,
     Train,
     TrainResult,
 )
@@ -63,9 +64,9 @@ class DecidesAt(StopsAt):
 def test_a_judge_caps_buffered_steps_and_ends_the_trial_exactly_there() -> None:
     judge = StopsAt(3)
     m = machine(steps_per_call=10, judge=judge)
-    m.handle(Launch())
-    first = m.handle(ActorReady(m.generation))
-    assert [a.steps for a in first if isinstance(a, Train)] == [3]  # not 10
+    (start,) = [a for a in m.handle(Launch()) if isinstance(a, StartActor)]
+    assert start.train is not None and start.train.steps == 3  # not 10
+    assert "Train" not in kinds(m.handle(ActorReady(m.generation)))  # sent with the setup
     actions = m.handle(TrainResult(m.generation, tuple({"x": i} for i in range(3))))
     assert judge.seen == [1, 2, 3]
     assert m.state is TrialState.TERMINATED and m.iteration == 3
@@ -77,18 +78,18 @@ def test_a_call_lets_a_function_run_on_only_past_a_result_no_decision_falls_on()
     point (or there is none), so a function may go on into its next step meanwhile."""
 
     def trains(actions: list[Any]) -> list[tuple[int, bool]]:
-        return [(a.steps, a.run_on) for a in actions if isinstance(a, Train)]
+        calls = [a.train if isinstance(a, StartActor) else a for a in actions]
+        return [(a.steps, a.run_on) for a in calls if isinstance(a, Train)]
 
     m = machine(steps_per_call=1, judge=StopsAt(3))
-    m.handle(Launch())
-    assert trains(m.handle(ActorReady(m.generation))) == [(1, True)]
+    assert trains(m.handle(Launch())) == [(1, True)]  # the first call, behind the setup
+    m.handle(ActorReady(m.generation))
     assert trains(m.handle(TrainResult(m.generation, ({"x": 1},)))) == [(1, True)]
     assert trains(m.handle(TrainResult(m.generation, ({"x": 2},)))) == [(1, False)]  # 3 next
     assert m.handle(TrainResult(m.generation, ({"x": 3},))) and m.state is TrialState.TERMINATED
 
     buffered = machine(steps_per_call=10, judge=StopsAt(3))
-    buffered.handle(Launch())
-    assert trains(buffered.handle(ActorReady(buffered.generation))) == [(3, False)]
+    assert trains(buffered.handle(Launch())) == [(3, False)]
     free = running(steps_per_call=1)  # no judge, no decision point: always
     assert trains(free.handle(TrainResult(free.generation, ({"x": 1},)))) == [(1, True)]
 

@@ -50,13 +50,49 @@ from ..support.machines import ckpt, kinds, machine, result, running
 # -- the happy path ---------------------------------------------------------------------
 
 
-def test_launch_starts_actor_then_trains() -> None:
+def test_launch_starts_actor_with_its_first_call_behind_the_setup() -> None:
+    """A fresh start's first train call goes with the setup (issue 36: no round trip
+    between a trial's setup and its first step); the actor's readiness asks no more."""
     m = machine()
-    assert kinds(m.handle(Launch())) == ["StartActor", "Notify"]
-    assert m.state is TrialState.STARTING
+    actions = m.handle(Launch())
+    assert kinds(actions) == ["StartActor", "Notify"]
+    assert actions[0].train == Train(1, 1, None, run_on=True)  # no judge: it may run on
+    assert m.state is TrialState.STARTING and m.train_in_flight
     actions = m.handle(ActorReady(1))
     assert m.state is TrialState.RUNNING
-    assert kinds(actions) == ["RunStarted", "Train"]
+    assert kinds(actions) == ["RunStarted"]
+    assert kinds(result(m)) == ["Report", "Train"]
+
+
+def test_a_restart_with_a_checkpoint_restores_before_its_first_call() -> None:
+    m = running(max_failures=3, checkpoint_every=1)
+    result(m)
+    m.handle(SaveDone(m.generation, ckpt(1)))
+    actions = m.handle(Failure(m.generation, RuntimeError("boom")))
+    (start,) = [a for a in actions if isinstance(a, StartActor)]
+    assert start.train is None and not m.train_in_flight
+    assert kinds(m.handle(ActorReady(m.generation))) == ["Restore"]
+
+
+def test_a_stop_before_the_actor_is_ready_settles_at_once_and_its_first_call_is_stale() -> None:
+    m = machine()
+    m.handle(Launch())
+    actions = m.handle(Decided(Stop("t")))
+    assert kinds(actions) == ["StopActor", "Notify"] and actions[0].graceful
+    assert m.state is TrialState.TERMINATED and not m.train_in_flight
+    assert result(m) == [] and m.iteration == 0  # the first call's answer: dropped
+
+
+def test_a_restore_asked_while_the_first_call_is_in_flight_follows_it() -> None:
+    """The first call went with the setup: a restore decided before the actor is ready
+    waits for that call, as one decided while a trial runs does."""
+    m = machine()
+    m.handle(Launch())
+    assert m.handle(Decided(RestoreFrom("t", ckpt(4)))) == []
+    assert kinds(m.handle(ActorReady(m.generation))) == ["RunStarted"]
+    actions = result(m)
+    assert m.state is TrialState.RESTORING
+    assert [a.checkpoint.iteration for a in actions if isinstance(a, Restore)] == [4]
 
 
 def test_results_are_numbered_and_stop_at_threshold() -> None:

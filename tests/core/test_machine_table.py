@@ -96,8 +96,10 @@ def drive_to(state: TrialState) -> TrialMachine:
     if state is TrialState.STARTING:
         return m
     if state is TrialState.RESTORING:
-        m.handle(Decided(RestoreFrom("t", ckpt(1))))
         m.handle(ActorReady(m.generation))
+        m.handle(Decided(RestoreFrom("t", ckpt(1))))
+        result(m)  # the save it asks for comes first (checkpoint_every=1)
+        m.handle(SaveDone(m.generation, ckpt(1)))
         return m
     m.handle(ActorReady(m.generation))
     if state is TrialState.RUNNING:

@@ -9,6 +9,7 @@ test's storage, a real restore).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray.exceptions import TaskCancelledError
 
 from orchestrator.core.checkpoints import Checkpoint
 from orchestrator.core.events import Event, Launch, Restore, Save, StartActor, StopActor, Train
@@ -99,10 +101,11 @@ class Setup:
         return rt
 
     async def start(self, *trials: TrialRuntime) -> None:
-        """Start their actors (one placement turn) and wait until they are set up."""
+        """Start their actors (one placement turn) and wait until they are set up; the
+        tests send the train calls themselves (no first call behind the setup)."""
         for rt in trials:
             (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
-            self.executor.execute(rt, start)
+            self.executor.execute(rt, dataclasses.replace(start, train=None))
         await until(lambda: all(rt.actor is not None for rt in trials))
         for rt in trials:
             ready = [t for t in self.loop.tracked if t.kind is CallKind.READY and t.runtime is rt]
@@ -170,6 +173,25 @@ async def test_an_actor_waits_for_room_and_the_loop_does_not(
 
 
 # -- training ----------------------------------------------------------------------------
+
+
+async def test_a_fresh_trial_s_first_call_is_sent_before_its_setup_answers(
+    executor: Any, runtime: MakeRuntime
+) -> None:
+    """Issue 36: no round trip between a trial's setup and its first step. The first
+    call goes to the actor right behind the setup, while the setup's answer is held."""
+    s = executor()
+    rt = s.add(runtime)
+    held = s.fake.hold("setup", answer=True)
+    (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
+    s.executor.execute(rt, start)
+    await until(lambda: rt.actor is not None)
+    ready = s.loop.last(CallKind.READY)
+    assert s.calls(rt) == ["setup", "train_many"]  # adaptive buffering's first call
+    assert [r["count"] for r in await s.loop.last(CallKind.TRAIN).answer()][0] == 1
+    assert not ready.ref.done()  # the step ran; its setup's answer is still held
+    held.open()
+    await ready.answer()
 
 
 async def test_the_train_call_fits_the_step_count_and_the_host(
@@ -473,3 +495,29 @@ async def test_an_actor_whose_shutdown_hangs_is_killed_at_its_grace_end(
     if loop.time() - retired < 0.25:  # surely before the grace's end (a loaded loop may not be)
         assert not actor.dead
     await until(lambda: actor.dead)  # at the grace's end
+
+
+async def test_a_trial_stopped_before_its_setup_answered_hands_its_process_to_no_one(
+    executor: Any, runtime: MakeRuntime
+) -> None:
+    """Its first call went behind the setup. A stop before the setup answered cancels
+    that call if it has not started (here: the setup has not run yet), and lets the
+    process clean up and go instead of keeping it for the next trial (whose setup would
+    queue behind a first call already running)."""
+    s = executor(stop_grace_s=60.0)
+    s.executor.hosts.keep_idle = True
+    rt = s.add(runtime)
+    held = s.fake.hold("setup")
+    (start,) = [a for a in rt.machine.handle(Launch()) if isinstance(a, StartActor)]
+    s.executor.execute(rt, start)
+    await until(lambda: rt.actor is not None)
+    await held.reached()
+    actor = s.fake.actor_of(rt.actor)
+    first = s.loop.last(CallKind.TRAIN)
+    s.executor.execute(rt, StopActor(1))
+    assert s.executor.hosts.idle_hosts() == []
+    held.open()
+    with pytest.raises(TaskCancelledError):
+        await first.answer()
+    await until(lambda: actor.dead, timeout=10)
+    assert [c.method for c in actor.calls] == ["setup", "train_many", "stop", "shutdown"]

@@ -228,3 +228,29 @@ async def test_a_cancelled_run_leaves_no_task_waiting(
     await asyncio.sleep(0)  # a task cancelled at close ends at its next step
     left = asyncio.all_tasks() - before - {asyncio.current_task()}
     assert not left, left
+
+
+async def test_a_first_result_answered_before_its_setup_is_served_after_it(
+    tmp_path: Path,
+    fake_ray: FakeRay,
+    orchestrator: MakeOrchestrator,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 36: a fresh trial's first train call goes right behind its setup, so its
+    first step runs before the driver has heard the setup's answer. Held here, that
+    answer arrives after the first result: the loop serves the result after it, the
+    machine never sees a result from a trial not yet running, and nothing is lost."""
+    caplog.set_level(logging.WARNING, logger="orchestrator.engine.loop")
+    async with orchestrator(storage=tmp_path, name="ahead", result_buffer=1) as orch:
+        trial = orch.add_trial(Counter, stop={"training_iteration": 3}, resources=CPU)
+        held = fake_ray.hold("setup", trial=trial.id, answer=True)
+        runner = asyncio.create_task(orch.run())
+        await held.reached()
+        actor = fake_ray.actor_of(trial.actor)
+        await until(lambda: any(c.method in TRAIN for c in actor.calls))
+        await asyncio.sleep(0.2)  # its answer reaches the loop, ahead of the setup's
+        assert trial.state is TrialState.STARTING and trial.iteration == 0
+        held.open()
+        await asyncio.wait_for(runner, 30)
+    assert trial.state is TrialState.TERMINATED and iterations(trial) == [1, 2, 3]
+    assert "dropped an event" not in caplog.text

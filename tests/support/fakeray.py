@@ -90,6 +90,7 @@ class FakeRef:
 
     def __init__(self) -> None:
         self._answer: Future[Any] = Future()
+        self.cancelled = False  # ray.cancel: a call that has not started never runs
 
     def future(self) -> Future[Any]:
         fresh: Future[Any] = Future()
@@ -318,6 +319,9 @@ class FakeActor:
             gate._wait(self)
         if self.dead:
             return
+        if ref.cancelled:
+            self._answer(method, args, ref, error=rex.TaskCancelledError())
+            return
         try:
             args = tuple(a._wait() if isinstance(a, FakeRef) else a for a in args)
         except BaseException as err:  # an argument's call failed: so does this one
@@ -470,6 +474,9 @@ class FakeRay:
 
     def kill(self, actor: Any) -> None:
         self._die(actor._fake_actor, "killed by ray.kill")
+
+    def cancel(self, ref: Any) -> None:
+        ref.cancelled = True
 
     def available_resources(self) -> dict[str, float]:
         with self.lock:

@@ -87,8 +87,12 @@ def restore_next(m: TrialSteps, decision: RestoreFrom) -> list[Action]:
 
 
 def restore_on_ready(m: TrialSteps, decision: RestoreFrom) -> list[Action]:
-    """STARTING: the actor being started restores it once ready."""
-    m.restore_target, m.restore_config = decision.checkpoint, decision.config
+    """STARTING: the actor being started restores it once ready; once its first call
+    is back when that call went with the setup (a fresh start)."""
+    if m.train_in_flight:
+        m._want(Intent.RESTORE, decision.checkpoint, decision.config)
+    else:
+        m.restore_target, m.restore_config = decision.checkpoint, decision.config
     return []
 
 
