@@ -123,11 +123,8 @@ def test_a_stop_ends_a_function_that_ran_on_before_anything_of_its_next_report(
     )
 
 
-def test_a_report_made_while_running_on_takes_nothing_until_its_call(
-    actor: Callable[..., HereActor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The function ran on and reached report 2, which waits for its call: its
-    checkpoint directory is still the caller's, untouched, until that call comes."""
+def _note_waits_for_call(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once a report made while running on starts waiting for its call."""
     waiting = threading.Event()
     wait_for_call = fmod._Run._wait_for_call
 
@@ -136,6 +133,15 @@ def test_a_report_made_while_running_on_takes_nothing_until_its_call(
         wait_for_call(run)
 
     monkeypatch.setattr(fmod._Run, "_wait_for_call", noted)
+    return waiting
+
+
+def test_a_report_made_while_running_on_takes_nothing_until_its_call(
+    actor: Callable[..., HereActor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The function ran on and reached report 2, which waits for its call: its
+    checkpoint directory is still the caller's, untouched, until that call comes."""
+    waiting = _note_waits_for_call(monkeypatch)
     here = actor()
     assert [r["i"] for r in here.train_sole_run_on()] == [1]
     assert waiting.wait(60)  # at report 2 (report 1 did not wait: it ran on)
@@ -189,14 +195,7 @@ def test_a_step_run_on_into_counts_its_whole_time(
     """Step 2 ran (on) before its call came, and the call that delivers it is one
     after which the function must wait (``train_sole``): its ``time_this_iter_s`` is
     the step's, measured in the function's thread, not the call's few microseconds."""
-    waiting = threading.Event()
-    wait_for_call = fmod._Run._wait_for_call
-
-    def noted(run: Any) -> None:
-        waiting.set()
-        wait_for_call(run)
-
-    monkeypatch.setattr(fmod._Run, "_wait_for_call", noted)
+    waiting = _note_waits_for_call(monkeypatch)
     here = HereActor(str(tmp_path / "storage"))
     here.setup("t", 1, cloudpickle.dumps((wrap_function(pausing), {}, None)))
     try:
