@@ -4,8 +4,9 @@ The driver keeps, in the experiment's storage, every trial's spec (trainable, co
 stop criterion, policy), state, checkpoints (with their manifests), failure count, last
 error and result history. Writes are atomic (the storage's ``write_bytes``), batched (at
 most one per ``interval`` for plain results; a checkpoint persisted or a trial's end
-is in storage within :data:`DURABLE_WITHIN_S`), and done by a background task, so the
-loop never waits for them. Each result is serialised once, when it is reported.
+is in storage within :data:`~orchestrator.journal.pace.DURABLE_WITHIN_S`), and done by
+a background task, so the loop never waits for them. Each result is serialised once,
+when it is reported.
 
 Two kinds of object hold it, so that a write costs what changed, not what the
 experiment has accumulated (about 100 bytes a result: 100 MB at a million):
@@ -28,10 +29,10 @@ experiment has accumulated (about 100 bytes a result: 100 MB at a million):
   and its results, listed by the head with its size and SHA-256; so the head holds the
   live trials, and a write costs what changed, not every trial the experiment had.
 
-The pause between writes grows with what a write costs: with the CPU time of building
-it (:data:`WRITE_SHARE`), so the journal never takes more than a small share of the
-driver's CPU, and with the time storage took to take it (:data:`STORAGE_SHARE`), so a
-slow bucket is not kept busy. Wall time alone was a poor measure of the first: under
+The pause between writes grows with what a write costs (:mod:`orchestrator.journal.pace`):
+with the CPU time of building it, so the journal never takes more than a small share of
+the driver's CPU, and with the time storage took to take it, so a slow bucket is not
+kept busy. Wall time alone was a poor measure of the first: under
 load, or through one slow fsync, a small journal's write looked expensive and the next
 waited seconds, and a driver that died then resumed from older checkpoints than it
 needed to.
@@ -46,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from array import array
 from collections.abc import Callable, Mapping
@@ -61,11 +61,11 @@ from orchestrator.core.journal_format import (
 )
 from orchestrator.core.json_codec import dumps
 from orchestrator.errors import JournalError
+from orchestrator.journal.pace import WritePace
 from orchestrator.journal.retirement import Retirement
 from orchestrator.journal.sealed import SealedBook
 from orchestrator.journal.spill import SpillRef
 from orchestrator.journal.write_bytes import Built, Write, build_timed, segment_token
-from orchestrator.timeouts import within
 
 if TYPE_CHECKING:
     from orchestrator.engine.trial_runtime import TrialRuntime
@@ -76,41 +76,12 @@ log = logging.getLogger("orchestrator.journal")
 COMPACT_AFTER = 32
 
 
-#: The largest share of the driver's CPU the journal may take: after building a document
-#: took ``c`` CPU-seconds, the next write waits at least ``c / WRITE_SHARE``.
-WRITE_SHARE = 0.05
-#: The largest share of wall time storage may spend taking journal writes: after one
-#: took ``t`` seconds to store, the next waits at least ``t / STORAGE_SHARE``.
-STORAGE_SHARE = 0.25
-#: The bound on what a crash can lose (README, "What a crash can cost"). A checkpoint
-#: persisted (:meth:`Journal.soon`) and a trial that settled (TERMINATED, ERROR, a
-#: settled pause: :meth:`Journal.urgent`) are in storage within this many seconds of the
-#: loop learning of them, whatever ``journal_interval`` is (it paces plain results
-#: only), so a driver killed later resumes each trial from that checkpoint or a newer
-#: one and never runs a finished trial again. It is what the writer schedules for, so
-#: it holds while storage takes a write in well under this (a write in flight finishes
-#: first) and building one takes under ``URGENT_CPU_SHARE`` of it in CPU (the journal's
-#: share of the driver's CPU comes first). Measured on a 2-core machine at load 30-48
-#: (20 trials checkpointing every 5 steps of 5 ms, local storage): a checkpoint was
-#: journaled 0.45 s after the loop learned of it (median), 1.1 s (p99), 1.9 s at most
-#: (behind one write that itself took 1.1 s); before this bound 0.57 / 1.9 / 2.6 s.
-DURABLE_WITHIN_S = 1.0
-#: An urgent write (a trial just settled: see :meth:`Journal.urgent`) waits this long,
-#: so that trials ending together share one write...
-URGENT_DELAY = 0.05
-#: ...and, like every write that an event hurries, comes at least the CPU the last
-#: write cost divided by this after it: even a stream of trials ending (or checkpoints
-#: persisted) one after another keeps the journal under a quarter of a core.
-URGENT_CPU_SHARE = 0.25
-
-
 class Journal:
     """Batches and writes the experiment's state; see the module docstring."""
 
     def __init__(self, storage: Any, *, name: str, interval: float = 1.0) -> None:
         self._storage = storage
         self._name = name
-        self._interval = interval
         self._trials: dict[str, TrialRuntime] = {}
         # The unsettled trials' specs (the start of their heads); a settled trial's is
         # the start of its kept head, not kept twice.
@@ -148,17 +119,10 @@ class Journal:
         self._sealed = SealedBook(self._token)  # sealed objects (``journal/sealed.py``)
         self._next_segment = 0
         self._dirty = asyncio.Event()
-        # When the loop first asked, since the last write's capture, for a write soon
-        # (a checkpoint persisted) or at once (a trial settled); None: it did not.
-        self._soon_at: float | None = None
-        self._urgent_at: float | None = None
-        self._hurried = asyncio.Event()  # either was asked: the writer reckons again
+        self._pace = WritePace(interval)  # when the next write is due
         # One write at a time: two at once could store their heads in either order (an
         # older state last) and one's deletions could take what the other's head lists.
         self._one_write = asyncio.Lock()
-        self._written_at = -math.inf  # when the last write ended (monotonic)
-        self._write_s = 0.0  # a write's wall time, capture to commit (a decaying peak)
-        self._cpu_gap = URGENT_DELAY  # before a hurried write, from the last one's CPU
         self._after_write: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
@@ -167,7 +131,6 @@ class Journal:
         # the last head's size: what a write costs storage (``benchmarks/bench_scale``).
         self.bytes_written = 0
         self.head_bytes = 0
-        self._pause = interval  # before the next write, from the last one's cost
         self.started_at = time.time()  # kept across resumes (``JournalContents.extras``)
         # What else the head carries, built on the loop at each write: the sweeps'
         # state (searcher, scheduler, which trials they created).
@@ -248,25 +211,21 @@ class Journal:
         self._may_write = may_write
 
     def urgent(self) -> None:
-        """Write at once (after :data:`URGENT_DELAY`), not at the next interval: a trial
-        reached TERMINATED or ERROR, or settled a pause. A driver killed right after must
-        not run it again, so its end (and every result before it) must be in storage at
-        once. Requests that come together share one write."""
-        if self._urgent_at is None:
-            self._urgent_at = time.monotonic()
-            self._hurried.set()
+        """Write at once (after :data:`~orchestrator.journal.pace.URGENT_DELAY`), not at
+        the next interval: a trial reached TERMINATED or ERROR, or settled a pause. A
+        driver killed right after must not run it again, so its end (and every result
+        before it) must be in storage at once. Requests that come together share one write."""
+        self._pace.urgent()
         self._dirty.set()
 
     def soon(self) -> None:
-        """Have the state as it is now in storage within :data:`DURABLE_WITHIN_S`,
-        however long the interval or the pause after a costly write: a checkpoint
-        persisted, and a driver killed later must resume its trial from there, not
-        from the one before. Requests within one write's time share it, so a stream of
-        checkpoints costs no more writes than the interval's pace would at the
-        default settings."""
-        if self._soon_at is None:
-            self._soon_at = time.monotonic()
-            self._hurried.set()
+        """Have the state as it is now in storage within
+        :data:`~orchestrator.journal.pace.DURABLE_WITHIN_S`, however long the interval or
+        the pause after a costly write: a checkpoint persisted, and a driver killed later
+        must resume its trial from there, not from the one before. Requests within one
+        write's time share it, so a stream of checkpoints costs no more writes than the
+        interval's pace would at the default settings."""
+        self._pace.soon()
         self._dirty.set()
 
     # -- writing ----------------------------------------------------------------------
@@ -299,10 +258,9 @@ class Journal:
             await self._write_now()
 
     async def _write_now(self) -> None:
-        began = time.monotonic()
-        self._soon_at = self._urgent_at = None  # what they asked for is captured now
+        began = self._pace.capturing()
         if self._may_write is not None and not self._may_write():
-            self._written_at = began  # nothing to hurry: wait for the lease at the usual pace
+            self._pace.ended(began)  # nothing to hurry: wait for the lease at the usual pace
             return
         self._dirty.clear()
         waiting, self._after_write = self._after_write, []
@@ -329,14 +287,7 @@ class Journal:
             if self._may_write is not None and not self._may_write():
                 raise JournalError("the experiment's lease is not held")  # keep the old head
             await self._write_head(head)
-            stored = time.monotonic() - stored
-            self._pause = max(
-                self._interval, (cpu + built_cpu) / WRITE_SHARE, stored / STORAGE_SHARE
-            )
-            self._cpu_gap = max(URGENT_DELAY, (cpu + built_cpu) / URGENT_CPU_SHARE)
-            # A decaying peak: one quick write among slow ones must not promise the
-            # next is quick too.
-            self._write_s = max(time.monotonic() - began, 0.8 * self._write_s)
+            self._pace.wrote(began, cpu + built_cpu, time.monotonic() - stored)
             written = True
             self.writes += 1
             self.bytes_written += len(segment) + len(built.sealed) + 2 * len(head)
@@ -347,7 +298,7 @@ class Journal:
             self._dirty.set()
             log.warning("could not write the experiment journal (will retry): %s", err)
         finally:
-            self._written_at = time.monotonic()
+            self._pace.ended(time.monotonic())
             if not written:  # failed or cancelled: they wait for the next write
                 self._after_write[:0] = waiting
                 self._unstored |= unstored  # and so do the rows it did not store
@@ -434,35 +385,8 @@ class Journal:
     async def _writer(self) -> None:
         while True:
             await self._dirty.wait()
-            await self._rest()
+            await self._pace.rest()
             await self.flush()
-
-    async def _rest(self) -> None:
-        """Wait until the next write is due (:meth:`_due`), reckoned again whenever
-        :meth:`soon` or :meth:`urgent` hurries it."""
-        while True:
-            left = self._due() - time.monotonic()
-            if left <= 0:
-                return
-            self._hurried.clear()
-            with contextlib.suppress(TimeoutError):
-                await within(left, self._hurried.wait())
-
-    def _due(self) -> float:
-        """When the next write starts: the pause after the last one (plain results),
-        unless an urgent request (:data:`URGENT_DELAY` after it) or a checkpoint that must
-        land within :data:`DURABLE_WITHIN_S` comes first (its write starts that long after
-        it, less twice what a write takes: this one's, and one in flight); a hurried
-        write waits at least the CPU gap after the last one."""
-        due = self._written_at + self._pause
-        earliest = self._written_at + self._cpu_gap
-        if self._urgent_at is not None:
-            due = min(due, max(self._urgent_at + URGENT_DELAY, earliest))
-        if self._soon_at is not None:
-            # Room for this write and for one in flight when it was asked for.
-            wait = max(URGENT_DELAY, DURABLE_WITHIN_S - 2 * self._write_s)
-            due = min(due, max(self._soon_at + wait, earliest))
-        return due
 
     def _capture(self) -> Write:
         """The head's parts and the rows a write must store, from the state as it is."""

@@ -1,5 +1,5 @@
 """What a crash can cost, on the fake Ray: a checkpoint persisted and a trial's end reach
-the journal in storage promptly (``writer.DURABLE_WITHIN_S``), with nothing else to
+the journal in storage promptly (``pace.DURABLE_WITHIN_S``), with nothing else to
 prompt a write and the interval ten minutes away.
 
 The waits are generous (a loaded machine is slow, not wrong): each passes only because

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import orchestrator.journal.pace as pace
 import orchestrator.journal.write_bytes as write_bytes
 import orchestrator.journal.writer as journal_module
 from orchestrator import ConfigError, Orchestrator, Trial, TrialState
@@ -48,7 +49,7 @@ async def _gaps_between_writes(store: Storage, *, delay: float, seconds: float) 
 async def test_writes_space_out_as_storage_gets_slower(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(journal_module, "STORAGE_SHARE", 0.5)
+    monkeypatch.setattr(pace, "STORAGE_SHARE", 0.5)
     async with open_storage(tmp_path) as store:
         gaps = await _gaps_between_writes(store, delay=0.2, seconds=2.5)
         doc = json.loads(await store.read_bytes(JOURNAL_KEY))
@@ -71,7 +72,7 @@ async def test_writes_space_out_as_the_document_costs_more_cpu(
         return build(*parts)  # type: ignore[arg-type]
 
     monkeypatch.setattr(write_bytes, "_head", costly)
-    monkeypatch.setattr(journal_module, "WRITE_SHARE", 0.25)
+    monkeypatch.setattr(pace, "WRITE_SHARE", 0.25)
     async with open_storage(tmp_path) as store:
         gaps = await _gaps_between_writes(store, delay=0.0, seconds=2.5)
     # >= 0.1 CPU-s per document / 0.25 = a pause of >= 0.4 s, plus the build itself.

@@ -1,4 +1,4 @@
-"""The journal's durability bound (``writer.DURABLE_WITHIN_S``): a checkpoint persisted
+"""The journal's durability bound (``pace.DURABLE_WITHIN_S``): a checkpoint persisted
 (``Journal.soon``) is written promptly even when the pace of plain writes is minutes,
 as after a slow write to storage, and checkpoints persisted together share one write.
 Each wait is generous and passes only because the request asked for the write."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.journal.writer as journal_module
+import orchestrator.journal.pace as journal_module
 from orchestrator.core.journal_format import JOURNAL_KEY
 from orchestrator.journal.writer import Journal
 from storage import open_storage
