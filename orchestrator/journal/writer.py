@@ -386,7 +386,10 @@ class Journal:
         while True:
             await self._dirty.wait()
             await self._pace.rest()
-            await self.flush()
+            # Shielded: closing cancels the writer, and a write under way (its deletions
+            # of what its new base replaced included) ends first; aclose()'s own write
+            # waits for it.
+            await asyncio.shield(self.flush())
 
     def _capture(self) -> Write:
         """The head's parts and the rows a write must store, from the state as it is."""
